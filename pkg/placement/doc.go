@@ -1,0 +1,11 @@
+// Package placement is the seam between gang admission and placement policy.
+//
+// The gang plugin (pkg/coscheduling) describes a gang that must start as a
+// whole as a Request: the candidate nodes with the capacity this gang may use
+// right now, and the members in rank order. A Planner answers with a Plan that
+// puts every member on a node, or with a *FitError that says how far it got.
+//
+// Greedy is the topology-blind planner. pkg/topology provides one that reads
+// interconnect domains from node labels. Planners never read the API server and
+// never keep references into a Request after Plan returns.
+package placement

@@ -1,0 +1,180 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Vector holds one quantity per resource dimension. The dimensions, and so the
+// meaning of each index, are fixed by the Request that carries the vector.
+type Vector []int64
+
+// FitsIn reports whether v fits in free on every dimension.
+func (v Vector) FitsIn(free Vector) bool {
+	for i, q := range v {
+		if q > free[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Add adds o to v in place.
+func (v Vector) Add(o Vector) {
+	for i := range v {
+		v[i] += o[i]
+	}
+}
+
+// Sub subtracts o from v in place.
+func (v Vector) Sub(o Vector) {
+	for i := range v {
+		v[i] -= o[i]
+	}
+}
+
+// Clone returns a copy of v that shares no memory with it.
+func (v Vector) Clone() Vector {
+	return append(Vector(nil), v...)
+}
+
+// IsZero reports whether every quantity in v is zero.
+func (v Vector) IsZero() bool {
+	for _, q := range v {
+		if q != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Node is a candidate node as one gang sees it.
+type Node struct {
+	// Name is the node's name.
+	Name string
+	// Labels are the node's labels. Planners only read them.
+	Labels map[string]string
+	// Allocatable is the node's whole capacity.
+	Allocatable Vector
+	// Free is the capacity this gang may use now: allocatable, minus what
+	// running and assumed pods request, minus what other gangs have claimed.
+	Free Vector
+}
+
+// Member is one gang member still to be placed.
+type Member struct {
+	// Name identifies the member in messages, as namespace/name.
+	Name string
+	// Rank orders members: neighbouring ranks should land close together.
+	Rank int
+	// Request is what the member asks for, in the Request's dimensions.
+	Request Vector
+	// Eligible[i] says whether the member may run on Nodes[i] at all (taints,
+	// node selector, required node affinity). Nil means every node is.
+	// Members with the same constraints share one slice.
+	Eligible []bool
+	// Accelerated is true for members that request accelerators. Only they
+	// are bound by topology; the others (an MPI launcher, say) go anywhere.
+	Accelerated bool
+}
+
+// EligibleOn reports whether the member may run on node i.
+func (m *Member) EligibleOn(i int) bool {
+	return m.Eligible == nil || m.Eligible[i]
+}
+
+// Policy is a gang's topology constraint.
+type Policy struct {
+	// Level is the node label key of the topology level the policy names.
+	// Empty means the planner's default (preferred, tightest level first).
+	Level string
+	// Required makes Level a hard constraint: the gang must fit inside one
+	// domain of that level or not start.
+	Required bool
+}
+
+// Request is everything a planner needs to place one gang.
+type Request struct {
+	// Gang is the gang's namespace/name, for messages.
+	Gang string
+	// Resources names the vector dimensions, for messages.
+	Resources []string
+	// Nodes are the candidates, in a deterministic order.
+	Nodes []Node
+	// NodeGeneration changes whenever the node set or any node's labels
+	// change. Planners may cache what they derive from Nodes' names and
+	// labels under it; they must not cache anything derived from Free.
+	NodeGeneration uint64
+	// Members are the members to place, in rank order.
+	Members []Member
+	// Policy is the gang's topology constraint.
+	Policy Policy
+}
+
+// Plan puts every member of a Request on a node.
+type Plan struct {
+	// NodeOf[i] is the index in Request.Nodes of the node chosen for
+	// Request.Members[i].
+	NodeOf []int
+	// Summary says, for people, where the gang goes and how tight the
+	// placement is, e.g. "4 pods on 1 node" or "16 pods in leaf s1-l3: ...".
+	Summary string
+}
+
+// Planner chooses where a whole gang goes.
+type Planner interface {
+	Plan(ctx context.Context, req *Request) (*Plan, error)
+}
+
+// FitError says that a gang does not fit, and how far placement got.
+type FitError struct {
+	// Placed is how many members found a node before placement stopped.
+	Placed int
+	// Wanted is how many members the request had.
+	Wanted int
+	// Reason explains the failure for people.
+	Reason string
+}
+
+func (e *FitError) Error() string {
+	return fmt.Sprintf("%d of %d members fit: %s", e.Placed, e.Wanted, e.Reason)
+}
+
+// Describe renders a vector with its dimension names, skipping zeros, in
+// dimension order: "cpu=4000m nvidia.com/gpu=8".
+func Describe(names []string, v Vector) string {
+	var b strings.Builder
+	for i, q := range v {
+		if q == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", names[i], FormatQuantity(names[i], q))
+	}
+	if b.Len() == 0 {
+		return "nothing"
+	}
+	return b.String()
+}
+
+// FormatQuantity renders one quantity in the unit the scheduler keeps it in:
+// millicores for cpu, bytes for memory and storage, plain counts otherwise.
+func FormatQuantity(name string, q int64) string {
+	switch name {
+	case "cpu":
+		if q%1000 == 0 {
+			return fmt.Sprintf("%d", q/1000)
+		}
+		return fmt.Sprintf("%dm", q)
+	case "memory", "ephemeral-storage":
+		const gi = 1 << 30
+		if q%gi == 0 {
+			return fmt.Sprintf("%dGi", q/gi)
+		}
+		return fmt.Sprintf("%d", q)
+	}
+	return fmt.Sprintf("%d", q)
+}
