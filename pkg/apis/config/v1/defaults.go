@@ -1,0 +1,26 @@
+package v1
+
+import (
+	"k8s.io/utils/ptr"
+)
+
+// Defaults for CoschedulingArgs. Each default is handed out as a fresh
+// pointer so that no two configurations share memory.
+const (
+	DefaultPermitWaitingTimeSeconds  int64 = 60
+	DefaultPodGroupBackoffSeconds    int64 = 2
+	DefaultPodGroupMaxBackoffSeconds int64 = 60
+)
+
+// SetDefaultsCoschedulingArgs fills the fields a user left unset.
+func SetDefaultsCoschedulingArgs(args *CoschedulingArgs) {
+	if args.PermitWaitingTimeSeconds == nil {
+		args.PermitWaitingTimeSeconds = ptr.To(DefaultPermitWaitingTimeSeconds)
+	}
+	if args.PodGroupBackoffSeconds == nil {
+		args.PodGroupBackoffSeconds = ptr.To(DefaultPodGroupBackoffSeconds)
+	}
+	if args.PodGroupMaxBackoffSeconds == nil {
+		args.PodGroupMaxBackoffSeconds = ptr.To(DefaultPodGroupMaxBackoffSeconds)
+	}
+}

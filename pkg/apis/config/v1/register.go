@@ -1,0 +1,71 @@
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+)
+
+// SchemeGroupVersion is the version users write.
+var SchemeGroupVersion = schema.GroupVersion{Group: config.GroupName, Version: "v1"}
+
+var (
+	// SchemeBuilder collects the functions that register the v1 types, their
+	// defaults and their conversions.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes, addDefaultingFuncs, addConversionFuncs)
+	// AddToScheme registers the v1 types with a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(SchemeGroupVersion, &CoschedulingArgs{})
+	return nil
+}
+
+func addDefaultingFuncs(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&CoschedulingArgs{}, func(obj interface{}) {
+		SetDefaultsCoschedulingArgs(obj.(*CoschedulingArgs))
+	})
+	return nil
+}
+
+func addConversionFuncs(scheme *runtime.Scheme) error {
+	if err := scheme.AddConversionFunc((*CoschedulingArgs)(nil), (*config.CoschedulingArgs)(nil),
+		func(a, b interface{}, _ conversion.Scope) error {
+			ConvertCoschedulingArgsToInternal(a.(*CoschedulingArgs), b.(*config.CoschedulingArgs))
+			return nil
+		}); err != nil {
+		return err
+	}
+	return scheme.AddConversionFunc((*config.CoschedulingArgs)(nil), (*CoschedulingArgs)(nil),
+		func(a, b interface{}, _ conversion.Scope) error {
+			ConvertCoschedulingArgsFromInternal(a.(*config.CoschedulingArgs), b.(*CoschedulingArgs))
+			return nil
+		})
+}
+
+// ConvertCoschedulingArgsToInternal converts defaulted v1 args to the
+// internal form. Unset fields become zero, which validation rejects where
+// zero is not allowed.
+func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.CoschedulingArgs) {
+	out.PermitWaitingTimeSeconds = deref(in.PermitWaitingTimeSeconds)
+	out.PodGroupBackoffSeconds = deref(in.PodGroupBackoffSeconds)
+	out.PodGroupMaxBackoffSeconds = deref(in.PodGroupMaxBackoffSeconds)
+}
+
+// ConvertCoschedulingArgsFromInternal converts internal args to v1.
+func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *CoschedulingArgs) {
+	out.PermitWaitingTimeSeconds = ptr.To(in.PermitWaitingTimeSeconds)
+	out.PodGroupBackoffSeconds = ptr.To(in.PodGroupBackoffSeconds)
+	out.PodGroupMaxBackoffSeconds = ptr.To(in.PodGroupMaxBackoffSeconds)
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

@@ -1,0 +1,25 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// CoschedulingArgs configures the Coscheduling (gang) plugin.
+type CoschedulingArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// PermitWaitingTimeSeconds is how long reserved members of a gang wait
+	// for the rest when the PodGroup's scheduleTimeoutSeconds is unset or 0
+	// (MPI Operator writes 0 by default; 0 never means "wait forever").
+	// Defaults to 60.
+	PermitWaitingTimeSeconds *int64 `json:"permitWaitingTimeSeconds,omitempty"`
+	// PodGroupBackoffSeconds is how long a gang waits before its next try
+	// after it timed out or a member failed. It doubles with each
+	// consecutive failure of the same gang. Defaults to 2.
+	PodGroupBackoffSeconds *int64 `json:"podGroupBackoffSeconds,omitempty"`
+	// PodGroupMaxBackoffSeconds caps the doubling. Defaults to 60.
+	PodGroupMaxBackoffSeconds *int64 `json:"podGroupMaxBackoffSeconds,omitempty"`
+}

@@ -1,0 +1,27 @@
+// Package validation checks gpu-gang's plugin arguments.
+package validation
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+)
+
+// ValidateCoschedulingArgs returns every problem with args, each naming its
+// field under path and the accepted range.
+func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) field.ErrorList {
+	var errs field.ErrorList
+	if args.PermitWaitingTimeSeconds < 1 {
+		errs = append(errs, field.Invalid(path.Child("permitWaitingTimeSeconds"), args.PermitWaitingTimeSeconds,
+			"must be at least 1: a gang needs time to gather its members, and 0 would reject every gang that waits"))
+	}
+	if args.PodGroupBackoffSeconds < 0 {
+		errs = append(errs, field.Invalid(path.Child("podGroupBackoffSeconds"), args.PodGroupBackoffSeconds,
+			"must not be negative"))
+	}
+	if args.PodGroupMaxBackoffSeconds < args.PodGroupBackoffSeconds {
+		errs = append(errs, field.Invalid(path.Child("podGroupMaxBackoffSeconds"), args.PodGroupMaxBackoffSeconds,
+			"must be at least podGroupBackoffSeconds"))
+	}
+	return errs
+}
