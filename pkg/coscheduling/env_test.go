@@ -1,0 +1,315 @@
+package coscheduling
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+const (
+	testNS        = "team-a"
+	testScheduler = "gpu-gang"
+	gpu           = v1.ResourceName("nvidia.com/gpu")
+)
+
+// testEnv is a real scheduling framework with the plugin registered, fed by
+// fake informers and a snapshot the test updates the way the scheduler's
+// cache would.
+type testEnv struct {
+	t         *testing.T
+	ctx       context.Context
+	fh        framework.Framework
+	pl        *Plugin
+	clock     *testingclock.FakeClock
+	recorder  *events.FakeRecorder
+	activator *fakeActivator
+	snapshot  *internalcache.Snapshot
+	client    *fake.Clientset
+	pods      []*v1.Pod
+	nodes     []*v1.Node
+}
+
+type envOption func(*envConfig)
+
+type envConfig struct {
+	args    *config.CoschedulingArgs
+	planner placement.Planner
+}
+
+func withArgs(a config.CoschedulingArgs) envOption { return func(c *envConfig) { c.args = &a } }
+
+func defaultTestArgs() config.CoschedulingArgs {
+	return config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60}
+}
+
+func newTestEnv(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.PodGroup, opts ...envOption) *testEnv {
+	t.Helper()
+	cfg := envConfig{planner: placement.Greedy{}}
+	args := defaultTestArgs()
+	cfg.args = &args
+	for _, o := range opts {
+		o(&cfg)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+
+	objs := make([]runtime.Object, 0, len(nodes)+len(pods))
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	cs := fake.NewClientset(objs...)
+	informerFactory := informers.NewSharedInformerFactory(cs, 0)
+	// The PodGroup informer is fed through its store rather than started:
+	// the generated fake clientset cannot serve the watch-list stream that
+	// client-go's reflector asks for.
+	pgFactory := pginformers.NewSharedInformerFactory(pgfake.NewSimpleClientset(), 0)
+	pgInformer := pgFactory.Scheduling().V1alpha1().PodGroups()
+	for _, pg := range pgs {
+		if err := pgInformer.Informer().GetStore().Add(pg); err != nil {
+			t.Fatalf("adding PodGroup %s: %v", pg.Name, err)
+		}
+	}
+
+	env := &testEnv{
+		t:         t,
+		ctx:       ctx,
+		clock:     testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
+		recorder:  events.NewFakeRecorder(1000),
+		activator: &fakeActivator{},
+		client:    cs,
+		nodes:     nodes,
+	}
+	var assigned []*v1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			assigned = append(assigned, p)
+		}
+	}
+	env.snapshot = internalcache.NewSnapshot(assigned, nodes)
+	env.pods = assigned
+
+	factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+		pl, err := newPlugin(ctx, cfg.args, fh, pgInformer.Lister(), pgInformer.Informer(), env.clock, cfg.planner)
+		env.pl = pl
+		return pl, err
+	}
+	fh, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterPluginAsExtensions(Name, factory, "QueueSort", "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Reserve", "Permit"),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, testScheduler,
+		frameworkruntime.WithInformerFactory(informerFactory),
+		frameworkruntime.WithSnapshotSharedLister(env.snapshot),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithPodActivator(env.activator),
+		frameworkruntime.WithEventRecorder(env.recorder),
+		frameworkruntime.WithClientSet(cs),
+	)
+	if err != nil {
+		t.Fatalf("building framework: %v", err)
+	}
+	env.fh = fh
+	informerFactory.Start(ctx.Done())
+	informerFactory.WaitForCacheSync(ctx.Done())
+	return env
+}
+
+// gpuNode is a node with 8 GPUs, 64 CPUs, 512Gi and room for 110 pods.
+func gpuNode(name string) *v1.Node {
+	return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{
+		v1.ResourceCPU: "64", v1.ResourceMemory: "512Gi", v1.ResourcePods: "110", gpu: "8",
+	}).Obj()
+}
+
+func gpuNodes(n int) []*v1.Node {
+	nodes := make([]*v1.Node, n)
+	for i := range nodes {
+		nodes[i] = gpuNode(nodeName(i))
+	}
+	return nodes
+}
+
+func nodeName(i int) string { return "node-" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// member is a gang member asking for gpus GPUs and one CPU.
+func member(group, name string, gpus string) *v1.Pod {
+	req := map[v1.ResourceName]string{v1.ResourceCPU: "1"}
+	if gpus != "" && gpus != "0" {
+		req[gpu] = gpus
+	}
+	return st.MakePod().Namespace(testNS).Name(name).UID(testNS + "/" + name).
+		SchedulerName(testScheduler).Label(PodGroupLabel, group).Req(req).Obj()
+}
+
+func members(group string, n int, gpus string) []*v1.Pod {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		pods[i] = member(group, group+"-"+string(rune('0'+i)), gpus)
+	}
+	return pods
+}
+
+// schedule runs one scheduling cycle for pod up to Permit, as the scheduler
+// would: PreFilter, Filter on the candidate nodes (in name order), then
+// assume on the first feasible node, Reserve and Permit. It returns the node
+// (empty if none) and the status of the step that ended the cycle.
+func (e *testEnv) schedule(pod *v1.Pod) (string, *fwk.Status) {
+	e.t.Helper()
+	state := framework.NewCycleState()
+	res, status, _ := e.fh.RunPreFilterPlugins(e.ctx, state, pod)
+	if !status.IsSuccess() {
+		e.fh.RunPostFilterPlugins(e.ctx, state, pod, framework.NewDefaultNodeToStatus())
+		return "", status
+	}
+	infos, err := e.snapshot.NodeInfos().List()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Node().Name < infos[j].Node().Name })
+	node := ""
+	var last *fwk.Status
+	for _, ni := range infos {
+		if res != nil && !res.AllNodes() && !res.NodeNames.Has(ni.Node().Name) {
+			continue
+		}
+		if s := e.fh.RunFilterPlugins(e.ctx, state, pod, ni); !s.IsSuccess() {
+			last = s
+			continue
+		}
+		node = ni.Node().Name
+		break
+	}
+	if node == "" {
+		e.fh.RunPostFilterPlugins(e.ctx, state, pod, framework.NewDefaultNodeToStatus())
+		if last == nil {
+			last = fwk.NewStatus(fwk.Unschedulable, "no candidate node")
+		}
+		return "", last
+	}
+	assumed := pod.DeepCopy()
+	assumed.Spec.NodeName = node
+	e.assume(assumed)
+	if s := e.fh.RunReservePluginsReserve(e.ctx, state, assumed, node); !s.IsSuccess() {
+		return node, s
+	}
+	waitTimes, s := e.fh.RunPermitPlugins(e.ctx, state, assumed, node)
+	if s.IsWait() {
+		e.fh.AddWaitingPod(assumed, waitTimes)
+		return node, s
+	}
+	if !s.IsSuccess() {
+		e.fh.RunReservePluginsUnreserve(e.ctx, state, assumed, node)
+		e.forget(assumed)
+		return node, s
+	}
+	return node, nil
+}
+
+// assume adds a pod to the snapshot as the cache does for an assumed pod.
+func (e *testEnv) assume(pod *v1.Pod) {
+	e.t.Helper()
+	e.pods = append(e.pods, pod)
+	*e.snapshot = *internalcache.NewSnapshot(e.pods, e.nodes)
+}
+
+// forget removes an assumed pod from the snapshot, as the cache does when a
+// reservation is given back.
+func (e *testEnv) forget(pod *v1.Pod) {
+	e.t.Helper()
+	kept := e.pods[:0]
+	for _, p := range e.pods {
+		if p.UID != pod.UID {
+			kept = append(kept, p)
+		}
+	}
+	e.pods = kept
+	*e.snapshot = *internalcache.NewSnapshot(e.pods, e.nodes)
+}
+
+// waitAsync starts WaitOnPermit for a pod that Permit told to wait, the way
+// the binding cycle does, and reports its outcome on the returned channel.
+// A rejected pod is unreserved, as the scheduler does.
+func (e *testEnv) waitAsync(pod *v1.Pod, node string) <-chan *fwk.Status {
+	out := make(chan *fwk.Status, 1)
+	assumed := pod.DeepCopy()
+	assumed.Spec.NodeName = node
+	go func() {
+		s := e.fh.WaitOnPermit(e.ctx, assumed)
+		if !s.IsSuccess() {
+			e.fh.RunReservePluginsUnreserve(e.ctx, framework.NewCycleState(), assumed, node)
+		}
+		out <- s
+	}()
+	return out
+}
+
+// recorded drains the fake recorder and returns "Type Reason Note" lines.
+func (e *testEnv) recorded() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func hasEvent(events []string, reason, substr string) bool {
+	for _, ev := range events {
+		if strings.Contains(ev, " "+reason+" ") && strings.Contains(ev, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+type fakeActivator struct {
+	mu        sync.Mutex
+	activated []string
+}
+
+func (a *fakeActivator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range pods {
+		a.activated = append(a.activated, k)
+	}
+	sort.Strings(a.activated)
+}
+
+func (a *fakeActivator) get() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.activated...)
+}

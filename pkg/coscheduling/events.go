@@ -1,0 +1,108 @@
+package coscheduling
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// Event reasons. Each names a situation a person would ask about; the note
+// says what is wrong and what would fix it.
+const (
+	// ReasonPodGroupNotFound: a pod names a PodGroup that does not exist.
+	ReasonPodGroupNotFound = "PodGroupNotFound"
+	// ReasonInvalidPodGroup: the PodGroup's spec cannot be honoured.
+	ReasonInvalidPodGroup = "InvalidPodGroup"
+	// ReasonMixedSchedulerNames: members of one PodGroup name different
+	// schedulers, so no single scheduler can start them together.
+	ReasonMixedSchedulerNames = "MixedSchedulerNames"
+	// ReasonWaitingForMembers: fewer members exist than minMember.
+	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonGangTooLarge: the gang would not fit even in an empty cluster.
+	ReasonGangTooLarge = "GangTooLarge"
+	// ReasonGangTimedOut: reserved members waited longer than the schedule
+	// timeout for the rest of the gang.
+	ReasonGangTimedOut = "GangTimedOut"
+	// ReasonGangRejected: a member failed, so the whole gang gave back its
+	// reservations.
+	ReasonGangRejected = "GangRejected"
+	// ReasonGangScheduled: quorum is reserved and the gang is binding.
+	ReasonGangScheduled = "GangScheduled"
+)
+
+// eventRecorder records Events on pods and PodGroups, once per distinct
+// note: PreEnqueue and PreFilter run on every retry, and a person needs one
+// Event that says what is wrong, not one per retry. The same note is
+// recorded again after repeatAfter, so it does not age out of the Event list
+// while the problem lasts.
+type eventRecorder struct {
+	recorder    events.EventRecorder
+	clock       clock.PassiveClock
+	repeatAfter time.Duration
+
+	mu   sync.Mutex
+	last map[string]noted
+}
+
+type noted struct {
+	note string
+	at   time.Time
+}
+
+// maxNoted bounds the dedupe memory; past it, the memory starts over and at
+// worst some Events are recorded twice.
+const maxNoted = 10000
+
+func newEventRecorder(r events.EventRecorder, c clock.PassiveClock) *eventRecorder {
+	return &eventRecorder{recorder: r, clock: c, repeatAfter: 10 * time.Minute, last: map[string]noted{}}
+}
+
+func (er *eventRecorder) shouldRecord(key, note string) bool {
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	now := er.clock.Now()
+	if prev, ok := er.last[key]; ok && prev.note == note && now.Sub(prev.at) < er.repeatAfter {
+		return false
+	}
+	if len(er.last) >= maxNoted {
+		er.last = map[string]noted{}
+	}
+	er.last[key] = noted{note: note, at: now}
+	return true
+}
+
+// pod records an Event regarding a pod.
+func (er *eventRecorder) pod(pod *v1.Pod, eventType, reason, format string, args ...any) {
+	note := fmt.Sprintf(format, args...)
+	if er.shouldRecord("pod/"+string(pod.UID)+"/"+reason, note) {
+		er.recorder.Eventf(pod, nil, eventType, reason, "Scheduling", "%s", note)
+	}
+}
+
+// podGroup records an Event regarding a PodGroup. A reference is passed
+// rather than the object because the recorder's scheme does not know the
+// PodGroup type.
+func (er *eventRecorder) podGroup(pg *v1alpha1.PodGroup, eventType, reason, format string, args ...any) {
+	note := fmt.Sprintf(format, args...)
+	if er.shouldRecord("podgroup/"+string(pg.UID)+"/"+reason, note) {
+		er.recorder.Eventf(podGroupRef(pg), nil, eventType, reason, "Scheduling", "%s", note)
+	}
+}
+
+func podGroupRef(pg *v1alpha1.PodGroup) runtime.Object {
+	return &v1.ObjectReference{
+		APIVersion:      v1alpha1.SchemeGroupVersion.String(),
+		Kind:            "PodGroup",
+		Namespace:       pg.Namespace,
+		Name:            pg.Name,
+		UID:             pg.UID,
+		ResourceVersion: pg.ResourceVersion,
+	}
+}

@@ -1,0 +1,336 @@
+package coscheduling
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+)
+
+// gangs is the plugin's memory of gangs in flight. The API objects (PodGroups,
+// pods) say what a gang is; gangs says what this scheduler has promised it:
+// which members it reserved, and which capacity it holds for the rest.
+//
+// The capacity hold is what keeps gangs from deadlocking. A gang's members
+// reserve nodes only after a plan for the whole gang was found in free
+// capacity, and the not-yet-reserved part of that plan is held: other gangs
+// plan around it and other pods do not fit into it. So a gang that holds
+// anything can always complete, and a gang that cannot complete holds nothing.
+type gangs struct {
+	clock clock.PassiveClock
+
+	mu    sync.Mutex
+	byKey map[gangKey]*gang
+}
+
+// gang is the in-flight state of one gang. Guarded by gangs.mu.
+type gang struct {
+	// attempt counts the plans made for this gang. A reservation remembers
+	// its attempt, so news about an abandoned attempt changes nothing.
+	attempt int
+	// reserved holds members this scheduler reserved a node for (assumed,
+	// waiting in Permit, binding or bound) and that still exist.
+	reserved map[types.UID]reservation
+	// claim holds capacity for the members of the current attempt that have
+	// not reserved yet. Nil when no attempt is in flight.
+	claim *claim
+	// failures counts consecutive failed attempts; it sets the backoff.
+	failures     int
+	backoffUntil time.Time
+	lastFailure  string
+}
+
+type reservation struct {
+	node    string
+	attempt int
+}
+
+// claim is the capacity a plan holds for the members still to reserve.
+type claim struct {
+	attempt  int
+	deadline time.Time
+	// slots are the planned places not yet taken, one per member.
+	slots   []slot
+	summary string
+}
+
+type slot struct {
+	node string
+	req  amounts
+}
+
+func newGangs(c clock.PassiveClock) *gangs {
+	return &gangs{clock: c, byKey: map[gangKey]*gang{}}
+}
+
+func (gs *gangs) get(key gangKey) *gang {
+	g, ok := gs.byKey[key]
+	if !ok {
+		g = &gang{reserved: map[types.UID]reservation{}}
+		gs.byKey[key] = g
+	}
+	return g
+}
+
+// liveClaim returns the gang's claim if it has one that has not expired.
+func (g *gang) liveClaim(now time.Time) *claim {
+	if g.claim == nil || !now.Before(g.claim.deadline) {
+		return nil
+	}
+	return g.claim
+}
+
+// heldByOthers sums, per node, the capacity that live claims of gangs other
+// than self hold.
+func (gs *gangs) heldByOthers(self gangKey) map[string]amounts {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	now := gs.clock.Now()
+	var held map[string]amounts
+	for key, g := range gs.byKey {
+		c := g.liveClaim(now)
+		if key == self || c == nil {
+			continue
+		}
+		for _, s := range c.slots {
+			if held == nil {
+				held = map[string]amounts{}
+			}
+			if held[s.node] == nil {
+				held[s.node] = amounts{}
+			}
+			held[s.node].add(s.req)
+		}
+	}
+	return held
+}
+
+// planSlots returns, for a member with request req, the nodes where the
+// gang's live claim has a slot it fits, or ok=false when no claim is live.
+func (gs *gangs) planSlots(key gangKey, req amounts) (nodes []string, ok bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, found := gs.byKey[key]
+	if !found {
+		return nil, false
+	}
+	c := g.liveClaim(gs.clock.Now())
+	if c == nil {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	for _, s := range c.slots {
+		if !seen[s.node] && fitsSlot(req, s.req) {
+			seen[s.node] = true
+			nodes = append(nodes, s.node)
+		}
+	}
+	sort.Strings(nodes)
+	return nodes, true
+}
+
+// setClaim starts a new attempt holding slots until deadline.
+func (gs *gangs) setClaim(key gangKey, slots []slot, deadline time.Time, summary string) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.get(key)
+	g.attempt++
+	g.claim = &claim{attempt: g.attempt, deadline: deadline, slots: slots, summary: summary}
+}
+
+// backoff reports whether the gang is backing off, until when and why.
+func (gs *gangs) backoff(key gangKey) (until time.Time, reason string, ok bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, found := gs.byKey[key]
+	if !found || !gs.clock.Now().Before(g.backoffUntil) {
+		return time.Time{}, "", false
+	}
+	return g.backoffUntil, g.lastFailure, true
+}
+
+// reserve records that pod reserved node and takes a slot of the gang's
+// claim: one on that node if the pod fits one there, else the first slot
+// elsewhere that it fits, so the claim never holds more than the members
+// still to come.
+func (gs *gangs) reserve(key gangKey, uid types.UID, node string, req amounts) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.get(key)
+	g.reserved[uid] = reservation{node: node, attempt: g.attempt}
+	c := g.liveClaim(gs.clock.Now())
+	if c == nil {
+		return
+	}
+	take := -1
+	for i, s := range c.slots {
+		if fitsSlot(req, s.req) {
+			if s.node == node {
+				take = i
+				break
+			}
+			if take < 0 {
+				take = i
+			}
+		}
+	}
+	if take >= 0 {
+		c.slots = append(c.slots[:take], c.slots[take+1:]...)
+	}
+}
+
+// unreserve forgets a reservation. It returns true when the pod belonged to
+// the gang's attempt in flight: the gang then fails as a whole.
+func (gs *gangs) unreserve(key gangKey, uid types.UID) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, found := gs.byKey[key]
+	if !found {
+		return false
+	}
+	r, had := g.reserved[uid]
+	delete(g.reserved, uid)
+	return had && g.claim != nil && g.claim.attempt == r.attempt
+}
+
+// fail ends the attempt in flight, if any, and starts a backoff. It returns
+// the members of the failed attempt that still hold a reservation (their
+// waiting pods must be rejected) and the backoff. A second call for the same
+// attempt changes nothing and returns ok=false.
+func (gs *gangs) fail(key gangKey, reason string, base, max time.Duration) (members []types.UID, backoff time.Duration, ok bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.get(key)
+	if g.claim == nil {
+		return nil, 0, false
+	}
+	failed := g.claim.attempt
+	g.claim = nil
+	g.failures++
+	backoff = base
+	for i := 1; i < g.failures && backoff < max; i++ {
+		backoff *= 2
+	}
+	if backoff > max {
+		backoff = max
+	}
+	g.backoffUntil = gs.clock.Now().Add(backoff)
+	g.lastFailure = reason
+	for uid, r := range g.reserved {
+		if r.attempt == failed {
+			members = append(members, uid)
+		}
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i] < members[j] })
+	return members, backoff, true
+}
+
+// succeed ends the attempt in flight because quorum is reserved. It returns
+// the reserved members to allow, and ok=false if no attempt was in flight.
+func (gs *gangs) succeed(key gangKey) (members []types.UID, summary string, ok bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.get(key)
+	if g.claim == nil {
+		return nil, "", false
+	}
+	summary = g.claim.summary
+	g.claim = nil
+	g.failures = 0
+	for uid := range g.reserved {
+		members = append(members, uid)
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i] < members[j] })
+	return members, summary, true
+}
+
+// split counts the members that have a node, reserved by this scheduler or
+// bound according to the informer (which also covers binds from before a
+// restart), each once, and returns the others, which still need one.
+func (gs *gangs) split(key gangKey, members []*v1.Pod) (assigned int, pending []*v1.Pod) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	var reserved map[types.UID]reservation
+	if g, ok := gs.byKey[key]; ok {
+		reserved = g.reserved
+	}
+	for _, p := range members {
+		if _, ok := reserved[p.UID]; ok || p.Spec.NodeName != "" {
+			assigned++
+		} else {
+			pending = append(pending, p)
+		}
+	}
+	// Reserved pods the informer no longer lists (deleted, not yet
+	// forgotten) do not count.
+	return assigned, pending
+}
+
+// remaining is how long the attempt in flight has left before it times out.
+func (gs *gangs) remaining(key gangKey) (time.Duration, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	if !ok || g.claim == nil {
+		return 0, false
+	}
+	left := g.claim.deadline.Sub(gs.clock.Now())
+	if left <= 0 {
+		return 0, false
+	}
+	return left, true
+}
+
+// expired reports whether the attempt in flight has passed its deadline.
+func (gs *gangs) expired(key gangKey) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	return ok && g.claim != nil && !gs.clock.Now().Before(g.claim.deadline)
+}
+
+// reservedUIDs lists the gang's reserved members in UID order.
+func (gs *gangs) reservedUIDs(key gangKey) []types.UID {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	if !ok {
+		return nil
+	}
+	uids := make([]types.UID, 0, len(g.reserved))
+	for uid := range g.reserved {
+		uids = append(uids, uid)
+	}
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	return uids
+}
+
+// forgetPod drops a deleted pod's reservation.
+func (gs *gangs) forgetPod(key gangKey, uid types.UID) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g, ok := gs.byKey[key]; ok {
+		delete(g.reserved, uid)
+	}
+}
+
+// forgetGang drops everything about a gang whose PodGroup was deleted.
+func (gs *gangs) forgetGang(key gangKey) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	delete(gs.byKey, key)
+}
+
+// fitsSlot reports whether a member with request req can use slot s: it
+// asks for no more of anything than the slot holds.
+func fitsSlot(req, s amounts) bool {
+	for name, q := range req {
+		if q > s[name] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,113 @@
+package coscheduling
+
+import (
+	"sort"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// PodGroupLabel is the label that makes a pod a member of the PodGroup it
+// names, in the pod's own namespace. It is the label scheduler-plugins,
+// Kubeflow training-operator, Trainer v2 and MPI Operator write.
+const PodGroupLabel = v1alpha1.PodGroupLabel
+
+// Labels that give a member's rank, read in this order. Members are placed in
+// rank order so that neighbouring ranks land on neighbouring nodes.
+const (
+	// RankLabel is gpu-gang's own rank label, for workloads whose operator
+	// sets none of the others. Its value is a non-negative integer.
+	RankLabel = "gpu-gang.x-k8s.io/rank"
+	// Kubeflow training-operator: replica type (master, launcher, worker...)
+	// and index within that type.
+	kubeflowReplicaTypeLabel  = "training.kubeflow.org/replica-type"
+	kubeflowReplicaIndexLabel = "training.kubeflow.org/replica-index"
+	jobSetJobIndexLabel       = "jobset.sigs.k8s.io/job-index"
+	jobCompletionIndexLabel   = "batch.kubernetes.io/job-completion-index"
+)
+
+// gangKey names a gang: a PodGroup in a namespace.
+type gangKey struct {
+	namespace string
+	name      string
+}
+
+func (k gangKey) String() string { return k.namespace + "/" + k.name }
+
+// gangOf returns the gang a pod belongs to, if any.
+func gangOf(pod *v1.Pod) (gangKey, bool) {
+	name, ok := pod.Labels[PodGroupLabel]
+	if !ok || name == "" {
+		return gangKey{}, false
+	}
+	return gangKey{namespace: pod.Namespace, name: name}, true
+}
+
+// listMembers returns the live members of a gang: pods in the PodGroup's own
+// namespace that carry its label and are not being deleted. The informer
+// behind the lister already leaves out pods that have finished.
+func listMembers(lister corelisters.PodLister, key gangKey) ([]*v1.Pod, error) {
+	sel := labels.SelectorFromSet(labels.Set{PodGroupLabel: key.name})
+	pods, err := lister.Pods(key.namespace).List(sel)
+	if err != nil {
+		return nil, err
+	}
+	live := pods[:0]
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
+			live = append(live, p)
+		}
+	}
+	return live, nil
+}
+
+// rankKey orders members: role first (a launcher or master before workers),
+// then index, then name so that the order is total.
+type rankKey struct {
+	role  int
+	index int
+	name  string
+}
+
+func (a rankKey) less(b rankKey) bool {
+	if a.role != b.role {
+		return a.role < b.role
+	}
+	if a.index != b.index {
+		return a.index < b.index
+	}
+	return a.name < b.name
+}
+
+func rankOf(pod *v1.Pod) rankKey {
+	k := rankKey{index: -1, name: pod.Name}
+	switch pod.Labels[kubeflowReplicaTypeLabel] {
+	case "":
+	case "launcher", "master", "chief":
+		k.role = 0
+	default:
+		k.role = 1
+	}
+	for _, label := range []string{RankLabel, kubeflowReplicaIndexLabel, jobSetJobIndexLabel, jobCompletionIndexLabel} {
+		if v, ok := pod.Labels[label]; ok {
+			if i, err := strconv.Atoi(v); err == nil && i >= 0 {
+				k.index = i
+				break
+			}
+		}
+	}
+	return k
+}
+
+// sortByRank sorts pods in place by rank.
+func sortByRank(pods []*v1.Pod) {
+	keys := make(map[*v1.Pod]rankKey, len(pods))
+	for _, p := range pods {
+		keys[p] = rankOf(p)
+	}
+	sort.SliceStable(pods, func(i, j int) bool { return keys[pods[i]].less(keys[pods[j]]) })
+}

@@ -1,0 +1,427 @@
+package coscheduling
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
+)
+
+func TestPreEnqueue(t *testing.T) {
+	pg := gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()
+	tests := []struct {
+		name      string
+		pod       *v1.Pod
+		pods      []*v1.Pod
+		pgs       []*v1alpha1.PodGroup
+		wantCode  fwk.Code
+		wantMsg   string
+		wantEvent string // "Reason substring"
+	}{
+		{
+			name:     "pod without a group is not held",
+			pod:      st.MakePod().Namespace(testNS).Name("plain").SchedulerName(testScheduler).Obj(),
+			wantCode: fwk.Success,
+		},
+		{
+			name:      "missing PodGroup holds the pod with an Event on it",
+			pod:       member("ghost", "ghost-0", "8"),
+			pods:      []*v1.Pod{member("ghost", "ghost-0", "8")},
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "PodGroup team-a/ghost not found",
+			wantEvent: ReasonPodGroupNotFound + " PodGroup team-a/ghost does not exist: create it",
+		},
+		{
+			name:      "minMember below 1 is invalid",
+			pod:       member("zero", "zero-0", "8"),
+			pods:      []*v1.Pod{member("zero", "zero-0", "8")},
+			pgs:       []*v1alpha1.PodGroup{gangtest.MakePodGroup("zero", testNS).MinMember(0).Obj()},
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "minMember 0",
+			wantEvent: ReasonInvalidPodGroup + " spec.minMember is 0",
+		},
+		{
+			name:      "fewer members than minMember wait",
+			pod:       member("job", "job-0", "8"),
+			pods:      members("job", 2, "8"),
+			pgs:       []*v1alpha1.PodGroup{pg},
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "2/3 present",
+			wantEvent: ReasonWaitingForMembers + " waiting for members: 2/3 present",
+		},
+		{
+			name: "members in another namespace do not count",
+			pod:  member("job", "job-0", "8"),
+			pods: append(members("job", 2, "8"),
+				st.MakePod().Namespace("team-b").Name("job-9").UID("team-b/job-9").SchedulerName(testScheduler).Label(PodGroupLabel, "job").Obj()),
+			pgs:      []*v1alpha1.PodGroup{pg},
+			wantCode: fwk.UnschedulableAndUnresolvable,
+			wantMsg:  "2/3 present",
+		},
+		{
+			name:     "quorum of members releases the pod",
+			pod:      member("job", "job-0", "8"),
+			pods:     members("job", 3, "8"),
+			pgs:      []*v1alpha1.PodGroup{pg},
+			wantCode: fwk.Success,
+		},
+		{
+			name: "members naming different schedulers are held with an Event",
+			pod:  member("job", "job-0", "8"),
+			pods: append(members("job", 2, "8"),
+				st.MakePod().Namespace(testNS).Name("job-2").UID("team-a/job-2").SchedulerName("default-scheduler").Label(PodGroupLabel, "job").Obj()),
+			pgs:       []*v1alpha1.PodGroup{pg},
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "different schedulers [default-scheduler gpu-gang]",
+			wantEvent: ReasonMixedSchedulerNames + " members name different schedulers [default-scheduler gpu-gang]",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newTestEnv(t, gpuNodes(4), tt.pods, tt.pgs)
+			got := env.pl.PreEnqueue(env.ctx, tt.pod)
+			require.Equal(t, tt.wantCode, got.Code(), "status: %v", got)
+			if tt.wantMsg != "" {
+				require.Contains(t, got.Message(), tt.wantMsg)
+			}
+			evs := env.recorded()
+			if tt.wantEvent != "" {
+				reason, note, _ := strings.Cut(tt.wantEvent, " ")
+				require.True(t, hasEvent(evs, reason, note), "want event %q, got %q", tt.wantEvent, evs)
+			}
+			// The same problem seen again is not recorded again.
+			env.pl.PreEnqueue(env.ctx, tt.pod)
+			require.Empty(t, env.recorded(), "a repeated PreEnqueue recorded the same Event again")
+		})
+	}
+}
+
+func TestCapacityPreCheck(t *testing.T) {
+	occupied := func(name string, gpus string) *v1.Pod {
+		return st.MakePod().Namespace("other").Name(name).UID("other/"+name).Node("node-aa").
+			Req(map[v1.ResourceName]string{gpu: gpus}).Obj()
+	}
+	tests := []struct {
+		name      string
+		nodes     []*v1.Node
+		existing  []*v1.Pod
+		pg        *v1alpha1.PodGroup
+		gang      []*v1.Pod
+		wantCode  fwk.Code
+		wantMsg   string
+		wantNodes int
+		wantEvent string
+	}{
+		{
+			name:      "eight whole-node pods on eight free nodes",
+			nodes:     gpuNodes(8),
+			pg:        gangtest.MakePodGroup("big", testNS).MinMember(8).Obj(),
+			gang:      members("big", 8, "8"),
+			wantCode:  fwk.Success,
+			wantNodes: 8,
+		},
+		{
+			name:      "five whole-node pods never fit four nodes",
+			nodes:     gpuNodes(4),
+			pg:        gangtest.MakePodGroup("five", testNS).MinMember(5).Obj(),
+			gang:      members("five", 5, "8"),
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "gang team-a/five needs 5 × {cpu=1 nvidia.com/gpu=8 pods=1}, but even with all 4 nodes empty only 4 of its 5 members would fit",
+			wantEvent: ReasonGangTooLarge,
+		},
+		{
+			name:  "cluster totals suffice but per-node fit does not",
+			nodes: gpuNodes(4),
+			// 5 × 6 GPUs = 30 <= 32 GPUs in all, but one 6-GPU pod per node.
+			pg:        gangtest.MakePodGroup("six", testNS).MinMember(5).Obj(),
+			gang:      members("six", 5, "6"),
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "only 4 of its 5 members would fit",
+			wantEvent: ReasonGangTooLarge,
+		},
+		{
+			name:     "fits an empty cluster but not the free capacity",
+			nodes:    gpuNodes(4),
+			existing: []*v1.Pod{occupied("hog", "4")},
+			pg:       gangtest.MakePodGroup("four", testNS).MinMember(4).Obj(),
+			gang:     members("four", 4, "8"),
+			wantCode: fwk.Unschedulable,
+			wantMsg:  "free capacity fits 3 of its 4 members now",
+		},
+		{
+			name:      "minResources beyond the cluster",
+			nodes:     gpuNodes(2),
+			pg:        gangtest.MakePodGroup("min", testNS).MinMember(1).MinResources(map[v1.ResourceName]string{gpu: "32"}).Obj(),
+			gang:      members("min", 1, "8"),
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "spec.minResources asks for 32 nvidia.com/gpu, but the cluster has 16 in all",
+			wantEvent: ReasonGangTooLarge,
+		},
+		{
+			name:     "minResources beyond free capacity",
+			nodes:    gpuNodes(2),
+			existing: []*v1.Pod{occupied("hog", "4")},
+			pg:       gangtest.MakePodGroup("min", testNS).MinMember(1).MinResources(map[v1.ResourceName]string{gpu: "16"}).Obj(),
+			gang:     members("min", 1, "8"),
+			wantCode: fwk.Unschedulable,
+			wantMsg:  "12 free now",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := newTestEnv(t, tt.nodes, append(tt.existing, tt.gang...), []*v1alpha1.PodGroup{tt.pg})
+			res, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), tt.gang[0])
+			require.Equal(t, tt.wantCode, status.Code(), "status: %v", status)
+			if tt.wantMsg != "" {
+				require.Contains(t, status.Message(), tt.wantMsg)
+			}
+			if tt.wantNodes > 0 {
+				require.Len(t, res.NodeNames, tt.wantNodes)
+			}
+			if tt.wantEvent != "" {
+				require.True(t, hasEvent(env.recorded(), tt.wantEvent, ""), "want a %s Event", tt.wantEvent)
+			}
+			if tt.wantCode != fwk.Success {
+				require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a gang that does not fit must hold nothing")
+			}
+		})
+	}
+}
+
+func TestGangBindsTogether(t *testing.T) {
+	gang := members("job", 4, "8")
+	env := newTestEnv(t, gpuNodes(4), gang, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(4).Obj()})
+
+	var waits []<-chan *fwk.Status
+	nodes := map[string]bool{}
+	for i, p := range gang {
+		node, status := env.schedule(p)
+		require.NotEmpty(t, node, "member %d found no node: %v", i, status)
+		nodes[node] = true
+		if i < len(gang)-1 {
+			require.Equal(t, fwk.Wait, status.Code(), "member %d: %v", i, status)
+			waits = append(waits, env.waitAsync(p, node))
+		} else {
+			require.True(t, status.IsSuccess(), "last member: %v", status)
+		}
+	}
+	for i, w := range waits {
+		select {
+		case s := <-w:
+			require.True(t, s.IsSuccess(), "waiting member %d: %v", i, s)
+		case <-time.After(wait.ForeverTestTimeout):
+			t.Fatalf("waiting member %d was never allowed", i)
+		}
+	}
+	require.Len(t, nodes, 4, "each whole-node member needs its own node")
+	require.True(t, hasEvent(env.recorded(), ReasonGangScheduled, "4/4 members reserved"))
+	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a scheduled gang holds nothing more")
+}
+
+func TestHeldCapacityKeepsGangsApart(t *testing.T) {
+	// Two gangs that each need 3 of 5 nodes: whoever plans first holds its
+	// nodes; the other holds nothing and reserves nothing.
+	a, b := members("a", 3, "8"), members("b", 3, "8")
+	plain := st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
+		Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	env := newTestEnv(t, gpuNodes(5), append(append(a, b...), plain), []*v1alpha1.PodGroup{
+		gangtest.MakePodGroup("a", testNS).MinMember(3).Obj(),
+		gangtest.MakePodGroup("b", testNS).MinMember(3).Obj(),
+	})
+	nodeA, status := env.schedule(a[0])
+	require.Equal(t, fwk.Wait, status.Code(), "first member of a: %v", status)
+	env.waitAsync(a[0], nodeA)
+
+	_, status = env.schedule(b[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "b must not start while a holds its plan: %v", status)
+	require.Contains(t, status.Message(), "held for other gangs")
+	require.Len(t, env.pl.gangs.reservedUIDs(gangKey{testNS, "b"}), 0)
+
+	// A plain pod still fits in what a does not hold (2 free nodes), not more.
+	node, status := env.schedule(plain)
+	require.True(t, status.IsSuccess(), "plain pod: %v", status)
+	held := env.pl.gangs.heldByOthers(gangKey{})
+	require.NotContains(t, held, node, "the plain pod landed on a node the gang holds")
+}
+
+func TestTimeoutRejectsSiblingsAndBacksOff(t *testing.T) {
+	// Two of three members reserve and wait; the third never comes to a
+	// scheduling cycle in time (as when its node is slow to free up).
+	gang := members("job", 3, "8")
+	pg := gangtest.MakePodGroup("job", testNS).MinMember(3).ScheduleTimeoutSeconds(1).Obj()
+	env := newTestEnv(t, gpuNodes(3), gang, []*v1alpha1.PodGroup{pg})
+
+	n0, status := env.schedule(gang[0])
+	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
+	w0 := env.waitAsync(gang[0], n0)
+	n1, status := env.schedule(gang[1])
+	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
+	w1 := env.waitAsync(gang[1], n1)
+
+	// The waits use the PodGroup's 1s timeout on the framework's real
+	// timers; the plugin's clock must agree that the deadline has passed.
+	env.clock.Step(time.Second)
+	for i, w := range []<-chan *fwk.Status{w0, w1} {
+		select {
+		case s := <-w:
+			require.False(t, s.IsSuccess(), "member %d was allowed without quorum", i)
+		case <-time.After(wait.ForeverTestTimeout):
+			t.Fatalf("member %d never timed out", i)
+		}
+	}
+	env.forget(gang[0])
+	env.forget(gang[1])
+	require.True(t, hasEvent(env.recorded(), ReasonGangTimedOut, "retrying in 2s"))
+	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a timed-out gang holds nothing")
+
+	_, status = env.schedule(gang[2])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "a gang backing off must not plan: %v", status)
+	require.Contains(t, status.Message(), "retries at")
+
+	// When the backoff ends, the members are moved back to the active queue.
+	env.clock.Step(2 * time.Second)
+	require.Eventually(t, func() bool { return len(env.activator.get()) == 3 }, wait.ForeverTestTimeout, 10*time.Millisecond,
+		"activated: %v", env.activator.get())
+
+	// The retry succeeds.
+	var waits []<-chan *fwk.Status
+	for i, p := range gang {
+		node, status := env.schedule(p)
+		require.NotEmpty(t, node, "retry of member %d: %v", i, status)
+		if status.IsWait() {
+			waits = append(waits, env.waitAsync(p, node))
+		}
+	}
+	for _, w := range waits {
+		require.True(t, (<-w).IsSuccess())
+	}
+}
+
+func TestScheduleTimeoutZeroUsesDefault(t *testing.T) {
+	// MPI Operator writes scheduleTimeoutSeconds: 0. It must mean "use the
+	// plugin default", never "do not wait".
+	launcher := member("mpi", "mpi-launcher", "")
+	workers := members("mpi", 2, "8")
+	pg := gangtest.MakePodGroup("mpi", testNS).MinMember(3).ScheduleTimeoutSeconds(0).Obj()
+	env := newTestEnv(t, gpuNodes(2), append(workers, launcher), []*v1alpha1.PodGroup{pg})
+
+	state := framework.NewCycleState()
+	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, state, launcher)
+	require.True(t, status.IsSuccess(), "%v", status)
+	require.NoError(t, status.AsError())
+	env.pl.gangs.reserve(gangKey{testNS, "mpi"}, launcher.UID, "node-aa", podAmounts(launcher))
+	got, wait := env.pl.Permit(env.ctx, state, launcher, "node-aa")
+	require.Equal(t, fwk.Wait, got.Code())
+	require.Equal(t, 60*time.Second, wait)
+}
+
+func TestMixedRolesAndElasticGang(t *testing.T) {
+	// An MPI-shaped gang: a CPU-only launcher and two 8-GPU workers, plus an
+	// elastic extra worker beyond minMember.
+	launcher := member("mpi", "mpi-launcher", "")
+	launcher.Labels[kubeflowReplicaTypeLabel] = "launcher"
+	workers := members("mpi", 3, "8")
+	pg := gangtest.MakePodGroup("mpi", testNS).MinMember(3).Obj()
+	env := newTestEnv(t, gpuNodes(3), append(workers, launcher), []*v1alpha1.PodGroup{pg})
+
+	var waits []<-chan *fwk.Status
+	for _, p := range []*v1.Pod{launcher, workers[0], workers[1]} {
+		node, status := env.schedule(p)
+		require.NotEmpty(t, node, "%s: %v", p.Name, status)
+		if status.IsWait() {
+			waits = append(waits, env.waitAsync(p, node))
+		} else {
+			require.True(t, status.IsSuccess(), "%s: %v", p.Name, status)
+		}
+	}
+	for _, w := range waits {
+		require.True(t, (<-w).IsSuccess())
+	}
+	// Quorum is reserved: the extra worker schedules without waiting.
+	node, status := env.schedule(workers[2])
+	require.True(t, status.IsSuccess(), "elastic extra: %v", status)
+	require.NotEmpty(t, node)
+}
+
+func TestRecreatedMemberDoesNotWedgeGang(t *testing.T) {
+	gang := members("job", 2, "8")
+	env := newTestEnv(t, gpuNodes(2), gang, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()})
+	n0, status := env.schedule(gang[0])
+	require.Equal(t, fwk.Wait, status.Code())
+	w0 := env.waitAsync(gang[0], n0)
+
+	// The second member is deleted and recreated under a new UID before it
+	// was scheduled; the plan's slot is not tied to the old pod.
+	recreated := gang[1].DeepCopy()
+	recreated.UID = "recreated"
+	recreated.ResourceVersion = ""
+	pods := env.client.CoreV1().Pods(testNS)
+	require.NoError(t, pods.Delete(env.ctx, gang[1].Name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := env.pl.podLister.Pods(testNS).Get(gang[1].Name)
+		return err != nil
+	}, wait.ForeverTestTimeout, 10*time.Millisecond)
+	_, err := pods.Create(env.ctx, recreated, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		p, err := env.pl.podLister.Pods(testNS).Get(recreated.Name)
+		return err == nil && p.UID == recreated.UID
+	}, wait.ForeverTestTimeout, 10*time.Millisecond)
+	_, status = env.schedule(recreated)
+	require.True(t, status.IsSuccess(), "recreated member: %v", status)
+	require.True(t, (<-w0).IsSuccess())
+}
+
+func TestLess(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old := gangtest.MakePodGroup("old", testNS).Created(t0).Obj()
+	young := gangtest.MakePodGroup("young", testNS).Created(t0.Add(time.Minute)).Obj()
+	twin := gangtest.MakePodGroup("twin", testNS).Created(t0.Add(time.Minute)).Obj()
+	env := newTestEnv(t, nil, nil, []*v1alpha1.PodGroup{old, young, twin})
+
+	queued := func(p *v1.Pod, ts time.Time) fwk.QueuedEntityInfo {
+		pi, err := framework.NewPodInfo(p)
+		require.NoError(t, err)
+		return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: ts}}
+	}
+	withPrio := func(p *v1.Pod, prio int32) *v1.Pod { p.Spec.Priority = &prio; return p }
+	ranked := func(group, name string, rank int) *v1.Pod {
+		p := member(group, name, "8")
+		p.Labels[RankLabel] = fmt.Sprint(rank)
+		return p
+	}
+	tests := []struct {
+		name string
+		a, b fwk.QueuedEntityInfo
+		want bool
+	}{
+		{"higher priority first", queued(withPrio(member("young", "y", "8"), 10), t0), queued(member("old", "o", "8"), t0), true},
+		{"older gang first, whatever the queue time", queued(member("old", "o", "8"), t0.Add(time.Hour)), queued(member("young", "y", "8"), t0), true},
+		{"same creation time: gang key decides", queued(member("twin", "t", "8"), t0.Add(time.Hour)), queued(member("young", "y", "8"), t0), true},
+		{"same gang: rank decides", queued(ranked("old", "b", 0), t0.Add(time.Hour)), queued(ranked("old", "a", 1), t0), true},
+		{"same gang and rank: queue time decides", queued(member("old", "o", "8"), t0), queued(member("old", "o", "8"), t0.Add(time.Second)), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, env.pl.Less(tt.a, tt.b)); diff != "" {
+				t.Errorf("Less(a, b) (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(!tt.want, env.pl.Less(tt.b, tt.a)); diff != "" {
+				t.Errorf("Less(b, a) (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,38 @@
+package coscheduling
+
+import (
+	"fmt"
+
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+const stateKey fwk.StateKey = "PreFilter" + Name
+
+// cycleState is what PreFilter works out once for Filter to read on every
+// node.
+type cycleState struct {
+	// request is what the pod takes from a node, one pod slot included.
+	request amounts
+	// held is, per node, the capacity that other gangs' plans hold. Filter
+	// keeps the pod out of it.
+	held map[string]amounts
+	// followsPlan is true when PreFilter restricted a gang member to its
+	// plan's nodes, so that a failure to place it means the plan is stale.
+	followsPlan bool
+}
+
+// Clone returns the same state: nothing writes it after PreFilter, and the
+// plugin implements no AddPod/RemovePod that would.
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+func readState(cs fwk.CycleState) (*cycleState, error) {
+	data, err := cs.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q from cycle state: %w", stateKey, err)
+	}
+	s, ok := data.(*cycleState)
+	if !ok {
+		return nil, fmt.Errorf("%q in cycle state has type %T", stateKey, data)
+	}
+	return s, nil
+}
