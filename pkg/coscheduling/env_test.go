@@ -166,7 +166,7 @@ func member(group, name string, gpus string) *v1.Pod {
 	if gpus != "" && gpus != "0" {
 		req[gpu] = gpus
 	}
-	return st.MakePod().Namespace(testNS).Name(name).UID(testNS + "/" + name).
+	return st.MakePod().Namespace(testNS).Name(name).UID(testNS+"/"+name).
 		SchedulerName(testScheduler).Label(PodGroupLabel, group).Req(req).Obj()
 }
 

@@ -111,7 +111,7 @@ func TestPreEnqueue(t *testing.T) {
 
 func TestCapacityPreCheck(t *testing.T) {
 	occupied := func(name string, gpus string) *v1.Pod {
-		return st.MakePod().Namespace("other").Name(name).UID("other/"+name).Node("node-aa").
+		return st.MakePod().Namespace("other").Name(name).UID("other/" + name).Node("node-aa").
 			Req(map[v1.ResourceName]string{gpu: gpus}).Obj()
 	}
 	tests := []struct {
