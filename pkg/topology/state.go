@@ -1,0 +1,309 @@
+package topology
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// shape is a group of members that ask for the same vector under the same
+// node constraints. Members of one shape are interchangeable, so the planner
+// counts them instead of placing them one by one.
+type shape struct {
+	request  placement.Vector
+	eligible []bool
+	// members are indices into Request.Members, in rank order.
+	members []int
+}
+
+// placed puts count members of shape onto the node at depth-first position
+// pos.
+type placed struct {
+	pos, shape, count int32
+}
+
+// usage is one Plan call's view of a Request on a Tree: the members grouped
+// into shapes and the free capacity counted per domain. It belongs to that
+// call alone and is dropped when the call returns. The Tree is shared and is
+// never written; the Request is only read.
+type usage struct {
+	tree *Tree
+	req  *placement.Request
+	// bound are the shapes of members bound by topology (Accelerated), in
+	// order of their first member; loose are the others.
+	bound, loose []shape
+	// want[s] is len(bound[s].members); total is their sum.
+	want  []int64
+	total int64
+	// slots[s][l][k] is how many members of bound[s] fit in domain k of
+	// level l, that shape alone. Written by newUsage, read-only afterwards.
+	slots [][][]int64
+	// room[l][k] sums slots over shapes: a domain's free capacity in this
+	// gang's own units, the key of best fit. Aliases slots[0] for one shape.
+	room [][]int64
+	// free overlays the Request's free capacity, by depth-first position,
+	// with what this call has placed; nil until the first write, and a nil
+	// entry means untouched. take copies on first write, so the Request's
+	// vectors are never written. Owned by this call; the greedy packer
+	// undoes its trial writes.
+	free []placement.Vector
+	// scale is, per dimension, the largest allocatable of any node, putting
+	// dimensions with different units on one scale. Filled on first use.
+	scale placement.Vector
+}
+
+// newUsage checks req against the tree and counts free capacity.
+func newUsage(t *Tree, req *placement.Request) (*usage, error) {
+	if err := validateRequest(req); err != nil {
+		return nil, err
+	}
+	u := &usage{tree: t, req: req}
+	for i := range req.Members {
+		m := &req.Members[i]
+		group := &u.loose
+		if m.Accelerated {
+			group = &u.bound
+		}
+		j := slices.IndexFunc(*group, func(s shape) bool {
+			return sameEligible(s.eligible, m.Eligible) && slices.Equal(s.request, m.Request)
+		})
+		if j < 0 {
+			*group = append(*group, shape{request: m.Request, eligible: m.Eligible})
+			j = len(*group) - 1
+		}
+		(*group)[j].members = append((*group)[j].members, i)
+	}
+	u.want = make([]int64, len(u.bound))
+	for s := range u.bound {
+		u.want[s] = int64(len(u.bound[s].members))
+		u.total += u.want[s]
+	}
+	u.countSlots()
+	return u, nil
+}
+
+func validateRequest(req *placement.Request) error {
+	dims := len(req.Resources)
+	for i := range req.Nodes {
+		if len(req.Nodes[i].Free) != dims {
+			return fmt.Errorf("node %s: free vector has %d dimensions, want %d", req.Nodes[i].Name, len(req.Nodes[i].Free), dims)
+		}
+	}
+	for i := range req.Members {
+		m := &req.Members[i]
+		if len(m.Request) != dims {
+			return fmt.Errorf("member %s: request vector has %d dimensions, want %d", m.Name, len(m.Request), dims)
+		}
+		if m.Eligible != nil && len(m.Eligible) != len(req.Nodes) {
+			return fmt.Errorf("member %s: eligibility covers %d nodes, want %d", m.Name, len(m.Eligible), len(req.Nodes))
+		}
+	}
+	return nil
+}
+
+// sameEligible reports whether two eligibility slices are the same slice.
+// The Request shares one slice among members with the same constraints;
+// comparing contents would cost a pass over all nodes per member.
+func sameEligible(a, b []bool) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// countSlots fills slots and room bottom-up.
+func (u *usage) countSlots() {
+	t := u.tree
+	top := t.top()
+	u.slots = make([][][]int64, len(u.bound))
+	for s := range u.bound {
+		sh := &u.bound[s]
+		per := make([][]int64, top+1)
+		per[0] = make([]int64, len(t.dom[0]))
+		for p := range per[0] {
+			i := t.node[p]
+			if sh.eligible != nil && !sh.eligible[i] {
+				continue
+			}
+			per[0][p] = fitCount(sh.request, u.req.Nodes[i].Free, maxNodeSlots)
+		}
+		for l := 1; l <= top; l++ {
+			per[l] = make([]int64, len(t.dom[l]))
+			below := per[l-1]
+			for k, d := range t.dom[l] {
+				var sum int64
+				for c := d.first; c < d.end; c++ {
+					sum += below[c]
+				}
+				per[l][k] = sum
+			}
+		}
+		u.slots[s] = per
+	}
+	if len(u.bound) == 1 {
+		u.room = u.slots[0]
+		return
+	}
+	u.room = make([][]int64, top+1)
+	for l := range u.room {
+		u.room[l] = make([]int64, len(t.dom[l]))
+		for s := range u.bound {
+			for k, n := range u.slots[s][l] {
+				u.room[l][k] += n
+			}
+		}
+	}
+}
+
+// maxNodeSlots caps one node's slots, for members that ask for nothing.
+const maxNodeSlots = 1 << 30
+
+// fitCount is how many copies of request fit in free, at most limit. A
+// request of nothing fits limit times.
+func fitCount(request, free placement.Vector, limit int64) int64 {
+	n := limit
+	for d, q := range request {
+		if q <= 0 {
+			continue
+		}
+		if free[d] < q {
+			return 0
+		}
+		n = min(n, free[d]/q)
+	}
+	return n
+}
+
+// fits reports whether domain k of level l holds every bound shape, each
+// counted alone: necessary for the whole gang, and sufficient for one shape.
+func (u *usage) fits(l int, k int32) bool {
+	for s := range u.bound {
+		if u.slots[s][l][k] < u.want[s] {
+			return false
+		}
+	}
+	return true
+}
+
+// roomFor is how many bound members domain k of level l could hold, each
+// shape counted alone: the numbers fit errors report.
+func (u *usage) roomFor(l int, k int32) int64 {
+	var n int64
+	for s := range u.bound {
+		n += min(u.slots[s][l][k], u.want[s])
+	}
+	return n
+}
+
+// freeAt is the free capacity of the node at depth-first position p.
+func (u *usage) freeAt(p int32) placement.Vector {
+	if u.free != nil && u.free[p] != nil {
+		return u.free[p]
+	}
+	return u.req.Nodes[u.tree.node[p]].Free
+}
+
+// take records n copies of request placed on the node at position p and
+// reports whether this was the node's first write.
+func (u *usage) take(p int32, request placement.Vector, n int64) bool {
+	if u.free == nil {
+		u.free = make([]placement.Vector, len(u.req.Nodes))
+	}
+	first := u.free[p] == nil
+	if first {
+		u.free[p] = u.freeAt(p).Clone()
+	}
+	f := u.free[p]
+	for d, q := range request {
+		f[d] -= q * n
+	}
+	return first
+}
+
+// eligibleAt reports whether members of sh may run on the node at p.
+func (u *usage) eligibleAt(sh *shape, p int32) bool {
+	return sh.eligible == nil || sh.eligible[u.tree.node[p]]
+}
+
+// scaleOf fills and returns scale.
+func (u *usage) scaleOf() placement.Vector {
+	if u.scale == nil {
+		u.scale = make(placement.Vector, len(u.req.Resources))
+		for i := range u.req.Nodes {
+			for d, q := range u.req.Nodes[i].Allocatable {
+				if d < len(u.scale) && q > u.scale[d] {
+					u.scale[d] = q
+				}
+			}
+		}
+	}
+	return u.scale
+}
+
+// size measures a request on the common scale, to pack large shapes first.
+func (u *usage) size(request placement.Vector) float64 {
+	scale := u.scaleOf()
+	var s float64
+	for d, q := range request {
+		if scale[d] > 0 {
+			s += float64(q) / float64(scale[d])
+		}
+	}
+	return s
+}
+
+// weights turns the spans of a placement inside a domain of level top —
+// how many domains it uses at each level below — into one number that orders
+// like the span vector read from the loosest level down. The count at level l
+// never exceeds bound(l) = min(members, domains at l), so level l is a digit
+// of radix bound(l)+1. Should the digits not fit in 62 bits, the tightest
+// levels drop out of the objective (weight 0) and exact is false.
+func (u *usage) weights(top int) (w []uint64, exact bool) {
+	w = make([]uint64, top+1)
+	for drop := 0; ; drop++ {
+		clear(w)
+		w[drop] = 1
+		l := drop
+		for ; l < top; l++ {
+			radix := uint64(min(u.total, int64(len(u.tree.dom[l])))) + 1
+			if w[l] > (1<<62)/radix {
+				break
+			}
+			w[l+1] = w[l] * radix
+		}
+		if l == top { // always so once drop reaches top
+			return w, drop == 0
+		}
+	}
+}
+
+// costOf scores a placement with weights w: sum over levels of spans times
+// weight.
+func costOf(spans []int, w []uint64) uint64 {
+	var c uint64
+	for l := range min(len(spans), len(w)-1) {
+		c += uint64(spans[l]) * w[l]
+	}
+	return c
+}
+
+// describeCost turns a cost back into spans, for logs.
+func (u *usage) describeCost(top int, w []uint64, cost uint64) string {
+	if cost == math.MaxUint64 {
+		return "does not pack"
+	}
+	var s []byte
+	for l := top - 1; l >= 0; l-- {
+		if w[l] == 0 {
+			continue
+		}
+		radix := w[l+1] / w[l]
+		if len(s) > 0 {
+			s = append(s, ' ')
+		}
+		s = fmt.Appendf(s, "%s=%d", u.tree.levels[l].Name, cost/w[l]%radix)
+	}
+	if len(s) == 0 {
+		return "one node"
+	}
+	return string(s)
+}
