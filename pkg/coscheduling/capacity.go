@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
 // planGang is the capacity pre-check. It plans the gang's next need members
@@ -43,17 +44,23 @@ func (pl *Plugin) planGang(ctx context.Context, pg *v1alpha1.PodGroup, key gangK
 	sortByRank(pending)
 	chosen := pending[:need]
 	req, reqs := pl.buildRequest(logger, key, chosen, sorted, held)
+	req.Policy = topologyPolicy(pg, chosen)
 	plan, err := pl.planner.Plan(ctx, req)
 	if err != nil {
 		var fitErr *placement.FitError
-		if !errors.As(err, &fitErr) {
-			return fwk.AsStatus(fmt.Errorf("planning gang %s: %w", key, err))
+		switch {
+		case errors.Is(err, topology.ErrUnknownLevel):
+			pl.events.podGroup(pg, v1.EventTypeWarning, ReasonInvalidPodGroup,
+				"topology level %q is not one the scheduler is configured with: %v; name a configured level's label key or %s", req.Policy.Level, err, topology.HostnameKey)
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", key, err))
+		case errors.As(err, &fitErr):
+			return pl.explainNoFit(ctx, pg, key, req, fitErr, len(held) > 0)
 		}
-		return pl.explainNoFit(ctx, pg, key, req, fitErr, len(held) > 0)
+		return fwk.AsStatus(fmt.Errorf("planning gang %s: %w", key, err))
 	}
 	slots := make([]slot, len(chosen))
-	for i := range chosen {
-		slots[i] = slot{node: req.Nodes[plan.NodeOf[i]].Name, req: reqs[i]}
+	for i, p := range chosen {
+		slots[i] = slot{uid: p.UID, node: req.Nodes[plan.NodeOf[i]].Name, req: reqs[i]}
 	}
 	pl.gangs.setClaim(key, slots, pl.clock.Now().Add(pl.timeout(pg)), plan.Summary)
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", need, "plan", plan.Summary)
@@ -97,10 +104,11 @@ func (pl *Plugin) buildRequest(logger klog.Logger, key gangKey, members []*v1.Po
 		}
 	}
 	return &placement.Request{
-		Gang:      key.String(),
-		Resources: dimNames(dims),
-		Nodes:     nodes,
-		Members:   ms,
+		Gang:           key.String(),
+		Resources:      dimNames(dims),
+		Nodes:          nodes,
+		NodeGeneration: pl.nodeGeneration.Load(),
+		Members:        ms,
 	}, reqs
 }
 
@@ -127,6 +135,11 @@ func (pl *Plugin) explainNoFit(ctx context.Context, pg *v1alpha1.PodGroup, key g
 	}
 	msg := fmt.Sprintf("gang %s needs %s; free capacity fits %d of its %d members now (%s)",
 		key, demand, fitErr.Placed, fitErr.Wanted, fitErr.Reason)
+	if req.Policy.Required {
+		pl.events.podGroup(pg, v1.EventTypeNormal, ReasonTopologyUnsatisfied,
+			"waiting: no single domain of level %s has room for the gang now (%s); it starts when one does, or relax %s to %s",
+			req.Policy.Level, fitErr.Reason, AnnotationTopologyRequired, AnnotationTopologyPreferred)
+	}
 	if othersHold {
 		msg += "; part of the free capacity is held for other gangs being placed"
 	}

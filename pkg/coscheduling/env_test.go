@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -42,7 +44,7 @@ const (
 // fake informers and a snapshot the test updates the way the scheduler's
 // cache would.
 type testEnv struct {
-	t         *testing.T
+	t         testing.TB
 	ctx       context.Context
 	fh        framework.Framework
 	pl        *Plugin
@@ -51,8 +53,10 @@ type testEnv struct {
 	activator *fakeActivator
 	snapshot  *internalcache.Snapshot
 	client    *fake.Clientset
-	pods      []*v1.Pod
-	nodes     []*v1.Node
+	// pgInformer is fed through its store; see newTestEnv.
+	pgInformer cache.SharedIndexInformer
+	pods       []*v1.Pod
+	nodes      []*v1.Node
 }
 
 type envOption func(*envConfig)
@@ -65,10 +69,10 @@ type envConfig struct {
 func withArgs(a config.CoschedulingArgs) envOption { return func(c *envConfig) { c.args = &a } }
 
 func defaultTestArgs() config.CoschedulingArgs {
-	return config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60}
+	return config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"}
 }
 
-func newTestEnv(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.PodGroup, opts ...envOption) *testEnv {
+func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.PodGroup, opts ...envOption) *testEnv {
 	t.Helper()
 	cfg := envConfig{planner: placement.Greedy{}}
 	args := defaultTestArgs()
@@ -138,6 +142,7 @@ func newTestEnv(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		t.Fatalf("building framework: %v", err)
 	}
 	env.fh = fh
+	env.pgInformer = pgInformer.Informer()
 	informerFactory.Start(ctx.Done())
 	informerFactory.WaitForCacheSync(ctx.Done())
 	return env
@@ -173,7 +178,7 @@ func member(group, name string, gpus string) *v1.Pod {
 func members(group string, n int, gpus string) []*v1.Pod {
 	pods := make([]*v1.Pod, n)
 	for i := range pods {
-		pods[i] = member(group, group+"-"+string(rune('0'+i)), gpus)
+		pods[i] = member(group, fmt.Sprintf("%s-%d", group, i), gpus)
 	}
 	return pods
 }
@@ -306,6 +311,12 @@ func (a *fakeActivator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
 		a.activated = append(a.activated, k)
 	}
 	sort.Strings(a.activated)
+}
+
+func (a *fakeActivator) reset() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.activated = nil
 }
 
 func (a *fakeActivator) get() []string {

@@ -33,6 +33,9 @@ const (
 	// ReasonGangRejected: a member failed, so the whole gang gave back its
 	// reservations.
 	ReasonGangRejected = "GangRejected"
+	// ReasonTopologyUnsatisfied: the gang requires one domain of a topology
+	// level and none has room now.
+	ReasonTopologyUnsatisfied = "TopologyUnsatisfied"
 	// ReasonGangScheduled: quorum is reserved and the gang is binding.
 	ReasonGangScheduled = "GangScheduled"
 )

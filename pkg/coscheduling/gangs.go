@@ -24,6 +24,14 @@ type gangs struct {
 
 	mu    sync.Mutex
 	byKey map[gangKey]*gang
+	// gated holds, per gang, the members PreEnqueue is holding back. They
+	// are released when what they wait for arrives: kube-scheduler 1.37
+	// runs queueing hints for new unscheduled pods only with the
+	// GenericWorkload gate on, so the plugin cannot rely on hints for it.
+	gated map[gangKey]map[types.UID]*v1.Pod
+	// releases counts ungate calls per gang, so that a PreEnqueue that
+	// raced with a release can tell it missed one.
+	releases map[gangKey]uint64
 }
 
 // gang is the in-flight state of one gang. Guarded by gangs.mu.
@@ -57,13 +65,17 @@ type claim struct {
 	summary string
 }
 
+// slot is one member's planned place. It is designated to the member the
+// plan put there, so that ranks land where the plan wants them; a member the
+// plan did not name (a recreated pod, say) takes any slot its request fits.
 type slot struct {
+	uid  types.UID
 	node string
 	req  amounts
 }
 
 func newGangs(c clock.PassiveClock) *gangs {
-	return &gangs{clock: c, byKey: map[gangKey]*gang{}}
+	return &gangs{clock: c, byKey: map[gangKey]*gang{}, gated: map[gangKey]map[types.UID]*v1.Pod{}, releases: map[gangKey]uint64{}}
 }
 
 func (gs *gangs) get(key gangKey) *gang {
@@ -108,9 +120,10 @@ func (gs *gangs) heldByOthers(self gangKey) map[string]amounts {
 	return held
 }
 
-// planSlots returns, for a member with request req, the nodes where the
-// gang's live claim has a slot it fits, or ok=false when no claim is live.
-func (gs *gangs) planSlots(key gangKey, req amounts) (nodes []string, ok bool) {
+// planSlots returns the nodes a member may take in the gang's live claim:
+// the node of the slot designated to it if there is one, else the nodes of
+// every slot its request fits. ok is false when no claim is live.
+func (gs *gangs) planSlots(key gangKey, uid types.UID, req amounts) (nodes []string, ok bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, found := gs.byKey[key]
@@ -120,6 +133,11 @@ func (gs *gangs) planSlots(key gangKey, req amounts) (nodes []string, ok bool) {
 	c := g.liveClaim(gs.clock.Now())
 	if c == nil {
 		return nil, false
+	}
+	for _, s := range c.slots {
+		if s.uid == uid {
+			return []string{s.node}, true
+		}
 	}
 	seen := map[string]bool{}
 	for _, s := range c.slots {
@@ -153,8 +171,8 @@ func (gs *gangs) backoff(key gangKey) (until time.Time, reason string, ok bool) 
 }
 
 // reserve records that pod reserved node and takes a slot of the gang's
-// claim: one on that node if the pod fits one there, else the first slot
-// elsewhere that it fits, so the claim never holds more than the members
+// claim: the one designated to it, else one on that node that it fits, else
+// the first it fits anywhere, so the claim never holds more than the members
 // still to come.
 func (gs *gangs) reserve(key gangKey, uid types.UID, node string, req amounts) {
 	gs.mu.Lock()
@@ -165,21 +183,32 @@ func (gs *gangs) reserve(key gangKey, uid types.UID, node string, req amounts) {
 	if c == nil {
 		return
 	}
-	take := -1
-	for i, s := range c.slots {
-		if fitsSlot(req, s.req) {
-			if s.node == node {
-				take = i
-				break
-			}
-			if take < 0 {
-				take = i
-			}
+	if i := pickSlot(c.slots, uid, node, req); i >= 0 {
+		c.slots = append(c.slots[:i], c.slots[i+1:]...)
+	}
+}
+
+// pickSlot returns the index of the slot a reserving member takes, or -1.
+func pickSlot(slots []slot, uid types.UID, node string, req amounts) int {
+	onNode, anywhere := -1, -1
+	for i, s := range slots {
+		if s.uid == uid {
+			return i
+		}
+		if !fitsSlot(req, s.req) {
+			continue
+		}
+		if onNode < 0 && s.node == node {
+			onNode = i
+		}
+		if anywhere < 0 {
+			anywhere = i
 		}
 	}
-	if take >= 0 {
-		c.slots = append(c.slots[:take], c.slots[take+1:]...)
+	if onNode >= 0 {
+		return onNode
 	}
+	return anywhere
 }
 
 // unreserve forgets a reservation. It returns true when the pod belonged to
@@ -315,13 +344,59 @@ func (gs *gangs) forgetPod(key gangKey, uid types.UID) {
 	if g, ok := gs.byKey[key]; ok {
 		delete(g.reserved, uid)
 	}
+	if held := gs.gated[key]; held != nil {
+		delete(held, uid)
+		if len(held) == 0 {
+			delete(gs.gated, key)
+		}
+	}
 }
 
-// forgetGang drops everything about a gang whose PodGroup was deleted.
+// releaseCount is how many times the gang's held-back members were
+// released so far.
+func (gs *gangs) releaseCount(key gangKey) uint64 {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.releases[key]
+}
+
+// gate remembers that PreEnqueue holds pod back. It returns false when a
+// release happened since PreEnqueue read seen: the pod may have missed it.
+func (gs *gangs) gate(key gangKey, pod *v1.Pod, seen uint64) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.gated[key] == nil {
+		gs.gated[key] = map[types.UID]*v1.Pod{}
+	}
+	gs.gated[key][pod.UID] = pod
+	return gs.releases[key] == seen
+}
+
+// ungate forgets and returns the members held back for a gang, keyed as
+// Activate wants them.
+func (gs *gangs) ungate(key gangKey) map[string]*v1.Pod {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	held := gs.gated[key]
+	delete(gs.gated, key)
+	gs.releases[key]++
+	if len(held) == 0 {
+		return nil
+	}
+	out := make(map[string]*v1.Pod, len(held))
+	for _, p := range held {
+		out[p.Namespace+"/"+p.Name] = p
+	}
+	return out
+}
+
+// forgetGang drops what is known of a gang whose PodGroup was deleted.
+// Held-back members stay held: they wait for the PodGroup to come back.
 func (gs *gangs) forgetGang(key gangKey) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	delete(gs.byKey, key)
+	delete(gs.releases, key)
 }
 
 // fitsSlot reports whether a member with request req can use slot s: it

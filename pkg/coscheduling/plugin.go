@@ -18,6 +18,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -40,6 +42,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -67,6 +70,9 @@ type Plugin struct {
 	planner   placement.Planner
 	gangs     *gangs
 	events    *eventRecorder
+	// nodeGeneration changes whenever a node is added or deleted or its
+	// labels change, so planners may cache what they derive from labels.
+	nodeGeneration atomic.Uint64
 	// logger is for work that outlives a scheduling cycle (backoff timers).
 	logger klog.Logger
 }
@@ -110,7 +116,15 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, fmt.Errorf("PodGroups (%s) could not be listed within %s: install the CRD from manifests/crds and grant the scheduler list/watch on podgroups",
 			v1alpha1.SchemeGroupVersion.WithResource("podgroups"), pluginStartTimeout)
 	}
-	return newPlugin(ctx, args, handle, pgInformer.Lister(), informer, clock.RealClock{}, placement.Greedy{})
+	levels, err := topology.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
+	if err != nil {
+		return nil, err // validation already named the field
+	}
+	planner, err := topology.NewPlanner(levels)
+	if err != nil {
+		return nil, err
+	}
+	return newPlugin(ctx, args, handle, pgInformer.Lister(), informer, clock.RealClock{}, planner)
 }
 
 // newPlugin wires the plugin to its informers. Tests call it with fake
@@ -135,11 +149,41 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		return nil, fmt.Errorf("indexing pods by gang: %w", err)
 	}
 	pl.podIndex = podInformer.Informer().GetIndexer()
-	if _, err := podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: pl.onPodDelete}); err != nil {
-		return nil, fmt.Errorf("watching pod deletions: %w", err)
+	podHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: pl.onPodAdd,
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok1 := oldObj.(*v1.Pod)
+			n, ok2 := newObj.(*v1.Pod)
+			if ok1 && ok2 && o.Labels[PodGroupLabel] != n.Labels[PodGroupLabel] {
+				pl.onPodAdd(n)
+			}
+		},
+		DeleteFunc: pl.onPodDelete,
+	}
+	if _, err := podInformer.Informer().AddEventHandler(podHandler); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	nodeHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { pl.nodeGeneration.Add(1) },
+		DeleteFunc: func(interface{}) { pl.nodeGeneration.Add(1) },
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok1 := oldObj.(*v1.Node)
+			n, ok2 := newObj.(*v1.Node)
+			if !ok1 || !ok2 || !maps.Equal(o.Labels, n.Labels) {
+				pl.nodeGeneration.Add(1)
+			}
+		},
+	}
+	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(nodeHandler); err != nil {
+		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
 	if pgInformer != nil {
-		if _, err := pgInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: pl.onPodGroupDelete}); err != nil {
+		pgHandler := cache.ResourceEventHandlerFuncs{
+			AddFunc:    pl.onPodGroupChange,
+			UpdateFunc: func(_, newObj interface{}) { pl.onPodGroupChange(newObj) },
+			DeleteFunc: pl.onPodGroupDelete,
+		}
+		if _, err := pgInformer.AddEventHandler(pgHandler); err != nil {
 			return nil, fmt.Errorf("watching PodGroup deletions: %w", err)
 		}
 	}
@@ -175,6 +219,43 @@ func (pl *Plugin) members(key gangKey) ([]*v1.Pod, error) {
 		}
 	}
 	return pods, nil
+}
+
+// onPodAdd releases a gang's held-back members once the new member brings it
+// to quorum. The new member itself passes PreEnqueue on its own.
+func (pl *Plugin) onPodAdd(obj interface{}) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName != "" {
+		return
+	}
+	key, ok := gangOf(pod)
+	if !ok {
+		return
+	}
+	pg, err := pl.pgLister.PodGroups(key.namespace).Get(key.name)
+	if err != nil {
+		return
+	}
+	if members, err := pl.members(key); err == nil && len(members) >= int(pg.Spec.MinMember) {
+		pl.releaseGated(key)
+	}
+}
+
+// onPodGroupChange lets PreEnqueue look again at members held back for a
+// PodGroup that was just created or changed. The scheduler's own PodGroup
+// event may come before this informer has the object; this handler runs
+// once the lister has it.
+func (pl *Plugin) onPodGroupChange(obj interface{}) {
+	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
+		pl.releaseGated(gangKey{namespace: pg.Namespace, name: pg.Name})
+	}
+}
+
+func (pl *Plugin) releaseGated(key gangKey) {
+	if pods := pl.gangs.ungate(key); len(pods) > 0 {
+		pl.logger.V(5).Info("Releasing held-back gang members", "podGroup", key, "pods", len(pods))
+		pl.handle.Activate(pl.logger, pods)
+	}
 }
 
 func (pl *Plugin) onPodDelete(obj interface{}) {
@@ -252,12 +333,28 @@ func (pl *Plugin) queueKey(e fwk.QueuedEntityInfo) queueKey {
 }
 
 // PreEnqueue holds a member until its PodGroup exists, is valid, and has at
-// least minMember members that all name the same scheduler.
+// least minMember members that all name the same scheduler. A held member is
+// remembered, so that the member or PodGroup it waits for releases it.
 func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	key, ok := gangOf(pod)
 	if !ok {
 		return nil
 	}
+	seen := pl.gangs.releaseCount(key)
+	status := pl.preEnqueue(ctx, pod, key)
+	if !status.IsSuccess() && !pl.gangs.gate(key, pod, seen) {
+		// What this pod waits for arrived while it was being looked at;
+		// look again once the queue has parked it.
+		pl.clock.AfterFunc(recheckDelay, func() { pl.releaseGated(key) })
+	}
+	return status
+}
+
+// recheckDelay is how long after a missed release a held member is looked
+// at again: long enough for the queue to have parked it.
+const recheckDelay = 100 * time.Millisecond
+
+func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gangKey) *fwk.Status {
 	pg, status := pl.podGroup(pod, key)
 	if status != nil {
 		return status
@@ -341,12 +438,12 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		// like any pod.
 		return nil, nil
 	}
-	nodes, planned := pl.gangs.planSlots(key, s.request)
+	nodes, planned := pl.gangs.planSlots(key, pod.UID, s.request)
 	if !planned {
 		if status := pl.planGang(ctx, pg, key, pending, int(pg.Spec.MinMember)-assigned, s.held); !status.IsSuccess() {
 			return nil, status
 		}
-		nodes, _ = pl.gangs.planSlots(key, s.request)
+		nodes, _ = pl.gangs.planSlots(key, pod.UID, s.request)
 	}
 	if len(nodes) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, ErrReasonNoSlot)
@@ -483,7 +580,7 @@ func (pl *Plugin) failGang(ctx context.Context, key gangKey, reason, why string)
 	}
 	klog.FromContext(ctx).V(2).Info("Gang gave back its reservations", "podGroup", key, "reason", why, "rejected", len(uids), "backoff", backoff)
 	if pg, err := pl.pgLister.PodGroups(key.namespace).Get(key.name); err == nil {
-		pl.events.podGroup(pg, v1.EventTypeWarning, reason, "%s; %d reserved members gave their nodes back; retrying in %s", why, len(uids), backoff)
+		pl.events.podGroup(pg, v1.EventTypeWarning, reason, "%s; waiting members rejected: %d; retrying in %s", why, len(uids), backoff)
 	}
 	pl.clock.AfterFunc(backoff, func() { pl.activate(key) })
 }

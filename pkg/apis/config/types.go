@@ -20,4 +20,10 @@ type CoschedulingArgs struct {
 	PodGroupBackoffSeconds int64
 	// PodGroupMaxBackoffSeconds caps the doubling of PodGroupBackoffSeconds.
 	PodGroupMaxBackoffSeconds int64
+	// TopologyPreset names a set of topology levels (see pkg/topology).
+	// Exactly one of TopologyPreset and TopologyLevels is set.
+	TopologyPreset string
+	// TopologyLevels are node label keys, tightest first, that name the
+	// interconnect domains gangs are placed in.
+	TopologyLevels []string
 }

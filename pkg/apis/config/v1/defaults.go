@@ -10,6 +10,9 @@ const (
 	DefaultPermitWaitingTimeSeconds  int64 = 60
 	DefaultPodGroupBackoffSeconds    int64 = 2
 	DefaultPodGroupMaxBackoffSeconds int64 = 60
+	// DefaultTopologyPreset reads NVLink cliques under leaf and spine
+	// switches; nodes without those labels are simply their own domains.
+	DefaultTopologyPreset = "nvidia"
 )
 
 // SetDefaultsCoschedulingArgs fills the fields a user left unset.
@@ -22,5 +25,8 @@ func SetDefaultsCoschedulingArgs(args *CoschedulingArgs) {
 	}
 	if args.PodGroupMaxBackoffSeconds == nil {
 		args.PodGroupMaxBackoffSeconds = ptr.To(DefaultPodGroupMaxBackoffSeconds)
+	}
+	if args.TopologyPreset == nil && len(args.TopologyLevels) == 0 {
+		args.TopologyPreset = ptr.To(DefaultTopologyPreset)
 	}
 }

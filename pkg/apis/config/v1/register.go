@@ -54,6 +54,11 @@ func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.Cosched
 	out.PermitWaitingTimeSeconds = deref(in.PermitWaitingTimeSeconds)
 	out.PodGroupBackoffSeconds = deref(in.PodGroupBackoffSeconds)
 	out.PodGroupMaxBackoffSeconds = deref(in.PodGroupMaxBackoffSeconds)
+	out.TopologyPreset = ""
+	if in.TopologyPreset != nil {
+		out.TopologyPreset = *in.TopologyPreset
+	}
+	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
 }
 
 // ConvertCoschedulingArgsFromInternal converts internal args to v1.
@@ -61,6 +66,11 @@ func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *Cosch
 	out.PermitWaitingTimeSeconds = ptr.To(in.PermitWaitingTimeSeconds)
 	out.PodGroupBackoffSeconds = ptr.To(in.PodGroupBackoffSeconds)
 	out.PodGroupMaxBackoffSeconds = ptr.To(in.PodGroupMaxBackoffSeconds)
+	out.TopologyPreset = nil
+	if in.TopologyPreset != "" {
+		out.TopologyPreset = ptr.To(in.TopologyPreset)
+	}
+	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
 }
 
 func deref(p *int64) int64 {

@@ -22,4 +22,13 @@ type CoschedulingArgs struct {
 	PodGroupBackoffSeconds *int64 `json:"podGroupBackoffSeconds,omitempty"`
 	// PodGroupMaxBackoffSeconds caps the doubling. Defaults to 60.
 	PodGroupMaxBackoffSeconds *int64 `json:"podGroupMaxBackoffSeconds,omitempty"`
+	// TopologyPreset names the node labels that describe the interconnect:
+	// nvidia (the default: nvidia.com/gpu.clique, then
+	// network.topology.nvidia.com/leaf and /spine), nvlink, topograph,
+	// topograph-v2, aws, gke or coreweave. Leave it empty when
+	// topologyLevels is set.
+	TopologyPreset *string `json:"topologyPreset,omitempty"`
+	// TopologyLevels lists node label keys, tightest first, for fabrics no
+	// preset describes. The node itself is always the lowest level.
+	TopologyLevels []string `json:"topologyLevels,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
 // ValidateCoschedulingArgs returns every problem with args, each naming its
@@ -22,6 +23,16 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 	if args.PodGroupMaxBackoffSeconds < args.PodGroupBackoffSeconds {
 		errs = append(errs, field.Invalid(path.Child("podGroupMaxBackoffSeconds"), args.PodGroupMaxBackoffSeconds,
 			"must be at least podGroupBackoffSeconds"))
+	}
+	if _, err := topology.ResolveLevels(args.TopologyPreset, args.TopologyLevels); err != nil {
+		switch {
+		case args.TopologyPreset != "" && len(args.TopologyLevels) > 0:
+			errs = append(errs, field.Forbidden(path.Child("topologyLevels"), "set either topologyPreset or topologyLevels, not both"))
+		case len(args.TopologyLevels) > 0:
+			errs = append(errs, field.Invalid(path.Child("topologyLevels"), args.TopologyLevels, err.Error()))
+		default:
+			errs = append(errs, field.NotSupported(path.Child("topologyPreset"), args.TopologyPreset, topology.PresetNames()))
+		}
 	}
 	return errs
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
+)
+
+// configFile is the configuration the deployment ships, the integration
+// tests run and the simulator starts from.
+const configFile = "../../manifests/scheduler-config.yaml"
+
+// setup runs kube-scheduler's own start-up path (app.Setup, as the command
+// does) on a configuration file, against a stand-in API server that serves
+// an empty PodGroup list, so every plugin is really constructed.
+func setup(t *testing.T, file string) (*schedconfig.KubeSchedulerConfiguration, map[string]*schedconfig.Plugins, error) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/apis/scheduling.x-k8s.io/v1alpha1/podgroups") {
+			t.Logf("stand-in API server: no %s %s", r.Method, r.URL)
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") == "true" {
+			w.WriteHeader(http.StatusOK)
+			if r.URL.Query().Get("sendInitialEvents") == "true" {
+				// A watch-list stream: no objects, then the bookmark that
+				// ends the initial events.
+				fmt.Fprint(w, `{"type":"BOOKMARK","object":{"kind":"PodGroup","apiVersion":"scheduling.x-k8s.io/v1alpha1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
+			}
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		fmt.Fprint(w, `{"kind":"PodGroupList","apiVersion":"scheduling.x-k8s.io/v1alpha1","metadata":{"resourceVersion":"1"},"items":[]}`)
+	}))
+	t.Cleanup(func() {
+		cancel() // ends the informer's watch before the server waits for it
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+
+	opts := options.NewOptions()
+	opts.ConfigFile = file
+	opts.Master = srv.URL
+	opts.SecureServing.BindPort = 0
+	cc, sched, err := app.Setup(ctx, opts, scheduler.RegistryOptions()...)
+	if err != nil {
+		return nil, nil, err
+	}
+	plugins := map[string]*schedconfig.Plugins{}
+	for name, fw := range sched.Profiles {
+		plugins[name] = fw.ListPlugins()
+	}
+	return &cc.ComponentConfig, plugins, nil
+}
+
+func names(set schedconfig.PluginSet) []string {
+	var out []string
+	for _, p := range set.Enabled {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func TestShippedConfiguration(t *testing.T) {
+	cfg, profiles, err := setup(t, configFile)
+	require.NoError(t, err)
+
+	// The client limits must not cap binding (see the file's comment).
+	require.EqualValues(t, 500, cfg.ClientConnection.QPS)
+	require.EqualValues(t, 1000, cfg.ClientConnection.Burst)
+	require.True(t, cfg.LeaderElection.LeaderElect)
+	require.Equal(t, "gpu-gang-system", cfg.LeaderElection.ResourceNamespace)
+
+	require.Len(t, profiles, 1)
+	got, ok := profiles["gpu-gang"]
+	require.True(t, ok, "the configuration must define the gpu-gang profile")
+
+	// Which plugins run at each extension point, in order. The gang plugin
+	// sorts the queue alone, gates the queue, and checks capacity and holds
+	// plans after the in-tree filters; default preemption is off everywhere
+	// until it is gang-aware, so after DRA's clean-up the gang plugin is the
+	// only PostFilter.
+	want := map[string][]string{
+		"QueueSort":  {"Coscheduling"},
+		"PreEnqueue": {"SchedulingGates", "DynamicResources", "Coscheduling"},
+		"PreFilter":  {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "Coscheduling"},
+		"Filter":     {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "Coscheduling"},
+		"PostFilter": {"DynamicResources", "Coscheduling"},
+		"Reserve":    {"VolumeBinding", "DynamicResources", "Coscheduling"},
+		"Permit":     {"Coscheduling"},
+		"Bind":       {"DefaultBinder"},
+	}
+	points := map[string]schedconfig.PluginSet{
+		"QueueSort": got.QueueSort, "PreEnqueue": got.PreEnqueue, "PreFilter": got.PreFilter, "Filter": got.Filter,
+		"PostFilter": got.PostFilter, "Reserve": got.Reserve, "Permit": got.Permit, "Bind": got.Bind,
+	}
+	for point, wantNames := range want {
+		if diff := cmp.Diff(wantNames, names(points[point])); diff != "" {
+			t.Errorf("%s plugins (-want,+got):\n%s", point, diff)
+		}
+	}
+}
+
+func TestInvalidPluginArgsFailStartup(t *testing.T) {
+	data, err := os.ReadFile(configFile)
+	require.NoError(t, err)
+	tests := []struct {
+		name    string
+		replace [2]string
+		wantErr string
+	}{
+		{
+			name:    "zero wait",
+			replace: [2]string{"permitWaitingTimeSeconds: 60", "permitWaitingTimeSeconds: 0"},
+			wantErr: `pluginConfig[Coscheduling].args.permitWaitingTimeSeconds: Invalid value: 0`,
+		},
+		{
+			name:    "max backoff below base",
+			replace: [2]string{"podGroupMaxBackoffSeconds: 60", "podGroupMaxBackoffSeconds: 1"},
+			wantErr: `pluginConfig[Coscheduling].args.podGroupMaxBackoffSeconds: Invalid value: 1: must be at least podGroupBackoffSeconds`,
+		},
+		{
+			name:    "misspelt field",
+			replace: [2]string{"podGroupBackoffSeconds: 2", "podGroupBackofSeconds: 2"},
+			wantErr: `unknown field "podGroupBackofSeconds"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			edited := strings.Replace(string(data), tt.replace[0], tt.replace[1], 1)
+			require.NotEqual(t, string(data), edited, "the replacement must change the file")
+			file := filepath.Join(t.TempDir(), "config.yaml")
+			require.NoError(t, os.WriteFile(file, []byte(edited), 0o600))
+			_, _, err := setup(t, file)
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}

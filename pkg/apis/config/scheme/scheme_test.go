@@ -1,0 +1,58 @@
+package scheme
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+)
+
+func TestDecodeCoschedulingArgs(t *testing.T) {
+	defaults := config.CoschedulingArgs{
+		PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
+	}
+	tests := []struct {
+		name    string
+		obj     runtime.Object
+		want    *config.CoschedulingArgs
+		wantErr string
+	}{
+		{name: "no pluginConfig entry yields the defaults", obj: nil, want: &defaults},
+		{name: "empty args yield the defaults", obj: &runtime.Unknown{Raw: []byte(`{}`)}, want: &defaults},
+		{
+			name: "scheduler-plugins field names keep their meaning",
+			obj:  &runtime.Unknown{Raw: []byte(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"CoschedulingArgs","permitWaitingTimeSeconds":30,"podGroupBackoffSeconds":5}`)},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 30, PodGroupBackoffSeconds: 5, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
+		},
+		{
+			name: "explicit levels replace the default preset",
+			obj:  &runtime.Unknown{Raw: []byte(`{"topologyLevels":["example.com/rack","example.com/row"]}`)},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60,
+				TopologyLevels: []string{"example.com/rack", "example.com/row"}},
+		},
+		{name: "unknown field", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTime":3}`)}, wantErr: `unknown field "permitWaitingTime"`},
+		{name: "zero wait", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTimeSeconds":0}`)}, wantErr: "args.permitWaitingTimeSeconds: Invalid value: 0"},
+		{name: "negative backoff", obj: &runtime.Unknown{Raw: []byte(`{"podGroupBackoffSeconds":-1}`)}, wantErr: "args.podGroupBackoffSeconds: Invalid value: -1"},
+		{name: "unknown preset", obj: &runtime.Unknown{Raw: []byte(`{"topologyPreset":"nvl"}`)}, wantErr: `args.topologyPreset: Unsupported value: "nvl"`},
+		{name: "preset and levels", obj: &runtime.Unknown{Raw: []byte(`{"topologyPreset":"gke","topologyLevels":["a/b"]}`)}, wantErr: "args.topologyLevels: Forbidden: set either topologyPreset or topologyLevels"},
+		{name: "duplicate level", obj: &runtime.Unknown{Raw: []byte(`{"topologyLevels":["a/b","a/b"]}`)}, wantErr: "args.topologyLevels: Invalid value"},
+		{name: "internal args are validated too", obj: &config.CoschedulingArgs{}, wantErr: "args.permitWaitingTimeSeconds: Invalid value: 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeCoschedulingArgs(tt.obj, field.NewPath("args"))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("args (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
