@@ -1,0 +1,193 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/configz"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+)
+
+// schedulerReadyTimeout bounds the wait for the scheduler's informers and
+// event handlers to sync after it starts.
+const schedulerReadyTimeout = time.Minute
+
+// configzName is the name kube-scheduler's Run registers its configuration
+// under; the registration is process-wide and refuses a second one.
+const configzName = "componentconfig"
+
+// SchedulerOptions configures StartScheduler.
+type SchedulerOptions struct {
+	// ConfigFile is a KubeSchedulerConfiguration file, such as
+	// manifests/scheduler-config.yaml. StartScheduler uses a copy whose
+	// clientConnection.kubeconfig is Kubeconfig; everything else is used as
+	// written.
+	ConfigFile string
+
+	// Kubeconfig is the kubeconfig file of the cluster to schedule for, such
+	// as ControlPlane.KubeconfigPath.
+	Kubeconfig string
+
+	// Registry registers out-of-tree plugins, as cmd/scheduler does with
+	// scheduler.RegistryOptions().
+	Registry []app.Option
+
+	// Flags are extra kube-scheduler command-line flags, such as
+	// "--feature-gates=...". They are parsed after the defaults
+	// StartScheduler sets: --leader-elect=false and --secure-port=0.
+	Flags []string
+}
+
+// Scheduler is a kube-scheduler running in this process. Stop it with Stop.
+type Scheduler struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	err    error
+	dir    string
+}
+
+// errStopped is the cause the scheduler's context is canceled with by Stop.
+var errStopped = errors.New("scheduler stopped")
+
+// StartScheduler runs kube-scheduler in this process the way its command
+// does: options.NewOptions, the command's flags, app.Setup with opts.Registry,
+// and app.Run on a goroutine. It returns once the scheduler's informers and
+// event handlers have synced.
+//
+// Leader election is off: kube-scheduler's Run ends the process when it stops
+// leading, which in-process means on every Stop. Secure serving is off too;
+// nothing here needs the scheduler's health or metrics endpoints. Unlike the
+// command, StartScheduler does not apply the logging flags: klog's settings
+// are process-wide and belong to the program.
+//
+// ctx bounds start-up only; the scheduler runs until Stop. Only one Scheduler
+// may run in a process at a time.
+func StartScheduler(ctx context.Context, opts SchedulerOptions) (_ *Scheduler, err error) {
+	logger := klog.FromContext(ctx)
+	dir, err := os.MkdirTemp("", "gpu-gang-scheduler-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	configFile, err := configWithKubeconfig(opts.ConfigFile, opts.Kubeconfig, dir)
+	if err != nil {
+		return nil, err
+	}
+
+	o := options.NewOptions()
+	fs := pflag.NewFlagSet("gpu-gang-scheduler", pflag.ContinueOnError)
+	for _, set := range o.Flags.FlagSets {
+		fs.AddFlagSet(set)
+	}
+	args := append([]string{"--config=" + configFile, "--leader-elect=false", "--secure-port=0"}, opts.Flags...)
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("scheduler flags: %w", err)
+	}
+	// The command does this before it runs, so feature gates from the
+	// flags are in effect during Setup.
+	if err := o.ComponentGlobalsRegistry.Set(); err != nil {
+		return nil, fmt.Errorf("scheduler feature gates: %w", err)
+	}
+	informerName, err := cache.NewInformerName("kube-scheduler")
+	if err != nil {
+		return nil, err
+	}
+	o.InformerName = informerName
+
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	cc, sched, err := app.Setup(runCtx, o, opts.Registry...)
+	if err != nil {
+		cancel(err)
+		informerName.Release()
+		return nil, fmt.Errorf("setting up the scheduler: %w", err)
+	}
+	if cc.LeaderElection != nil {
+		cancel(errStopped)
+		informerName.Release()
+		return nil, errors.New("leader election cannot run in-process: kube-scheduler exits the process when it stops leading")
+	}
+
+	s := &Scheduler{cancel: cancel, done: make(chan struct{}), dir: dir}
+	go func() {
+		defer close(s.done)
+		defer informerName.Release()
+		// Run registers the configuration with configz and refuses to
+		// start if one is there already; remove it so that a later
+		// Scheduler in this process can start.
+		defer configz.Delete(configzName)
+		runErr := app.Run(runCtx, cc, sched)
+		if !errors.Is(context.Cause(runCtx), errStopped) {
+			s.err = runErr
+		}
+	}()
+
+	readyCtx, readyCancel := context.WithTimeout(ctx, schedulerReadyTimeout)
+	defer readyCancel()
+	go func() {
+		select {
+		case <-s.done:
+			readyCancel()
+		case <-readyCtx.Done():
+		}
+	}()
+	if err := sched.WaitForHandlersSync(readyCtx); err != nil {
+		stopErr := s.Stop()
+		return nil, fmt.Errorf("waiting for the scheduler to sync: %w", errors.Join(err, stopErr))
+	}
+	logger.Info("Scheduler is running", "config", opts.ConfigFile)
+	return s, nil
+}
+
+// Done is closed when the scheduler has stopped, after Stop or on its own.
+func (s *Scheduler) Done() <-chan struct{} { return s.done }
+
+// Stop stops the scheduler and waits until its Run has returned. It returns
+// the error Run ended with, if it ended other than through Stop.
+func (s *Scheduler) Stop() error {
+	s.cancel(errStopped)
+	<-s.done
+	return errors.Join(s.err, os.RemoveAll(s.dir))
+}
+
+// configWithKubeconfig writes a copy of the scheduler configuration file into
+// dir with clientConnection.kubeconfig set, and returns the copy's path. The
+// copy loses the original's comments; its content is otherwise the same.
+func configWithKubeconfig(configFile, kubeconfig, dir string) (string, error) {
+	data, err := os.ReadFile(configFile)
+	if err != nil {
+		return "", err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return "", fmt.Errorf("parsing %s: %w", configFile, err)
+	}
+	conn, _ := cfg["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	cfg["clientConnection"] = conn
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, filepath.Base(configFile))
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
