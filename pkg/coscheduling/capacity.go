@@ -62,7 +62,7 @@ func (pl *Plugin) planGang(ctx context.Context, pg *v1alpha1.PodGroup, key gangK
 	for i, p := range chosen {
 		slots[i] = slot{uid: p.UID, node: req.Nodes[plan.NodeOf[i]].Name, req: reqs[i]}
 	}
-	pl.gangs.setClaim(key, slots, pl.clock.Now().Add(pl.timeout(pg)), plan.Summary)
+	pl.gangs.setClaim(key, slots, pl.clock.Now().Add(pl.timeout(pg)), plan)
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", need, "plan", plan.Summary)
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // gangs is the plugin's memory of gangs in flight. The API objects (PodGroups,
@@ -63,6 +65,7 @@ type claim struct {
 	// slots are the planned places not yet taken, one per member.
 	slots   []slot
 	summary string
+	spans   []placement.Span
 }
 
 // slot is one member's planned place. It is designated to the member the
@@ -151,12 +154,12 @@ func (gs *gangs) planSlots(key gangKey, uid types.UID, req amounts) (nodes []str
 }
 
 // setClaim starts a new attempt holding slots until deadline.
-func (gs *gangs) setClaim(key gangKey, slots []slot, deadline time.Time, summary string) {
+func (gs *gangs) setClaim(key gangKey, slots []slot, deadline time.Time, plan *placement.Plan) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.get(key)
 	g.attempt++
-	g.claim = &claim{attempt: g.attempt, deadline: deadline, slots: slots, summary: summary}
+	g.claim = &claim{attempt: g.attempt, deadline: deadline, slots: slots, summary: plan.Summary, spans: plan.Spans}
 }
 
 // backoff reports whether the gang is backing off, until when and why.
@@ -258,22 +261,23 @@ func (gs *gangs) fail(key gangKey, reason string, base, max time.Duration) (memb
 }
 
 // succeed ends the attempt in flight because quorum is reserved. It returns
-// the reserved members to allow, and ok=false if no attempt was in flight.
-func (gs *gangs) succeed(key gangKey) (members []types.UID, summary string, ok bool) {
+// the reserved members to allow and the ended claim (for its summary and
+// spans), and ok=false if no attempt was in flight.
+func (gs *gangs) succeed(key gangKey) (members []types.UID, done *claim, ok bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.get(key)
 	if g.claim == nil {
-		return nil, "", false
+		return nil, nil, false
 	}
-	summary = g.claim.summary
+	done = g.claim
 	g.claim = nil
 	g.failures = 0
 	for uid := range g.reserved {
 		members = append(members, uid)
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i] < members[j] })
-	return members, summary, true
+	return members, done, true
 }
 
 // split counts the members that have a node, reserved by this scheduler or
@@ -319,6 +323,20 @@ func (gs *gangs) expired(key gangKey) bool {
 	defer gs.mu.Unlock()
 	g, ok := gs.byKey[key]
 	return ok && g.claim != nil && !gs.clock.Now().Before(g.claim.deadline)
+}
+
+// waiting counts gangs whose members are held until quorum exists, and
+// gangs with an attempt in flight.
+func (gs *gangs) waiting() (members, placing int) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	now := gs.clock.Now()
+	for _, g := range gs.byKey {
+		if g.liveClaim(now) != nil {
+			placing++
+		}
+	}
+	return len(gs.gated), placing
 }
 
 // reservedUIDs lists the gang's reserved members in UID order.

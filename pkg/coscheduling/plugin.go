@@ -143,6 +143,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		events:    newEventRecorder(handle.EventRecorder(), c),
 		logger:    klog.FromContext(ctx).WithValues("plugin", Name),
 	}
+	registerMetrics(pl.gangs)
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
 	// index keeps that from scanning the whole namespace.
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
@@ -549,15 +550,21 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ s
 // allowGang ends the gang's attempt in success and releases its waiting
 // members.
 func (pl *Plugin) allowGang(logger klog.Logger, pg *v1alpha1.PodGroup, key gangKey, assigned int) {
-	uids, summary, started := pl.gangs.succeed(key)
+	uids, done, started := pl.gangs.succeed(key)
 	if !started {
 		return
+	}
+	summary := done.summary
+	for _, sp := range done.spans {
+		domainsSpanned.WithLabelValues(sp.Level).Observe(float64(sp.Domains))
 	}
 	for _, uid := range uids {
 		if wp := pl.handle.GetWaitingPod(uid); wp != nil {
 			wp.Allow(Name)
 		}
 	}
+	attempts.WithLabelValues(resultScheduled).Inc()
+	timeToSchedule.Observe(pl.clock.Since(pg.CreationTimestamp.Time).Seconds())
 	logger.V(2).Info("Gang reached quorum", "podGroup", key, "assigned", assigned, "plan", summary)
 	pl.events.podGroup(pg, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", assigned, pg.Spec.MinMember, summary)
 }
@@ -571,6 +578,11 @@ func (pl *Plugin) failGang(ctx context.Context, key gangKey, reason, why string)
 	uids, backoff, ok := pl.gangs.fail(key, why, base, max)
 	if !ok {
 		return
+	}
+	if reason == ReasonGangTimedOut {
+		attempts.WithLabelValues(resultTimedOut).Inc()
+	} else {
+		attempts.WithLabelValues(resultRejected).Inc()
 	}
 	msg := fmt.Sprintf("gang %s: %s", key, why)
 	for _, uid := range uids {

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -202,7 +203,19 @@ func TestCapacityPreCheck(t *testing.T) {
 	}
 }
 
+// counter reads a counter's value; metrics are process-wide, so tests
+// compare before and after.
+func counter(t *testing.T, result string) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(attempts.WithLabelValues(result))
+	require.NoError(t, err)
+	return v
+}
+
 func TestGangBindsTogether(t *testing.T) {
+	scheduledBefore := counter(t, resultScheduled)
+	spannedBefore, err := testutil.GetHistogramMetricCount(domainsSpanned.WithLabelValues("kubernetes.io/hostname"))
+	require.NoError(t, err)
 	gang := members("job", 4, "8")
 	env := newTestEnv(t, gpuNodes(4), gang, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(4).Obj()})
 
@@ -229,6 +242,10 @@ func TestGangBindsTogether(t *testing.T) {
 	}
 	require.Len(t, nodes, 4, "each whole-node member needs its own node")
 	require.True(t, hasEvent(env.recorded(), ReasonGangScheduled, "4/4 members reserved"))
+	require.Equal(t, scheduledBefore+1, counter(t, resultScheduled))
+	spannedAfter, err := testutil.GetHistogramMetricCount(domainsSpanned.WithLabelValues("kubernetes.io/hostname"))
+	require.NoError(t, err)
+	require.Equal(t, spannedBefore+1, spannedAfter)
 	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a scheduled gang holds nothing more")
 }
 
@@ -259,6 +276,7 @@ func TestHeldCapacityKeepsGangsApart(t *testing.T) {
 }
 
 func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
+	rejectedBefore := counter(t, resultRejected)
 	gang := members("job", 3, "8")
 	env := newTestEnv(t, gpuNodes(3), gang, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()})
 	var waits []<-chan *fwk.Status
@@ -281,12 +299,14 @@ func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 	require.True(t, hasEvent(env.recorded(), ReasonGangRejected, "member job-1 gave back its reservation on node node-ab; waiting members rejected: 1; retrying in 2s"))
 	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a rejected gang holds nothing")
 	require.Empty(t, env.pl.gangs.reservedUIDs(gangKey{testNS, "job"}))
+	require.Equal(t, rejectedBefore+1, counter(t, resultRejected))
 }
 
 // Only one member waits here: kube-scheduler 1.37.2's waitingPod writes its
 // done flag under a read lock, so a Permit timer and a plugin rejecting the
 // same pod at the same instant race (the race detector flags it).
 func TestTimeoutBacksOffThenRetries(t *testing.T) {
+	timedOutBefore := counter(t, resultTimedOut)
 	gang := members("job", 2, "8")
 	pg := gangtest.MakePodGroup("job", testNS).MinMember(2).ScheduleTimeoutSeconds(1).Obj()
 	env := newTestEnv(t, gpuNodes(2), gang, []*v1alpha1.PodGroup{pg})
@@ -309,6 +329,9 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	env.forget(gang[0])
 	require.True(t, hasEvent(env.recorded(), ReasonGangTimedOut, "retrying in 2s"))
 	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a timed-out gang holds nothing")
+	require.Equal(t, timedOutBefore+1, counter(t, resultTimedOut))
+	members, placing := env.pl.gangs.waiting()
+	require.Equal(t, [2]int{0, 0}, [2]int{members, placing}, "waiting gangs after the timeout")
 
 	_, status = env.schedule(gang[1])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "a gang backing off must not plan: %v", status)

@@ -60,6 +60,7 @@ func (Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
 		used[best] = true
 	}
 	plan.Summary = fmt.Sprintf("%d pods on %d nodes", len(req.Members), len(used))
+	plan.Spans = []Span{{Level: "kubernetes.io/hostname", Domains: len(used)}}
 	return plan, nil
 }
 

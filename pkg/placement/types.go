@@ -120,6 +120,18 @@ type Plan struct {
 	// Summary says, for people, where the gang goes and how tight the
 	// placement is, e.g. "4 pods on 1 node" or "16 pods in leaf s1-l3: ...".
 	Summary string
+	// Spans counts, per topology level, the domains the plan's members
+	// use, loosest level first. A planner that knows no topology reports
+	// the node level only.
+	Spans []Span
+}
+
+// Span is how many domains of one topology level a plan uses.
+type Span struct {
+	// Level is the level's node label key; kubernetes.io/hostname for nodes.
+	Level string
+	// Domains is how many domains of that level hold members.
+	Domains int
 }
 
 // Planner chooses where a whole gang goes.

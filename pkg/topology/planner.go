@@ -124,6 +124,9 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 		return nil, err
 	}
 	res.Plan.Summary = u.summary(res, ch, start, loose)
+	for _, sp := range res.Spans {
+		res.Plan.Spans = append(res.Plan.Spans, placement.Span{Level: sp.Key, Domains: sp.Domains})
+	}
 	return res, nil
 }
 
@@ -195,7 +198,6 @@ type outcome struct {
 // skipped. It returns nil when the gang packs into none of them.
 func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int, cands []int32, budget *int64) (*choice, error) {
 	t := u.tree
-	room := u.room[l]
 	w, exact := u.weights(l)
 	lbs := make([]uint64, len(t.dom[l]))
 	var scratch []int64
@@ -207,7 +209,7 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 		if c := cmp.Compare(lbs[a], lbs[b]); c != 0 {
 			return c
 		}
-		return compareFit(room, a, b)
+		return u.compareFit(l, a, b)
 	})
 
 	useExact := u.exactFeasible()
@@ -224,7 +226,7 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 		}
 		if win >= 0 {
 			wk, wc := evaluated[win].k, evaluated[win].cost
-			if lbs[k] > wc || lbs[k] == wc && compareFit(room, k, wk) > 0 {
+			if lbs[k] > wc || lbs[k] == wc && u.compareFit(l, k, wk) > 0 {
 				// order sorts by bound, then fit: no later candidate can win.
 				pruned = order[i:]
 				break
@@ -250,7 +252,7 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 		if o.cost == inf {
 			continue
 		}
-		if win < 0 || o.cost < evaluated[win].cost || o.cost == evaluated[win].cost && compareFit(room, k, evaluated[win].k) < 0 {
+		if win < 0 || o.cost < evaluated[win].cost || o.cost == evaluated[win].cost && u.compareFit(l, k, evaluated[win].k) < 0 {
 			win = len(evaluated) - 1
 			if !o.greedy {
 				cur, best = best, cur // keep the winner's tables
@@ -277,11 +279,25 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 	return ch, nil
 }
 
-// compareFit orders domains of one level by best fit: least room for this
-// gang first, then tree order.
-func compareFit(room []int64, a, b int32) int {
-	if c := cmp.Compare(room[a], room[b]); c != 0 {
+// compareFit orders domains of level l by best fit: least room for this gang
+// first. Between domains with equal room, the one inside the fuller parent
+// wins, then the fuller grandparent and so on, so that small gangs fill up
+// what is already broken into and whole domains stay whole higher up too.
+// Tree order breaks what is left.
+func (u *usage) compareFit(l int, a, b int32) int {
+	if c := cmp.Compare(u.room[l][a], u.room[l][b]); c != 0 {
 		return c
+	}
+	t := u.tree
+	pa, pb := t.dom[l][a].lo, t.dom[l][b].lo
+	for m := l + 1; m <= t.top(); m++ {
+		ka, kb := t.anc[m][pa], t.anc[m][pb]
+		if ka == kb {
+			break
+		}
+		if c := cmp.Compare(u.room[m][ka], u.room[m][kb]); c != 0 {
+			return c
+		}
 	}
 	return cmp.Compare(a, b)
 }

@@ -107,11 +107,13 @@ func TestPlan(t *testing.T) {
 			wantSummary: "2 pods in NVLink domain c1: 1 NVLink domain, 2 nodes",
 		},
 		{
-			name:        "equal cliques: tree order",
+			// c3 and c4 hold the gang equally well; c4 lies in the fuller
+			// leaf, so l2 stays whole with 5 nodes for a later gang.
+			name:        "equal cliques: the one in the fuller leaf",
 			nodes:       smallCluster(),
 			request:     func(r *requestWrapper, _ []*nodeWrapper) { r.workers(4, 8) },
-			wantNodes:   []string{"n5", "n6", "n7", "n8"},
-			wantSummary: "4 pods in NVLink domain c3: 1 NVLink domain, 4 nodes",
+			wantNodes:   []string{"n9", "n10", "n11", "n12"},
+			wantSummary: "4 pods in NVLink domain c4: 1 NVLink domain, 4 nodes",
 		},
 		{
 			// l1 is the tightest leaf but would split the gang over two
@@ -160,8 +162,10 @@ func TestPlan(t *testing.T) {
 				e := eligibleOn(ws, "n4", "n5", "n6", "n9", "n10")
 				r.members(makeMember("a").eligible(e), makeMember("b").eligible(e))
 			},
-			wantNodes:   []string{"n5", "n6"},
-			wantSummary: "2 pods in NVLink domain c3: 1 NVLink domain, 2 nodes",
+			// c3 and c4 have two eligible nodes each and their leaves
+			// two; c4's spine has fewer, so c4 wins.
+			wantNodes:   []string{"n9", "n10"},
+			wantSummary: "2 pods in NVLink domain c4: 1 NVLink domain, 2 nodes",
 		},
 		{
 			name:  "launcher joins the gang's nodes",
@@ -205,11 +209,13 @@ func TestPlan(t *testing.T) {
 			wantErr: "0 of 19 members fit: the 19 pods do not pack together into the cluster, though each request shape fits alone",
 		},
 		{
+			// Every whole node holds the pair; n13 is alone in clique c5,
+			// the clique with the least room, so it is the best fit.
 			name:        "required node",
 			nodes:       withNode(smallCluster(), "n1", func(w *nodeWrapper) { w.freeGPUs(4) }),
 			request:     func(r *requestWrapper, _ []*nodeWrapper) { r.workers(2, 4).policy(HostnameKey, true) },
-			wantNodes:   []string{"n2", "n2"},
-			wantSummary: "2 pods on node n2",
+			wantNodes:   []string{"n13", "n13"},
+			wantSummary: "2 pods on node n13",
 		},
 		{
 			name:    "required node unmet",
