@@ -64,7 +64,7 @@ func (env *testEnv) occupy(nodes ...string) []*v1.Pod {
 	env.t.Helper()
 	var pods []*v1.Pod
 	for _, n := range nodes {
-		p := env.pod("busy-"+n).Res(gpuRequest(8)).NodeSelector(map[string]string{v1.LabelHostname: env.nodeName(n)}).Obj()
+		p := env.pod("busy-" + n).Res(gpuRequest(8)).NodeSelector(map[string]string{v1.LabelHostname: env.nodeName(n)}).Obj()
 		pods = append(pods, p)
 	}
 	env.createPods(pods...)
