@@ -41,24 +41,36 @@ func BenchmarkLess(b *testing.B) {
 }
 
 // BenchmarkCapacityPreCheck measures PreFilter of a gang's first member on
-// a 5,000-node cluster, half full: listing and sorting the snapshot,
-// deciding eligibility, planning the whole gang node by node and holding
-// the plan.
+// a 5,000-node cluster (NVLink cliques of 8 nodes, leaves of 32, spines of
+// 256), half full: listing and sorting the snapshot, deciding eligibility,
+// planning the whole gang node by node and holding the plan, with the
+// topology-blind greedy planner and with the topology planner.
 func BenchmarkCapacityPreCheck(b *testing.B) {
-	for _, size := range []int{8, 64, 512} {
-		b.Run(fmt.Sprintf("nodes=5000/gang=%d", size), func(b *testing.B) {
+	for _, bc := range []struct {
+		planner string
+		size    int
+	}{{"greedy", 8}, {"greedy", 64}, {"greedy", 512}, {"topology", 8}, {"topology", 64}, {"topology", 512}} {
+		b.Run(fmt.Sprintf("planner=%s/nodes=5000/gang=%d", bc.planner, bc.size), func(b *testing.B) {
+			size := bc.size
 			nodes := make([]*v1.Node, 5000)
 			var running []*v1.Pod
 			for i := range nodes {
 				nodes[i] = gpuNode(fmt.Sprintf("node-%04d", i))
+				nodes[i].Labels = map[string]string{
+					cliqueLabel: fmt.Sprint("c", i/8), leafLabel: fmt.Sprint("l", i/32), spineLabel: fmt.Sprint("s", i/256),
+				}
 				if i%2 == 0 {
 					running = append(running, st.MakePod().Namespace("other").Name(fmt.Sprintf("busy-%04d", i)).
 						UID(fmt.Sprintf("busy-%04d", i)).Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
 				}
 			}
 			gang := members("big", size, "8")
+			var opts []envOption
+			if bc.planner == "topology" {
+				opts = append(opts, withTopology(b))
+			}
 			env := newTestEnv(b, nodes, append(running, gang...),
-				[]*v1alpha1.PodGroup{gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()})
+				[]*v1alpha1.PodGroup{gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()}, opts...)
 			key := gangKey{testNS, "big"}
 			b.ReportAllocs()
 			b.ResetTimer()
