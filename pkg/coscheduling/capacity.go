@@ -50,7 +50,7 @@ func (pl *Plugin) planGang(ctx context.Context, pg *v1alpha1.PodGroup, key gangK
 		var fitErr *placement.FitError
 		switch {
 		case errors.Is(err, topology.ErrUnknownLevel):
-			pl.events.podGroup(pg, v1.EventTypeWarning, ReasonInvalidPodGroup,
+			pl.events.podGroup(pg, nil, v1.EventTypeWarning, ReasonInvalidPodGroup,
 				"topology level %q is not one the scheduler is configured with: %v; name a configured level's label key or %s", req.Policy.Level, err, topology.HostnameKey)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", key, err))
 		case errors.As(err, &fitErr):
@@ -129,14 +129,14 @@ func (pl *Plugin) explainNoFit(ctx context.Context, pg *v1alpha1.PodGroup, key g
 		}
 		msg := fmt.Sprintf("gang %s needs %s, but even with all %d nodes empty only %d of its %d members would fit (%s)",
 			key, demand, len(req.Nodes), never.Placed, never.Wanted, never.Reason)
-		pl.events.podGroup(pg, v1.EventTypeWarning, ReasonGangTooLarge,
+		pl.events.podGroup(pg, nil, v1.EventTypeWarning, ReasonGangTooLarge,
 			"%s: lower spec.minMember or the members' requests, or add capacity", msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	msg := fmt.Sprintf("gang %s needs %s; free capacity fits %d of its %d members now (%s)",
 		key, demand, fitErr.Placed, fitErr.Wanted, fitErr.Reason)
 	if req.Policy.Required {
-		pl.events.podGroup(pg, v1.EventTypeNormal, ReasonTopologyUnsatisfied,
+		pl.events.podGroup(pg, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied,
 			"waiting: no single domain of level %s has room for the gang now (%s); it starts when one does, or relax %s to %s",
 			req.Policy.Level, fitErr.Reason, AnnotationTopologyRequired, AnnotationTopologyPreferred)
 	}
@@ -191,7 +191,7 @@ func (pl *Plugin) checkMinResources(pg *v1alpha1.PodGroup, key gangKey, nodeInfo
 		if total < want {
 			msg := fmt.Sprintf("gang %s: spec.minResources asks for %s %s, but the cluster has %s in all",
 				key, placement.FormatQuantity(string(name), want), name, placement.FormatQuantity(string(name), total))
-			pl.events.podGroup(pg, v1.EventTypeWarning, ReasonGangTooLarge, "%s: lower spec.minResources or add capacity", msg)
+			pl.events.podGroup(pg, nil, v1.EventTypeWarning, ReasonGangTooLarge, "%s: lower spec.minResources or add capacity", msg)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 		}
 		if free < want {

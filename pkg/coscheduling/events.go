@@ -91,11 +91,18 @@ func (er *eventRecorder) pod(pod *v1.Pod, eventType, reason, format string, args
 
 // podGroup records an Event regarding a PodGroup. A reference is passed
 // rather than the object because the recorder's scheme does not know the
-// PodGroup type.
-func (er *eventRecorder) podGroup(pg *v1alpha1.PodGroup, eventType, reason, format string, args ...any) {
+// PodGroup type. related, if not nil, is the member that prompted the Event:
+// events.k8s.io folds Events with the same regarding and related objects
+// and reason into one series that keeps its first note, so a note that
+// changes as members arrive ("3/8 present") needs the member to show.
+func (er *eventRecorder) podGroup(pg *v1alpha1.PodGroup, related *v1.Pod, eventType, reason, format string, args ...any) {
 	note := fmt.Sprintf(format, args...)
 	if er.shouldRecord("podgroup/"+string(pg.UID)+"/"+reason, note) {
-		er.recorder.Eventf(podGroupRef(pg), nil, eventType, reason, "Scheduling", "%s", note)
+		var rel runtime.Object
+		if related != nil {
+			rel = related
+		}
+		er.recorder.Eventf(podGroupRef(pg), rel, eventType, reason, "Scheduling", "%s", note)
 	}
 }
 

@@ -365,13 +365,13 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gangKey) *fwk
 		return fwk.AsStatus(err)
 	}
 	if names := schedulerNames(members); len(names) > 1 {
-		pl.events.podGroup(pg, v1.EventTypeWarning, ReasonMixedSchedulerNames,
+		pl.events.podGroup(pg, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
 			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod labelled %s=%s",
 			names, pod.Spec.SchedulerName, PodGroupLabel, key.name)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
 	if have := int32(len(members)); have < pg.Spec.MinMember {
-		pl.events.podGroup(pg, v1.EventTypeNormal, ReasonWaitingForMembers,
+		pl.events.podGroup(pg, pod, v1.EventTypeNormal, ReasonWaitingForMembers,
 			"waiting for members: %d/%d present", have, pg.Spec.MinMember)
 		klog.FromContext(ctx).V(5).Info("Gang has no quorum yet", "pod", klog.KObj(pod), "podGroup", key, "members", have, "minMember", pg.Spec.MinMember)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for members of PodGroup %s: %d/%d present", key, have, pg.Spec.MinMember))
@@ -393,7 +393,7 @@ func (pl *Plugin) podGroup(pod *v1.Pod, key gangKey) (*v1alpha1.PodGroup, *fwk.S
 		return nil, fwk.AsStatus(err)
 	}
 	if pg.Spec.MinMember < 1 {
-		pl.events.podGroup(pg, v1.EventTypeWarning, ReasonInvalidPodGroup,
+		pl.events.podGroup(pg, nil, v1.EventTypeWarning, ReasonInvalidPodGroup,
 			"spec.minMember is %d: set it to the number of pods that must start together (at least 1)", pg.Spec.MinMember)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, pg.Spec.MinMember))
 	}
@@ -566,7 +566,7 @@ func (pl *Plugin) allowGang(logger klog.Logger, pg *v1alpha1.PodGroup, key gangK
 	attempts.WithLabelValues(resultScheduled).Inc()
 	timeToSchedule.Observe(pl.clock.Since(pg.CreationTimestamp.Time).Seconds())
 	logger.V(2).Info("Gang reached quorum", "podGroup", key, "assigned", assigned, "plan", summary)
-	pl.events.podGroup(pg, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", assigned, pg.Spec.MinMember, summary)
+	pl.events.podGroup(pg, nil, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", assigned, pg.Spec.MinMember, summary)
 }
 
 // failGang ends the gang's attempt in flight: waiting members are rejected,
@@ -592,7 +592,7 @@ func (pl *Plugin) failGang(ctx context.Context, key gangKey, reason, why string)
 	}
 	klog.FromContext(ctx).V(2).Info("Gang gave back its reservations", "podGroup", key, "reason", why, "rejected", len(uids), "backoff", backoff)
 	if pg, err := pl.pgLister.PodGroups(key.namespace).Get(key.name); err == nil {
-		pl.events.podGroup(pg, v1.EventTypeWarning, reason, "%s; waiting members rejected: %d; retrying in %s", why, len(uids), backoff)
+		pl.events.podGroup(pg, nil, v1.EventTypeWarning, reason, "%s; waiting members rejected: %d; retrying in %s", why, len(uids), backoff)
 	}
 	pl.clock.AfterFunc(backoff, func() { pl.activate(key) })
 }
