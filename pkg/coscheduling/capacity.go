@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	v1helper "k8s.io/component-helpers/scheduling/corev1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -54,7 +54,11 @@ func (pl *Plugin) planGang(ctx context.Context, pg *v1alpha1.PodGroup, key gangK
 				"topology level %q is not one the scheduler is configured with: %v; name a configured level's label key or %s", req.Policy.Level, err, topology.HostnameKey)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", key, err))
 		case errors.As(err, &fitErr):
-			return pl.explainNoFit(ctx, pg, key, req, fitErr, len(held) > 0)
+			status := pl.explainNoFit(ctx, pg, key, req, fitErr, len(held) > 0)
+			if status.Code() == fwk.Unschedulable {
+				pl.holdFreePart(ctx, pg, key, chosen, req, reqs)
+			}
+			return status
 		}
 		return fwk.AsStatus(fmt.Errorf("planning gang %s: %w", key, err))
 	}
@@ -65,6 +69,31 @@ func (pl *Plugin) planGang(ctx context.Context, pg *v1alpha1.PodGroup, key gangK
 	pl.gangs.setClaim(key, slots, pl.clock.Now().Add(pl.timeout(pg)), plan)
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", need, "plan", plan.Summary)
 	return nil
+}
+
+// holdFreePart lets a gang that would fit the cluster, but not its free
+// capacity now, hold the free part of a plan, if it is the first such gang
+// in queue order (see gangs.head). As other pods finish, the capacity they
+// free joins the hold at the gang's next try instead of going to gangs
+// queued behind it.
+func (pl *Plugin) holdFreePart(ctx context.Context, pg *v1alpha1.PodGroup, key gangKey, members []*v1.Pod, req *placement.Request, reqs []amounts) {
+	nodeOf, placed, err := placement.Greedy{}.Place(ctx, req)
+	if err != nil || placed == 0 {
+		return
+	}
+	slots := make([]slot, 0, placed)
+	for i, n := range nodeOf {
+		if n >= 0 {
+			slots = append(slots, slot{uid: members[i].UID, node: req.Nodes[n].Name, req: reqs[i]})
+		}
+	}
+	rank := queueRank{priority: corev1helpers.PodPriority(members[0]), created: pg.CreationTimestamp.Time, key: key.String()}
+	// The hold outlives one try by far, and lapses if the gang stops trying.
+	expires := pl.clock.Now().Add(2 * pl.timeout(pg))
+	if pl.gangs.holdForHead(key, rank, slots, expires) {
+		klog.FromContext(ctx).V(3).Info("Gang holds the free part of its plan while it waits for room",
+			"podGroup", key, "held", placed, "members", len(members))
+	}
 }
 
 // buildRequest describes the members and the nodes to a planner. Nodes come
@@ -234,10 +263,10 @@ func eligibleNodes(logger klog.Logger, pod *v1.Pod, nodeInfos []fwk.NodeInfo) []
 	out := make([]bool, len(nodeInfos))
 	for i, ni := range nodeInfos {
 		node := ni.Node()
-		if node.Spec.Unschedulable && !v1helper.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, &unschedulableTaint, false) {
+		if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, &unschedulableTaint, false) {
 			continue
 		}
-		if _, untolerated := v1helper.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, hardTaints, false); untolerated {
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, hardTaints, false); untolerated {
 			continue
 		}
 		if ok, err := affinity.Match(node); err != nil || !ok {

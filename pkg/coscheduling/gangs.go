@@ -34,6 +34,64 @@ type gangs struct {
 	// releases counts ungate calls per gang, so that a PreEnqueue that
 	// raced with a release can tell it missed one.
 	releases map[gangKey]uint64
+	// head is the one gang that may hold capacity without a plan for all
+	// of its members: the first, in queue order, of the gangs that would
+	// fit the cluster but not its free capacity. It holds the free part of
+	// a plan and gains the rest as other pods finish, so a large gang is
+	// not starved by small ones that keep taking what frees up. Holding
+	// capacity reserves no pod, and only one gang holds partially, so
+	// holds cannot deadlock. Nil when no gang is starved of room.
+	head *headHold
+}
+
+// headHold is the capacity the head gang holds while it waits for room.
+type headHold struct {
+	key   gangKey
+	order queueRank
+	// slots are the free places of a plan for part of the gang.
+	slots   []slot
+	expires time.Time
+}
+
+// queueRank orders gangs as QueueSort does: higher priority first, then
+// older, then by key.
+type queueRank struct {
+	priority int32
+	created  time.Time
+	key      string
+}
+
+func (a queueRank) before(b queueRank) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if !a.created.Equal(b.created) {
+		return a.created.Before(b.created)
+	}
+	return a.key < b.key
+}
+
+// holdForHead makes key the head gang holding slots until expires, if no
+// gang is head or key comes before the current head in queue order (or is
+// it). It returns whether key is now the head.
+func (gs *gangs) holdForHead(key gangKey, order queueRank, slots []slot, expires time.Time) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	h := gs.head
+	if h != nil && h.key != key && gs.clock.Now().Before(h.expires) && !order.before(h.order) {
+		return false
+	}
+	gs.head = &headHold{key: key, order: order, slots: slots, expires: expires}
+	return true
+}
+
+// dropHead ends key's partial hold, if it has one.
+func (gs *gangs) dropHead(key gangKey) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.head != nil && gs.head.key == key {
+		gs.head = nil
+	}
 }
 
 // gang is the in-flight state of one gang. Guarded by gangs.mu.
@@ -98,27 +156,32 @@ func (g *gang) liveClaim(now time.Time) *claim {
 	return g.claim
 }
 
-// heldByOthers sums, per node, the capacity that live claims of gangs other
-// than self hold.
-func (gs *gangs) heldByOthers(self gangKey) map[string]amounts {
+// heldByOthers sums, per node, the capacity that gangs other than self hold
+// from a pod of queue rank rank: their live claims, and the head gang's
+// partial hold unless the pod comes before the head in queue order.
+func (gs *gangs) heldByOthers(self gangKey, rank queueRank) map[string]amounts {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	now := gs.clock.Now()
-	var held map[string]amounts
-	for key, g := range gs.byKey {
-		c := g.liveClaim(now)
-		if key == self || c == nil {
-			continue
-		}
-		for _, s := range c.slots {
-			if held == nil {
-				held = map[string]amounts{}
-			}
+	held := map[string]amounts{}
+	add := func(slots []slot) {
+		for _, s := range slots {
 			if held[s.node] == nil {
 				held[s.node] = amounts{}
 			}
 			held[s.node].add(s.req)
 		}
+	}
+	for key, g := range gs.byKey {
+		if c := g.liveClaim(now); key != self && c != nil {
+			add(c.slots)
+		}
+	}
+	if h := gs.head; h != nil && h.key != self && now.Before(h.expires) && !rank.before(h.order) {
+		add(h.slots)
+	}
+	if len(held) == 0 {
+		return nil
 	}
 	return held
 }
@@ -160,6 +223,9 @@ func (gs *gangs) setClaim(key gangKey, slots []slot, deadline time.Time, plan *p
 	g := gs.get(key)
 	g.attempt++
 	g.claim = &claim{attempt: g.attempt, deadline: deadline, slots: slots, summary: plan.Summary, spans: plan.Spans}
+	if gs.head != nil && gs.head.key == key {
+		gs.head = nil // the whole plan now holds what the partial hold did
+	}
 }
 
 // backoff reports whether the gang is backing off, until when and why.
@@ -415,6 +481,9 @@ func (gs *gangs) forgetGang(key gangKey) {
 	defer gs.mu.Unlock()
 	delete(gs.byKey, key)
 	delete(gs.releases, key)
+	if gs.head != nil && gs.head.key == key {
+		gs.head = nil
+	}
 }
 
 // fitsSlot reports whether a member with request req can use slot s: it

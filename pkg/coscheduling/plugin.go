@@ -30,6 +30,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -413,7 +414,7 @@ func schedulerNames(pods []*v1.Pod) []string {
 // capacity other gangs hold, for Filter.
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	key, isMember := gangOf(pod)
-	s := &cycleState{request: podAmounts(pod), held: pl.gangs.heldByOthers(key)}
+	s := &cycleState{request: podAmounts(pod), held: pl.gangs.heldByOthers(key, pl.rankOf(pod, key, isMember))}
 	cs.Write(stateKey, s)
 	if !isMember {
 		if len(s.held) == 0 {
@@ -451,6 +452,19 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	}
 	s.followsPlan = true
 	return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
+}
+
+// rankOf places a pod in queue order as Less does: priority, then the
+// creation of its gang (or of the pod itself outside gangs), then the key.
+func (pl *Plugin) rankOf(pod *v1.Pod, key gangKey, isMember bool) queueRank {
+	r := queueRank{priority: corev1helpers.PodPriority(pod), created: pod.CreationTimestamp.Time, key: pod.Namespace + "/" + pod.Name}
+	if isMember {
+		r.key = key.String()
+		if pg, err := pl.pgLister.PodGroups(key.namespace).Get(key.name); err == nil {
+			r.created = pg.CreationTimestamp.Time
+		}
+	}
+	return r
 }
 
 // PreFilterExtensions returns nil: held capacity does not change when

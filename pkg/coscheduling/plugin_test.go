@@ -191,13 +191,16 @@ func TestCapacityPreCheck(t *testing.T) {
 			}
 			if tt.wantNodes > 0 {
 				require.Len(t, res.NodeNames, 1, "a planned member is pinned to its node")
-				require.Len(t, env.pl.gangs.heldByOthers(gangKey{}), tt.wantNodes, "nodes the plan holds")
+				require.Len(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), tt.wantNodes, "nodes the plan holds")
 			}
 			if tt.wantEvent != "" {
 				require.True(t, hasEvent(env.recorded(), tt.wantEvent, ""), "want a %s Event", tt.wantEvent)
 			}
 			if tt.wantCode != fwk.Success {
-				require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a gang that does not fit must hold nothing")
+				require.Empty(t, env.pl.gangs.reservedUIDs(gangKey{testNS, tt.pg.Name}), "a gang that does not fit reserves nothing")
+			}
+			if tt.wantCode == fwk.UnschedulableAndUnresolvable {
+				require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a gang that can never fit holds nothing")
 			}
 		})
 	}
@@ -246,18 +249,19 @@ func TestGangBindsTogether(t *testing.T) {
 	spannedAfter, err := testutil.GetHistogramMetricCount(domainsSpanned.WithLabelValues("kubernetes.io/hostname"))
 	require.NoError(t, err)
 	require.Equal(t, spannedBefore+1, spannedAfter)
-	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a scheduled gang holds nothing more")
+	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a scheduled gang holds nothing more")
 }
 
 func TestHeldCapacityKeepsGangsApart(t *testing.T) {
 	// Two gangs that each need 3 of 5 nodes: whoever plans first holds its
-	// nodes; the other holds nothing and reserves nothing.
+	// nodes; the other reserves nothing.
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	a, b := members("a", 3, "8"), members("b", 3, "8")
 	plain := st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
-		Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+		CreationTimestamp(metav1.NewTime(t0.Add(-time.Minute))).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
 	env := newTestEnv(t, gpuNodes(5), append(append(a, b...), plain), []*v1alpha1.PodGroup{
-		gangtest.MakePodGroup("a", testNS).MinMember(3).Obj(),
-		gangtest.MakePodGroup("b", testNS).MinMember(3).Obj(),
+		gangtest.MakePodGroup("a", testNS).MinMember(3).Created(t0).Obj(),
+		gangtest.MakePodGroup("b", testNS).MinMember(3).Created(t0.Add(time.Minute)).Obj(),
 	})
 	nodeA, status := env.schedule(a[0])
 	require.Equal(t, fwk.Wait, status.Code(), "first member of a: %v", status)
@@ -268,11 +272,13 @@ func TestHeldCapacityKeepsGangsApart(t *testing.T) {
 	require.Contains(t, status.Message(), "held for other gangs")
 	require.Len(t, env.pl.gangs.reservedUIDs(gangKey{testNS, "b"}), 0)
 
-	// A plain pod still fits in what a does not hold (2 free nodes), not more.
+	// b, first in the queue of gangs that wait for room, holds the two
+	// nodes a does not, so that it is not starved. A plain pod queued
+	// before b (here: older) still gets one of them; it never gets a's.
 	node, status := env.schedule(plain)
 	require.True(t, status.IsSuccess(), "plain pod: %v", status)
-	held := env.pl.gangs.heldByOthers(gangKey{})
-	require.NotContains(t, held, node, "the plain pod landed on a node the gang holds")
+	nodesOfA, _ := env.pl.gangs.planSlots(gangKey{testNS, "a"}, "", amounts{})
+	require.NotContains(t, nodesOfA, node, "the plain pod landed on a node gang a holds")
 }
 
 func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
@@ -297,7 +303,7 @@ func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 		}
 	}
 	require.True(t, hasEvent(env.recorded(), ReasonGangRejected, "member job-1 gave back its reservation on node node-ab; waiting members rejected: 1; retrying in 2s"))
-	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a rejected gang holds nothing")
+	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a rejected gang holds nothing")
 	require.Empty(t, env.pl.gangs.reservedUIDs(gangKey{testNS, "job"}))
 	require.Equal(t, rejectedBefore+1, counter(t, resultRejected))
 }
@@ -328,7 +334,7 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	}
 	env.forget(gang[0])
 	require.True(t, hasEvent(env.recorded(), ReasonGangTimedOut, "retrying in 2s"))
-	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}), "a timed-out gang holds nothing")
+	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a timed-out gang holds nothing")
 	require.Equal(t, timedOutBefore+1, counter(t, resultTimedOut))
 	members, placing := env.pl.gangs.waiting()
 	require.Equal(t, [2]int{0, 0}, [2]int{members, placing}, "waiting gangs after the timeout")
@@ -493,4 +499,49 @@ func TestLess(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestLargeGangIsNotStarvedBySmallOnes(t *testing.T) {
+	// Three of four nodes are busy. A large gang, older than a small one,
+	// cannot fit yet: it holds the free node, so the small gang (and plain
+	// pods) cannot take it, and each node that frees up joins the hold
+	// until the large gang fits.
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	nodes := gpuNodes(4)
+	var busy []*v1.Pod
+	for i := 0; i < 3; i++ {
+		busy = append(busy, st.MakePod().Namespace("other").Name(fmt.Sprint("busy-", i)).UID(fmt.Sprint("busy-", i)).
+			Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
+	}
+	large, small := members("large", 4, "8"), members("small", 1, "8")
+	// The plain pod is queued after the large gang, at the small gang's time.
+	plain := st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
+		CreationTimestamp(metav1.NewTime(t0.Add(time.Minute))).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	env := newTestEnv(t, nodes, append(append(append(busy, large...), small...), plain), []*v1alpha1.PodGroup{
+		gangtest.MakePodGroup("large", testNS).MinMember(4).Created(t0).Obj(),
+		gangtest.MakePodGroup("small", testNS).MinMember(1).Created(t0.Add(time.Minute)).Obj(),
+	})
+
+	_, status := env.schedule(large[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	_, status = env.schedule(small[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "the small gang took the node the large one waits on: %v", status)
+	_, status = env.schedule(plain)
+	require.Equal(t, fwk.Unschedulable, status.Code(), "a plain pod took the node the large gang waits on: %v", status)
+
+	// Busy pods finish one by one; the large gang, first in the queue,
+	// tries again each time and gathers the room.
+	for i := 0; i < 3; i++ {
+		env.forget(busy[i])
+		node, status := env.schedule(large[0])
+		if i < 2 {
+			require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+			_, status = env.schedule(small[0])
+			require.Equal(t, fwk.Unschedulable, status.Code(), "round %d: the small gang jumped the queue: %v", i, status)
+			continue
+		}
+		require.Equal(t, fwk.Wait, status.Code(), "the large gang must fit once all nodes are free: %v", status)
+		env.waitAsync(large[0], node)
+	}
+	require.Nil(t, env.pl.gangs.head, "a gang with a whole plan needs no partial hold")
 }

@@ -7,15 +7,48 @@ import (
 )
 
 // Greedy places members largest first, each on the eligible node where it
-// leaves the least spare capacity (best fit). It knows nothing of topology,
-// so it is the planner used when no topology levels are configured, and the
-// yardstick the topology planner is measured against.
+// leaves the least spare capacity (best fit). It knows nothing of topology:
+// it is the yardstick the topology planner is measured against, and it picks
+// the part of a waiting gang that the gang plugin holds (see Place).
 type Greedy struct{}
 
 var _ Planner = Greedy{}
 
 // Plan implements Planner.
-func (Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
+func (g Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
+	nodeOf, placed, err := g.Place(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if placed < len(req.Members) {
+		var m *Member
+		for i, n := range nodeOf {
+			if n < 0 {
+				m = &req.Members[i]
+				break
+			}
+		}
+		return nil, &FitError{
+			Placed: placed,
+			Wanted: len(req.Members),
+			Reason: fmt.Sprintf("no node has %s free for %s", Describe(req.Resources, m.Request), m.Name),
+		}
+	}
+	used := map[int]bool{}
+	for _, n := range nodeOf {
+		used[n] = true
+	}
+	return &Plan{
+		NodeOf:  nodeOf,
+		Summary: fmt.Sprintf("%d pods on %d nodes", len(req.Members), len(used)),
+		Spans:   []Span{{Level: "kubernetes.io/hostname", Domains: len(used)}},
+	}, nil
+}
+
+// Place puts as many members as fit, largest first, and returns the node of
+// each (-1 for those that found none) and how many were placed. The gang
+// plugin uses it to hold the part of a gang that fits while the rest waits.
+func (Greedy) Place(ctx context.Context, req *Request) (nodeOf []int, placed int, err error) {
 	free := make([]Vector, len(req.Nodes))
 	for i := range req.Nodes {
 		free[i] = req.Nodes[i].Free.Clone()
@@ -31,11 +64,10 @@ func (Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
 	// Largest first packs best; the stable sort keeps rank order among equals.
 	sort.SliceStable(order, func(a, b int) bool { return size[order[a]] > size[order[b]] })
 
-	plan := &Plan{NodeOf: make([]int, len(req.Members))}
-	used := make(map[int]bool)
-	for placed, mi := range order {
-		if placed%64 == 0 && ctx.Err() != nil {
-			return nil, ctx.Err()
+	nodeOf = make([]int, len(req.Members))
+	for i, mi := range order {
+		if i%64 == 0 && ctx.Err() != nil {
+			return nil, 0, ctx.Err()
 		}
 		m := &req.Members[mi]
 		best, bestSpare := -1, 0.0
@@ -48,20 +80,13 @@ func (Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
 				best, bestSpare = ni, spare
 			}
 		}
-		if best < 0 {
-			return nil, &FitError{
-				Placed: placed,
-				Wanted: len(req.Members),
-				Reason: fmt.Sprintf("no node has %s free for %s", Describe(req.Resources, m.Request), m.Name),
-			}
+		nodeOf[mi] = best
+		if best >= 0 {
+			free[best].Sub(m.Request)
+			placed++
 		}
-		free[best].Sub(m.Request)
-		plan.NodeOf[mi] = best
-		used[best] = true
 	}
-	plan.Summary = fmt.Sprintf("%d pods on %d nodes", len(req.Members), len(used))
-	plan.Spans = []Span{{Level: "kubernetes.io/hostname", Domains: len(used)}}
-	return plan, nil
+	return nodeOf, placed, nil
 }
 
 // maxAllocatable is, per dimension, the largest allocatable of any node. It
