@@ -291,8 +291,9 @@ func (pl *Plugin) timeout(pg *v1alpha1.PodGroup) time.Duration {
 
 // Less orders the queue by priority, then by when the gang was created, then
 // by gang, then by rank, so a gang's members leave the queue one after
-// another. Pods outside gangs are their own gang, dated by when they were
-// queued. It reads only the PodGroup lister.
+// another. Pods outside gangs are their own gang, dated by their own
+// creation; the head gang's hold (see gangs.head) uses the same order. It
+// reads only the PodGroup lister.
 func (pl *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
 	if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
 		return pa > pb
@@ -331,7 +332,7 @@ func (pl *Plugin) queueKey(e fwk.QueuedEntityInfo) queueKey {
 		}
 		return k
 	}
-	return queueKey{created: e.GetTimestamp(), group: pod.Namespace + "/" + pod.Name}
+	return queueKey{created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
 }
 
 // PreEnqueue holds a member until its PodGroup exists, is valid, and has at

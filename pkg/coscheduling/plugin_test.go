@@ -488,6 +488,8 @@ func TestLess(t *testing.T) {
 		{"same creation time: gang key decides", queued(member("twin", "t", "8"), t0.Add(time.Hour)), queued(member("young", "y", "8"), t0), true},
 		{"same gang: rank decides", queued(ranked("old", "b", 0), t0.Add(time.Hour)), queued(ranked("old", "a", 1), t0), true},
 		{"same gang and rank: queue time decides", queued(member("old", "o", "8"), t0), queued(member("old", "o", "8"), t0.Add(time.Second)), true},
+		{"a pod outside gangs is dated by its creation", queued(st.MakePod().Namespace(testNS).Name("plain").CreationTimestamp(metav1.NewTime(t0.Add(30*time.Second))).Obj(), t0.Add(time.Hour)),
+			queued(member("young", "y", "8"), t0), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
