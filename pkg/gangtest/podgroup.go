@@ -73,3 +73,25 @@ func (w *PodGroupWrapper) UID(uid string) *PodGroupWrapper {
 	w.PodGroup.UID = types.UID(uid)
 	return w
 }
+
+// Owner adds a controlling owner reference, as an operator sets on the
+// PodGroups it creates.
+func (w *PodGroupWrapper) Owner(apiVersion, kind, name string) *PodGroupWrapper {
+	controller := true
+	w.OwnerReferences = append(w.OwnerReferences, metav1.OwnerReference{
+		APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(kind + "/" + name), Controller: &controller,
+	})
+	return w
+}
+
+// Generation sets metadata.generation.
+func (w *PodGroupWrapper) Generation(g int64) *PodGroupWrapper {
+	w.PodGroup.Generation = g
+	return w
+}
+
+// Phase sets status.phase.
+func (w *PodGroupWrapper) Phase(p v1alpha1.PodGroupPhase) *PodGroupWrapper {
+	w.Status.Phase = p
+	return w
+}

@@ -1,0 +1,97 @@
+package podgroup
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/events"
+
+	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
+)
+
+// Event reasons the controller records on PodGroups, one per change a
+// person would ask about. The scheduler plugin records the scheduling steps
+// in between (WaitingForMembers, GangScheduled, GangTimedOut, ...).
+const (
+	// EventGangPending: a gang that had started has fewer than minMember
+	// members again, as when its workload restarts.
+	EventGangPending = "GangPending"
+	// EventGangScheduling: minMember members exist; the scheduler places
+	// the gang.
+	EventGangScheduling = "GangScheduling"
+	// EventGangRunning: minMember members run (or have succeeded).
+	EventGangRunning = "GangRunning"
+	// EventGangFinished: every member has finished and none failed.
+	EventGangFinished = "GangFinished"
+	// EventGangFailed: members failed and the gang cannot go on as it is.
+	EventGangFailed = "GangFailed"
+	// EventMembersMissing: members wait for the rest of their gang, which
+	// has not been created for longer than the grace period. The note says
+	// what is known about why.
+	EventMembersMissing = ReasonMembersMissing
+)
+
+// eventAction is the action of the controller's Events (events.k8s.io/v1
+// requires one).
+const eventAction = "UpdateStatus"
+
+// recordTransitions records an Event for each change from before to after
+// that a person would ask about. It runs after the status patch succeeded,
+// so each change is recorded once, by the leader that made it.
+func recordTransitions(rec events.EventRecorder, before, after *v1alpha1.PodGroup) {
+	b, a := &before.Status, &after.Status
+	if a.Phase != b.Phase {
+		// The first phase of a new PodGroup is Pending and needs no Event:
+		// the plugin says which members it waits for.
+		if reason, eventType, ok := phaseEvent(a.Phase); ok && !(b.Phase == "" && a.Phase == upstream.PodGroupPending) {
+			rec.Eventf(after, nil, eventType, reason, eventAction, "phase %s -> %s: %s", phaseName(b.Phase), a.Phase, phaseNote(after))
+		}
+	}
+	if c := meta.FindStatusCondition(a.Conditions, ConditionMembersCreated); c != nil && c.Reason == ReasonMembersMissing {
+		if old := meta.FindStatusCondition(b.Conditions, ConditionMembersCreated); old == nil || old.Reason != ReasonMembersMissing {
+			rec.Eventf(after, nil, corev1.EventTypeWarning, EventMembersMissing, eventAction, "%s", c.Message)
+		}
+	}
+}
+
+func phaseEvent(p upstream.PodGroupPhase) (reason, eventType string, ok bool) {
+	switch p {
+	case upstream.PodGroupPending:
+		return EventGangPending, corev1.EventTypeNormal, true
+	case upstream.PodGroupScheduling:
+		return EventGangScheduling, corev1.EventTypeNormal, true
+	case upstream.PodGroupRunning:
+		return EventGangRunning, corev1.EventTypeNormal, true
+	case upstream.PodGroupFinished:
+		return EventGangFinished, corev1.EventTypeNormal, true
+	case upstream.PodGroupFailed:
+		return EventGangFailed, corev1.EventTypeWarning, true
+	}
+	return "", "", false
+}
+
+func phaseName(p upstream.PodGroupPhase) string {
+	if p == "" {
+		return "(none)"
+	}
+	return string(p)
+}
+
+// phaseNote gives the numbers behind a phase.
+func phaseNote(pg *v1alpha1.PodGroup) string {
+	s := &pg.Status
+	counts := fmt.Sprintf("%d running, %d succeeded, %d failed", s.Running, s.Succeeded, s.Failed)
+	switch s.Phase {
+	case upstream.PodGroupPending:
+		return fmt.Sprintf("fewer than minMember (%d) members exist", pg.Spec.MinMember)
+	case upstream.PodGroupScheduling:
+		return fmt.Sprintf("minMember (%d) members exist; the scheduler places them together", pg.Spec.MinMember)
+	case upstream.PodGroupFinished:
+		return "every member finished: " + counts
+	default:
+		return fmt.Sprintf("%s; minMember %d", counts, pg.Spec.MinMember)
+	}
+}

@@ -1,0 +1,142 @@
+package podgroup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
+)
+
+// Options configures the manager NewManager builds.
+type Options struct {
+	// LeaderElection turns on leader election on the Lease
+	// LeaderElectionNamespace/LeaderElectionID. Run with it on wherever
+	// more than one replica may run.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+
+	// MetricsBindAddress serves Prometheus metrics over HTTPS, behind
+	// delegated authentication and authorization (the caller needs RBAC to
+	// GET /metrics, as with kube-scheduler's). "0" turns metrics off.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz over HTTP. "0" or
+	// "" turns them off.
+	HealthProbeBindAddress string
+
+	// MissingMembersGrace: see Reconciler.MissingMembersGrace.
+	MissingMembersGrace time.Duration
+	// Workers is how many PodGroups are reconciled at once.
+	Workers int
+	// Clock is the reconciler's time source; nil means the real clock.
+	Clock clock.PassiveClock
+	// SkipNameValidation lets more than one manager in a process run the
+	// controller, one after another: tests do. controller-runtime refuses
+	// a second controller of the same name otherwise.
+	SkipNameValidation bool
+}
+
+// Scheme returns a scheme with the built-in types and the PodGroup of
+// package scheduling/v1alpha1 (with status conditions), and not
+// scheduler-plugins' PodGroup type: a scheme maps each kind to one Go type.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// NewManager builds a controller-runtime manager running the PodGroup status
+// controller against the cluster cfg points at. Start it with its Start
+// method.
+func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	// The cache holds only pods that belong to a PodGroup, without their
+	// managed fields: everything else on a large cluster is memory spent
+	// for nothing.
+	inGroup, err := labels.NewRequirement(PodGroupLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	metrics := metricsserver.Options{BindAddress: opts.MetricsBindAddress}
+	if metrics.BindAddress != "0" && metrics.BindAddress != "" {
+		metrics.SecureServing = true
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: Scheme(),
+		Cache: cache.Options{
+			ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: labels.NewSelector().Add(*inGroup)}},
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		Metrics:                 metrics,
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		LeaderElectionID:        opts.LeaderElectionID,
+		// A replica that shuts down (a rollout, a drained node) hands the
+		// lease over at once instead of making the next leader wait for it
+		// to expire. Start returns right after, so nothing runs unled.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the manager: %w", err)
+	}
+	c := opts.Clock
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	r := &Reconciler{
+		Client:              mgr.GetClient(),
+		Recorder:            mgr.GetEventRecorder(Name),
+		Clock:               c,
+		MissingMembersGrace: opts.MissingMembersGrace,
+	}
+	ctrlOpts := controller.Options{MaxConcurrentReconciles: max(opts.Workers, 1)}
+	if opts.SkipNameValidation {
+		ctrlOpts.SkipNameValidation = &opts.SkipNameValidation
+	}
+	if err := r.SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	// Ready once the cache has synced, on every replica: followers keep a
+	// warm cache so that taking over is quick.
+	if err := mgr.AddReadyzCheck("cache-synced", cacheSynced(mgr.GetCache())); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// cacheSynced is a readiness check that passes once the cache's informers
+// have synced.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("the informer cache has not synced yet")
+		}
+		return nil
+	}
+}
