@@ -10,7 +10,7 @@ BIN   := $(CURDIR)/bin
 # Unit tests are cheap to build, so they run with the race detector. The
 # integration package links kube-apiserver; with -race its first build would
 # take twice as long, so it runs without.
-UNIT_PKGS        := ./pkg/... ./cmd/...
+UNIT_PKGS        := ./pkg/... ./cmd/... ./manifests/... ./hack/extend-crd-status/...
 INTEGRATION_PKGS := ./test/integration/...
 # The in-process API server lives as long as the test binary's deadline.
 INTEGRATION_TIMEOUT ?= 45m
@@ -28,12 +28,17 @@ help: ## List the targets.
 ##@ Build
 
 .PHONY: build
-build: ## Build the scheduler into bin/.
+build: ## Build the scheduler and the PodGroup status controller into bin/.
 	$(GO) build -o $(BIN)/gpu-gang-scheduler ./cmd/scheduler
+	$(GO) build -o $(BIN)/podgroup-controller ./cmd/podgroup-controller
 
 .PHONY: tools
-tools: ## Build the pinned helper binaries (controller-gen) into bin/.
-	@source hack/lib/tools.sh && tools::ensure controller-gen >/dev/null
+tools: ## Build the pinned helper binaries (controller-gen, kwok, training-operator) into bin/.
+	@source hack/lib/tools.sh && for t in controller-gen kwok training-operator; do tools::ensure $$t >/dev/null; done
+
+.PHONY: test-binaries
+test-binaries: ## Build kwok and training-operator into bin/ for the integration tests (cached).
+	@source hack/lib/tools.sh && tools::ensure kwok >/dev/null && tools::ensure training-operator >/dev/null
 
 ##@ Test
 
@@ -45,7 +50,7 @@ test-unit: ## Run the unit tests with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: ## Run the integration tests against an in-process etcd and kube-apiserver.
+test-integration: test-binaries ## Run the integration tests against an in-process etcd and kube-apiserver.
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS)
 
 .PHONY: bench
