@@ -1,0 +1,132 @@
+// Package fabric builds the simulated GPU fabric: node objects labelled with
+// a topology preset, the pods that pre-fill it, and the Layout that metrics
+// and the report use to count leaves and cliques.
+package fabric
+
+import (
+	"fmt"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+	"github.com/gpu-gang/gpu-gang/pkg/topology"
+)
+
+// Tier indices into Layout.TierKeys and NodeInfo.Domain.
+const (
+	Clique = iota
+	Leaf
+	Spine
+	numTiers
+)
+
+// Layout is the fabric's shape: every node with its clique, leaf and spine.
+// It is built once per run and only read afterwards.
+type Layout struct {
+	// Spec is what the layout was built from.
+	Spec scenario.Fabric
+	// Levels are the preset's topology levels, tightest first.
+	Levels []topology.Level
+	// TierKeys[t] is the label key that names tier t's domains, or "" when
+	// the preset has no level for the tier.
+	TierKeys [numTiers]string
+	// Nodes are in fabric order: spine, then leaf, then node.
+	Nodes []NodeInfo
+	// Leaves[i] and Cliques[i] list node indices; Cliques is empty when
+	// the fabric has no cliques.
+	Leaves  [][]int
+	Cliques [][]int
+}
+
+// NodeInfo is one node of the fabric.
+type NodeInfo struct {
+	// Name is the node's name, such as "s0-l1-n03".
+	Name string
+	// Domain[t] is the index of the node's domain at tier t in Leaves,
+	// Cliques or among spines; -1 for a clique when there are none.
+	Domain [numTiers]int
+	// Labels are the node's labels: hostname and the preset's levels.
+	Labels map[string]string
+	// GPUs is the node's GPU capacity.
+	GPUs int
+}
+
+// NewLayout builds the layout of a validated fabric.
+func NewLayout(f scenario.Fabric) (*Layout, error) {
+	levels, ok := topology.Preset(f.Preset)
+	if !ok {
+		return nil, fmt.Errorf("unknown topology preset %q", f.Preset)
+	}
+	l := &Layout{Spec: f, Levels: levels}
+	// The preset's levels, tightest first, take the tiers in order; levels
+	// beyond the three tiers hold the whole fabric in one domain.
+	for t := range numTiers {
+		if t < len(levels) {
+			l.TierKeys[t] = levels[t].Key
+		}
+	}
+	if f.CliqueSize == 0 {
+		l.TierKeys[Clique] = ""
+	}
+	nodeWidth := len(fmt.Sprint(f.NodesPerLeaf - 1))
+	for s := range f.Spines {
+		for lf := range f.LeavesPerSpine {
+			leafName := fmt.Sprintf("s%d-l%d", s, lf)
+			leaf := len(l.Leaves)
+			l.Leaves = append(l.Leaves, nil)
+			for n := range f.NodesPerLeaf {
+				name := fmt.Sprintf("%s-n%0*d", leafName, nodeWidth, n)
+				info := NodeInfo{Name: name, GPUs: f.GPUsPerNode, Domain: [numTiers]int{-1, leaf, s}}
+				info.Labels = map[string]string{topology.HostnameKey: name}
+				if f.CliqueSize > 0 {
+					if n%f.CliqueSize == 0 {
+						l.Cliques = append(l.Cliques, nil)
+					}
+					info.Domain[Clique] = len(l.Cliques) - 1
+					l.Cliques[info.Domain[Clique]] = append(l.Cliques[info.Domain[Clique]], len(l.Nodes))
+				}
+				values := [numTiers]string{fmt.Sprintf("%s-c%d", leafName, n/max(f.CliqueSize, 1)), leafName, fmt.Sprintf("s%d", s)}
+				for t := range numTiers {
+					if l.TierKeys[t] != "" {
+						info.Labels[l.TierKeys[t]] = values[t]
+					}
+				}
+				for _, lv := range levels[min(len(levels), numTiers):] {
+					info.Labels[lv.Key] = "all"
+				}
+				l.Leaves[leaf] = append(l.Leaves[leaf], len(l.Nodes))
+				l.Nodes = append(l.Nodes, info)
+			}
+		}
+	}
+	return l, nil
+}
+
+// TotalGPUs is the fabric's GPU capacity.
+func (l *Layout) TotalGPUs() int { return len(l.Nodes) * l.Spec.GPUsPerNode }
+
+// Index maps node names to indices in Nodes.
+func (l *Layout) Index() map[string]int {
+	idx := make(map[string]int, len(l.Nodes))
+	for i, n := range l.Nodes {
+		idx[n.Name] = i
+	}
+	return idx
+}
+
+// FreeWhole counts the domains in groups (Leaves or Cliques) none of whose
+// nodes has a GPU in use, given used GPUs per node.
+func FreeWhole(groups [][]int, used []int) int {
+	free := 0
+	for _, g := range groups {
+		whole := true
+		for _, n := range g {
+			if used[n] > 0 {
+				whole = false
+				break
+			}
+		}
+		if whole {
+			free++
+		}
+	}
+	return free
+}

@@ -1,0 +1,122 @@
+package fabric
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/internal/parallel"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+)
+
+// GPU is the extended resource simulated nodes offer.
+const GPU v1.ResourceName = "nvidia.com/gpu"
+
+// KwokNodeAnnotation marks the nodes kwok manages (with value
+// KwokNodeValue); kwok runs the lifecycle of pods bound to them.
+const (
+	KwokNodeAnnotation = "kwok.x-k8s.io/node"
+	KwokNodeValue      = "fake"
+)
+
+// Node builds the node object for n, with its status already set: capacity,
+// allocatable and Ready. kube-apiserver keeps a new node's status, as it
+// does when a kubelet registers, so no status update is needed.
+func (l *Layout) Node(n *NodeInfo) *v1.Node {
+	capacity := v1.ResourceList{
+		GPU:               *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI),
+		v1.ResourceCPU:    resource.MustParse("256"),
+		v1.ResourceMemory: resource.MustParse("2Ti"),
+		v1.ResourcePods:   resource.MustParse("256"),
+	}
+	labels := make(map[string]string, len(n.Labels))
+	for k, v := range n.Labels {
+		labels[k] = v
+	}
+	now := metav1.Now()
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        n.Name,
+			Labels:      labels,
+			Annotations: map[string]string{KwokNodeAnnotation: KwokNodeValue},
+		},
+		Status: v1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+			Phase:       v1.NodeRunning,
+			Conditions: []v1.NodeCondition{{
+				Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
+				Message: "simulated by gpu-gang", LastHeartbeatTime: now, LastTransitionTime: now,
+			}},
+		},
+	}
+}
+
+// CreateNodes creates every node of the layout, workers at a time, and
+// makes sure each one is Ready with its capacity.
+func (l *Layout) CreateNodes(ctx context.Context, client kubernetes.Interface, workers int) error {
+	return parallel.Do(ctx, len(l.Nodes), workers, func(ctx context.Context, i int) error {
+		node := l.Node(&l.Nodes[i])
+		created, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating node %s: %w", node.Name, err)
+		}
+		if created.Status.Allocatable.Name(GPU, resource.DecimalSI).Value() == int64(l.Nodes[i].GPUs) && len(created.Status.Conditions) > 0 {
+			return nil
+		}
+		created.Status = node.Status
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("setting the status of node %s: %w", node.Name, err)
+		}
+		return nil
+	})
+}
+
+// PrefillPod is a pod that occupies GPUs before the workload starts.
+type PrefillPod struct {
+	// Node is the index of the node in Layout.Nodes.
+	Node int
+	// GPUs is how many of its GPUs the pod takes.
+	GPUs int
+}
+
+// Prefill draws the pre-fill pods of the layout, at most one per node.
+func (l *Layout) Prefill(seed int64) []PrefillPod {
+	p := l.Spec.Prefill
+	if p == nil || p.Fraction <= 0 {
+		return nil
+	}
+	per := l.Spec.GPUsPerNode
+	target := int(p.Fraction * float64(l.TotalGPUs()))
+	rng := rand.New(rand.NewPCG(uint64(seed), 3))
+	used := make([]int, len(l.Nodes))
+	switch p.Layout {
+	case scenario.PrefillPacked:
+		order := rng.Perm(len(l.Nodes))
+		for _, n := range order {
+			take := min(per, target)
+			used[n] = take
+			target -= take
+			if target == 0 {
+				break
+			}
+		}
+	default:
+		slots := rng.Perm(l.TotalGPUs())
+		for _, s := range slots[:target] {
+			used[s/per]++
+		}
+	}
+	var pods []PrefillPod
+	for n, g := range used {
+		if g > 0 {
+			pods = append(pods, PrefillPod{Node: n, GPUs: g})
+		}
+	}
+	return pods
+}

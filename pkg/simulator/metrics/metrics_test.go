@@ -1,0 +1,259 @@
+package metrics
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
+)
+
+// t0 is the run's start in every test.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(seconds float64) time.Time { return t0.Add(time.Duration(seconds * float64(time.Second))) }
+
+// smallLayout is 1 spine x 2 leaves x 4 nodes of 8 GPUs, cliques of 2:
+// leaf s0-l0 holds n0..n3 (cliques c0: n0,n1 and c1: n2,n3), leaf s0-l1
+// holds the next four.
+func smallLayout(t *testing.T) *fabric.Layout {
+	t.Helper()
+	l, err := fabric.NewLayout(scenario.Fabric{Spines: 1, LeavesPerSpine: 2, NodesPerLeaf: 4, GPUsPerNode: 8, CliqueSize: 2, Preset: "nvidia"})
+	require.NoError(t, err)
+	return l
+}
+
+func member(job string, i, gpus int) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   fmt.Sprintf("%s-%d", job, i),
+			Labels: map[string]string{workload.JobLabel: job, workload.RoleLabel: workload.RoleWorkload},
+		},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{fabric.GPU: *resource.NewQuantity(int64(gpus), resource.DecimalSI)},
+		}}}},
+	}
+}
+
+func bound(p *v1.Pod, node string) *v1.Pod {
+	p = p.DeepCopy()
+	p.Spec.NodeName = node
+	return p
+}
+
+func finished(p *v1.Pod, node string) *v1.Pod {
+	p = bound(p, node)
+	p.Status.Phase = v1.PodSucceeded
+	return p
+}
+
+func newTracker(t *testing.T, jobs ...scenario.Job) *Tracker {
+	t.Helper()
+	tr, err := NewTracker(smallLayout(t), Grace{Base: time.Second})
+	require.NoError(t, err)
+	tr.Expect(jobs)
+	tr.Start(t0)
+	for _, j := range jobs {
+		tr.Submitted(j.Name, at(j.At.Seconds()))
+	}
+	return tr
+}
+
+func TestPartialGangSeconds(t *testing.T) {
+	tests := []struct {
+		name string
+		// binds are the seconds at which members 0, 1, ... bind; a
+		// negative value never binds.
+		binds       []float64
+		end         float64
+		wantPartial float64
+		wantRaw     float64
+		wantAll     bool
+	}{
+		{name: "released together, within the grace", binds: []float64{1, 1.01, 1.02, 1.5}, end: 5, wantPartial: 0, wantRaw: 0.5, wantAll: true},
+		{name: "half placed for 3s", binds: []float64{1, 1, 4, 4}, end: 5, wantPartial: 3, wantRaw: 3, wantAll: true},
+		{name: "never completes: open span closes at the end", binds: []float64{2, 2, -1, -1}, end: 10, wantPartial: 8, wantRaw: 8},
+		{name: "nothing bound is not partial", binds: []float64{-1, -1, -1, -1}, end: 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 4, GPUsPerPod: 8})
+			for i, s := range tc.binds {
+				p := member("g", i, 8)
+				tr.Observe(p, at(0))
+				if s >= 0 {
+					tr.Observe(bound(p, smallLayout(t).Nodes[i].Name), at(s))
+				}
+			}
+			r := tr.Result(at(tc.end), false)
+			require.InDelta(t, tc.wantPartial, r.Summary.PartialGangSeconds, 1e-9)
+			require.InDelta(t, tc.wantRaw, r.Summary.RawPartialSeconds, 1e-9)
+			require.Equal(t, tc.wantAll, r.Gangs[0].AllBound != nil)
+			if tc.wantPartial > 0 {
+				require.Equal(t, 1, r.Summary.PartialGangs)
+			}
+		})
+	}
+}
+
+// TestDeletedMemberStillCountsAsBound: a member deleted after it bound does
+// not reopen its gang's partial span.
+func TestDeletedMemberStillCountsAsBound(t *testing.T) {
+	tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8})
+	a, b := member("g", 0, 8), member("g", 1, 8)
+	tr.Observe(bound(a, "s0-l0-n0"), at(1))
+	tr.Observe(bound(b, "s0-l0-n1"), at(1.1))
+	tr.ObserveDelete(bound(a, "s0-l0-n0"), at(2))
+	r := tr.Result(at(9), false)
+	require.Zero(t, r.Summary.PartialGangSeconds)
+	require.Equal(t, 2, r.Gangs[0].Bound)
+}
+
+func TestSpansAgainstLowerBound(t *testing.T) {
+	tests := []struct {
+		name  string
+		nodes []string
+		// prefill occupies whole nodes before the gang arrives.
+		prefill []string
+		want    []Span
+	}{
+		{
+			name:  "one clique: at the bound",
+			nodes: []string{"s0-l0-n0", "s0-l0-n1"},
+			want: []Span{
+				{Level: "spine", Domains: 1, LowerBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1},
+				{Level: "NVLink domain", Domains: 1, LowerBound: 1}, {Level: "node", Domains: 2, LowerBound: 2},
+			},
+		},
+		{
+			name:  "split over two leaves when one clique was free",
+			nodes: []string{"s0-l0-n0", "s0-l1-n0"},
+			want: []Span{
+				{Level: "spine", Domains: 1, LowerBound: 1}, {Level: "leaf", Domains: 2, LowerBound: 1},
+				{Level: "NVLink domain", Domains: 2, LowerBound: 1}, {Level: "node", Domains: 2, LowerBound: 2},
+			},
+		},
+		{
+			name:    "fragmentation raises the bound",
+			prefill: []string{"s0-l0-n1", "s0-l0-n3", "s0-l1-n1", "s0-l1-n3"},
+			nodes:   []string{"s0-l0-n0", "s0-l0-n2"},
+			want: []Span{
+				{Level: "spine", Domains: 1, LowerBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1},
+				{Level: "NVLink domain", Domains: 2, LowerBound: 2}, {Level: "node", Domains: 2, LowerBound: 2},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8})
+			for i, n := range tc.prefill {
+				p := workload.PrefillPod("sim", i, n, 8)
+				tr.Observe(p, at(0))
+			}
+			for i, n := range tc.nodes {
+				tr.Observe(bound(member("g", i, 8), n), at(1))
+			}
+			r := tr.Result(at(2), false)
+			if diff := cmp.Diff(tc.want, r.Gangs[0].Spans); diff != "" {
+				t.Errorf("spans (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestThroughputLatencyAndMakespan(t *testing.T) {
+	jobs := []scenario.Job{
+		{Name: "a", Gang: true, Pods: 2, GPUsPerPod: 8, Duration: 4 * time.Second},
+		{Name: "b", Gang: true, Pods: 2, GPUsPerPod: 8, At: time.Second, Duration: 4 * time.Second},
+		{Name: "p", Pods: 1, GPUsPerPod: 1, At: time.Second},
+	}
+	tr := newTracker(t, jobs...)
+	l := smallLayout(t)
+	tr.Observe(bound(member("a", 0, 8), l.Nodes[0].Name), at(1))
+	tr.Observe(bound(member("a", 1, 8), l.Nodes[1].Name), at(1))
+	tr.Observe(bound(member("b", 0, 8), l.Nodes[4].Name), at(3))
+	tr.Observe(bound(member("b", 1, 8), l.Nodes[5].Name), at(4))
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: map[string]string{workload.JobLabel: "p", workload.RoleLabel: workload.RoleWorkload}}}
+	tr.Observe(bound(p, l.Nodes[2].Name), at(2))
+	tr.Sample(at(4))
+	select {
+	case <-tr.Done():
+		t.Fatal("done before any pod with a duration finished")
+	default:
+	}
+	for i, n := range []int{0, 1} {
+		tr.Observe(finished(member("a", i, 8), l.Nodes[n].Name), at(5))
+	}
+	for i, n := range []int{4, 5} {
+		tr.Observe(finished(member("b", i, 8), l.Nodes[n].Name), at(8))
+	}
+	tr.Observe(finished(p, l.Nodes[2].Name), at(6))
+	<-tr.Done()
+	r := tr.Result(at(9), false)
+	s := r.Summary
+	require.Equal(t, 3, s.Jobs)
+	require.Equal(t, 2, s.Gangs)
+	require.Equal(t, 5, s.BoundPods)
+	require.Equal(t, 2, s.BoundGangs)
+	require.InDelta(t, 4, s.LastBindSeconds, 1e-9)
+	require.InDelta(t, 5.0/4, s.PodsPerSecond, 1e-9)
+	require.InDelta(t, 2.0/4, s.GangsPerSecond, 1e-9)
+	// Latencies: a 1s, b 3s.
+	require.InDelta(t, 1, s.GangLatencyP50, 1e-9)
+	require.InDelta(t, 3, s.GangLatencyP99, 1e-9)
+	require.InDelta(t, 8, s.MakespanSeconds, 1e-9)
+	require.InDelta(t, 1, s.BindSpreadMaxSeconds, 1e-9)
+	require.Zero(t, s.PartialGangSeconds, "b was part-bound for exactly the 1s grace")
+}
+
+func TestGraceGrowsWithTheGang(t *testing.T) {
+	g := Grace{Base: time.Second, PerMember: 20 * time.Millisecond}
+	require.Equal(t, 1080*time.Millisecond, g.For(4))
+	require.Equal(t, 6120*time.Millisecond, g.For(256))
+
+	tr, err := NewTracker(smallLayout(t), Grace{Base: time.Second, PerMember: 500 * time.Millisecond})
+	require.NoError(t, err)
+	tr.Expect([]scenario.Job{{Name: "g", Gang: true, Pods: 4, GPUsPerPod: 8}})
+	tr.Start(t0)
+	for i, s := range []float64{1, 1.5, 2, 3.9} {
+		tr.Observe(bound(member("g", i, 8), smallLayout(t).Nodes[i].Name), at(s))
+	}
+	r := tr.Result(at(5), false)
+	require.Zero(t, r.Summary.PartialGangSeconds, "2.9s is within 1s + 4 x 0.5s")
+	require.InDelta(t, 2.9, r.Summary.RawPartialSeconds, 1e-9)
+}
+
+func TestPercentile(t *testing.T) {
+	vals := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	require.Equal(t, 5.0, Percentile(vals, 50))
+	require.Equal(t, 10.0, Percentile(vals, 99))
+	require.Equal(t, 1.0, Percentile(vals, 0))
+	require.Equal(t, 0.0, Percentile(nil, 50))
+}
+
+func TestOccupancyIsTimeWeighted(t *testing.T) {
+	samples := []Sample{{T: 0, UsedGPUs: 0}, {T: 1, UsedGPUs: 64}, {T: 3, UsedGPUs: 32}}
+	peak, mean := occupancy(samples, 64, 4)
+	require.InDelta(t, 1, peak, 1e-9)
+	// (0*1 + 64*2 + 32*1) / 4 / 64
+	require.InDelta(t, 160.0/4/64, mean, 1e-9)
+}
+
+func TestSampleCountsFreeLeavesAndCliques(t *testing.T) {
+	tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 1, GPUsPerPod: 1})
+	tr.Sample(at(0))
+	tr.Observe(bound(member("g", 0, 1), "s0-l1-n3"), at(1))
+	tr.Sample(at(1))
+	r := tr.Result(at(2), false)
+	require.Equal(t, Sample{T: 0, FreeLeaves: 2, FreeCliques: 4}, r.Samples[0])
+	require.Equal(t, Sample{T: 1, UsedGPUs: 1, FreeLeaves: 1, FreeCliques: 3, BoundPods: 1}, r.Samples[1])
+	require.Equal(t, []PodSlice{{Job: "g", GPUs: 1}}, r.Placement.Nodes[7].Pods, "the snapshot is taken at the new peak")
+}

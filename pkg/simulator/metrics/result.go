@@ -1,0 +1,201 @@
+// Package metrics watches every pod event of a simulator run and turns what
+// it saw into a profile's Result: throughput, per-gang latency, the time
+// gangs spent partially bound, how many topology domains each gang spans
+// against the fewest it could have, and occupancy over time.
+package metrics
+
+import "time"
+
+// Result is what one profile's run measured. It is written as JSON by the
+// profile's process and read back by the report.
+type Result struct {
+	// Profile is the scheduler profile: gpu-gang, default or in-tree.
+	Profile string `json:"profile"`
+	// Scenario names the scenario.
+	Scenario string `json:"scenario"`
+	// Started is when the first job was submitted.
+	Started time.Time `json:"started"`
+	// Settings records what the run was configured with.
+	Settings Settings `json:"settings"`
+	// Fabric is the fabric's size.
+	Fabric FabricSize `json:"fabric"`
+	// Summary holds the headline numbers.
+	Summary Summary `json:"summary"`
+	// Levels compares domains spanned with the lower bound, per level.
+	Levels []LevelSummary `json:"levels"`
+	// Gangs has one entry per gang, in submission order.
+	Gangs []Gang `json:"gangs"`
+	// Samples is occupancy over time.
+	Samples []Sample `json:"samples"`
+	// Placement is where pods ran at peak GPU occupancy.
+	Placement *Placement `json:"placement,omitempty"`
+	// Error is set when the run itself failed; the rest may be partial.
+	Error string `json:"error,omitempty"`
+}
+
+// Settings are the knobs that shape the numbers.
+type Settings struct {
+	// SchedulerName is the pods' spec.schedulerName.
+	SchedulerName string `json:"schedulerName"`
+	// SchedulerQPS and SchedulerBurst are the scheduler's client limits.
+	SchedulerQPS   float32 `json:"schedulerQPS"`
+	SchedulerBurst int32   `json:"schedulerBurst"`
+	// ClientQPS and ClientBurst are the simulator's own client limits.
+	ClientQPS   float32 `json:"clientQPS"`
+	ClientBurst int     `json:"clientBurst"`
+	// PartialGraceSeconds plus PartialGracePerMemberSeconds for each
+	// member is how long a gang may be part-bound before it counts (see
+	// Summary.PartialGangSeconds and Grace).
+	PartialGraceSeconds          float64 `json:"partialGraceSeconds"`
+	PartialGracePerMemberSeconds float64 `json:"partialGracePerMemberSeconds"`
+	// FeatureGates are the gates set for the API server and scheduler.
+	FeatureGates string `json:"featureGates,omitempty"`
+}
+
+// FabricSize counts the fabric's parts.
+type FabricSize struct {
+	Spines  int `json:"spines"`
+	Leaves  int `json:"leaves"`
+	Cliques int `json:"cliques"`
+	Nodes   int `json:"nodes"`
+	GPUs    int `json:"gpus"`
+	// PrefilledGPUs are taken before the workload starts.
+	PrefilledGPUs int `json:"prefilledGPUs"`
+}
+
+// Summary holds a profile's headline numbers. Times are seconds from the
+// first submission.
+type Summary struct {
+	// Jobs counts submitted jobs (gangs and plain pods), Gangs the gangs
+	// among them, Pods all submitted pods.
+	Jobs  int `json:"jobs"`
+	Gangs int `json:"gangs"`
+	Pods  int `json:"pods"`
+	// BoundPods and BoundGangs count pods bound and gangs with every
+	// member bound by the end of the run.
+	BoundPods  int `json:"boundPods"`
+	BoundGangs int `json:"boundGangs"`
+	// PodsPerSecond is BoundPods over the time from the first submission
+	// to the last bind; GangsPerSecond is BoundGangs over the time to the
+	// last gang's completion.
+	PodsPerSecond  float64 `json:"podsPerSecond"`
+	GangsPerSecond float64 `json:"gangsPerSecond"`
+	// GangLatencyP50 and GangLatencyP99 are the submit→all-bound times of
+	// bound gangs, in seconds.
+	GangLatencyP50 float64 `json:"gangLatencyP50"`
+	GangLatencyP99 float64 `json:"gangLatencyP99"`
+	// PartialGangSeconds adds up every span in which a gang had some but
+	// not all members bound and which lasted longer than the gang's grace
+	// (see Settings and Grace). Once a gang is released, its binds are
+	// separate API calls that land over a moment; spans within the grace
+	// are that, not a half-placed gang. A gang scheduler must show 0.
+	PartialGangSeconds float64 `json:"partialGangSeconds"`
+	// PartialGangs counts gangs with at least one such span.
+	PartialGangs int `json:"partialGangs"`
+	// RawPartialSeconds adds up every part-bound span, within the grace or
+	// not; BindSpreadMaxSeconds is the longest first-to-last bind of any
+	// gang that completed.
+	RawPartialSeconds    float64 `json:"rawPartialSeconds"`
+	BindSpreadMaxSeconds float64 `json:"bindSpreadMaxSeconds"`
+	// LastBindSeconds is when the last pod bound.
+	LastBindSeconds float64 `json:"lastBindSeconds"`
+	// MakespanSeconds is when the last pod with a duration finished, or
+	// the last bind if that is later (pods without a duration run on).
+	MakespanSeconds float64 `json:"makespanSeconds"`
+	// PeakOccupancy and MeanOccupancy are the fraction of all GPUs in use,
+	// the mean taken over [0, makespan].
+	PeakOccupancy float64 `json:"peakOccupancy"`
+	MeanOccupancy float64 `json:"meanOccupancy"`
+	// TimedOut is set when the run ended at the scenario's timeout with
+	// work unfinished.
+	TimedOut bool `json:"timedOut"`
+}
+
+// LevelSummary compares, at one topology level, the domains gangs spanned
+// with the lower bound: the fewest domains whose free capacity when the
+// gang's first member bound could have held it.
+type LevelSummary struct {
+	// Level is the level's name ("spine", "leaf", "NVLink domain", "node").
+	Level string `json:"level"`
+	// Gangs counts the gangs compared.
+	Gangs int `json:"gangs"`
+	// AtLowerBound counts gangs that spanned no more than the bound.
+	AtLowerBound int `json:"atLowerBound"`
+	// MeanSpanned and MeanLowerBound average over those gangs.
+	MeanSpanned    float64 `json:"meanSpanned"`
+	MeanLowerBound float64 `json:"meanLowerBound"`
+	// ExcessDomains adds up spanned minus bound.
+	ExcessDomains int `json:"excessDomains"`
+}
+
+// Gang is one gang's record.
+type Gang struct {
+	Name       string `json:"name"`
+	Pods       int    `json:"pods"`
+	GPUsPerPod int    `json:"gpusPerPod"`
+	Priority   int32  `json:"priority,omitempty"`
+	// Topology is "<level>" or "<level> (required)" when the job set one.
+	Topology string `json:"topology,omitempty"`
+	// Submitted, FirstBound and AllBound are seconds from the run's start;
+	// AllBound is absent for a gang that never completed.
+	Submitted  float64  `json:"submitted"`
+	FirstBound *float64 `json:"firstBound,omitempty"`
+	AllBound   *float64 `json:"allBound,omitempty"`
+	// Bound counts members bound by the end.
+	Bound int `json:"bound"`
+	// PartialSeconds adds up the gang's part-bound spans beyond the grace.
+	PartialSeconds float64 `json:"partialSeconds"`
+	// Spans are, per level loosest first then nodes, the domains spanned
+	// and the lower bound; absent for gangs that never completed or
+	// request no GPUs.
+	Spans []Span `json:"spans,omitempty"`
+	// Nodes are the nodes of the members, by rank.
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// Span is one level's count for one gang.
+type Span struct {
+	Level      string `json:"level"`
+	Domains    int    `json:"domains"`
+	LowerBound int    `json:"lowerBound"`
+}
+
+// Sample is the fabric's state at one moment.
+type Sample struct {
+	// T is seconds from the run's start.
+	T float64 `json:"t"`
+	// UsedGPUs counts GPUs held by pods bound and not finished, pre-fill
+	// included.
+	UsedGPUs int `json:"usedGPUs"`
+	// FreeLeaves and FreeCliques count leaves and cliques with no GPU in
+	// use.
+	FreeLeaves  int `json:"freeLeaves"`
+	FreeCliques int `json:"freeCliques"`
+	// BoundPods and FinishedPods count workload pods so far.
+	BoundPods    int `json:"boundPods"`
+	FinishedPods int `json:"finishedPods"`
+}
+
+// Placement is a snapshot of which job holds which GPUs.
+type Placement struct {
+	// T is when it was taken, in seconds from the run's start.
+	T float64 `json:"t"`
+	// Nodes follow the fabric's order; each lists its pods' GPUs.
+	Nodes []NodePlacement `json:"nodes"`
+}
+
+// NodePlacement is one node's pods.
+type NodePlacement struct {
+	Name string `json:"name"`
+	// Leaf and Clique index the node's leaf and clique (-1 for none).
+	Leaf   int        `json:"leaf"`
+	Clique int        `json:"clique"`
+	Pods   []PodSlice `json:"pods,omitempty"`
+}
+
+// PodSlice is the GPUs one job holds on a node.
+type PodSlice struct {
+	// Job is the job's name; "prefill" for pre-fill pods.
+	Job  string `json:"job"`
+	GPUs int    `json:"gpus"`
+}

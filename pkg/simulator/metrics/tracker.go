@@ -1,0 +1,398 @@
+package metrics
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
+	"github.com/gpu-gang/gpu-gang/pkg/topology"
+)
+
+// Tracker follows every pod event of a run. Feed it with Observe and
+// ObserveDelete from a watch, in event order, and call Sample periodically;
+// Result turns what it saw into numbers. All methods are safe for
+// concurrent use.
+type Tracker struct {
+	layout  *fabric.Layout
+	nodeIdx map[string]int
+	// tree is built once from the layout and only read: bounds and spans
+	// are computed from it under mu.
+	tree  *topology.Tree
+	grace Grace
+
+	mu      sync.Mutex
+	start   time.Time
+	used    []int
+	pods    map[string]*podState
+	jobs    map[string]*jobState
+	order   []*jobState
+	expect  int
+	settled int
+	done    chan struct{}
+
+	boundPods, finishedPods int
+	lastBind, lastFinish    time.Time
+	prefilled               int
+	samples                 []Sample
+	peakUsed                int
+	placement               *Placement
+}
+
+type podState struct {
+	job      *jobState // nil for pre-fill pods
+	node     int       // -1 until bound
+	gpus     int
+	finished bool
+}
+
+type jobState struct {
+	job       scenario.Job
+	submitted time.Time
+	bound     int
+	// nodes[i] is the node of the i-th member to bind.
+	nodes      []int
+	firstBound time.Time
+	allBound   time.Time
+	// partialSince is when the gang became part-bound; zero when it is not.
+	partialSince time.Time
+	partial      time.Duration
+	raw          time.Duration
+	spans        []Span
+}
+
+// Grace is how long a gang may be part-bound without counting as partial:
+// Base plus PerMember for each member. Once a gang scheduler releases a
+// gang, every member binds through an API call of its own; the calls land
+// over a time that grows with the gang (a 256-pod gang takes seconds on a
+// small machine), and a watch sees the gang part-bound meanwhile. That is
+// binding in flight, not a gang left half-placed.
+type Grace struct {
+	Base      time.Duration
+	PerMember time.Duration
+}
+
+// For returns the grace for a gang of size members.
+func (g Grace) For(size int) time.Duration { return g.Base + time.Duration(size)*g.PerMember }
+
+// NewTracker tracks a run on layout. A gang part-bound for no longer than
+// its grace does not count as partial (see Summary.PartialGangSeconds).
+func NewTracker(layout *fabric.Layout, grace Grace) (*Tracker, error) {
+	var levels []topology.Level
+	for _, lv := range layout.Levels {
+		if slices.Contains(layout.TierKeys[:], lv.Key) {
+			levels = append(levels, lv)
+		}
+	}
+	tree, err := topology.BuildTree(levels, placementNodes(layout, nil), 1)
+	if err != nil {
+		return nil, err
+	}
+	return &Tracker{
+		layout:  layout,
+		nodeIdx: layout.Index(),
+		tree:    tree,
+		grace:   grace,
+		used:    make([]int, len(layout.Nodes)),
+		pods:    map[string]*podState{},
+		jobs:    map[string]*jobState{},
+		done:    make(chan struct{}),
+	}, nil
+}
+
+// Expect registers the run's jobs before any of them is submitted.
+func (t *Tracker) Expect(jobs []scenario.Job) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range jobs {
+		js := &jobState{job: j}
+		t.jobs[j.Name] = js
+		t.order = append(t.order, js)
+		t.expect += j.Pods
+	}
+	if t.expect == 0 {
+		close(t.done)
+	}
+}
+
+// Start sets the time the run's clock counts from.
+func (t *Tracker) Start(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.start = now
+}
+
+// Submitted records when a job's first object was about to be created.
+func (t *Tracker) Submitted(job string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if js := t.jobs[job]; js != nil {
+		js.submitted = now
+	}
+}
+
+// Done is closed once every workload pod has settled: finished, or bound
+// if it has no duration.
+func (t *Tracker) Done() <-chan struct{} { return t.done }
+
+// Progress returns how many workload pods are bound and settled, of all.
+func (t *Tracker) Progress() (bound, settled, expected int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.boundPods, t.settled, t.expect
+}
+
+// Observe records the state of pod as a watch delivered it at now.
+func (t *Tracker) Observe(pod *v1.Pod, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.podFor(pod)
+	if ps == nil {
+		return
+	}
+	if pod.Spec.NodeName != "" && ps.node < 0 {
+		n, ok := t.nodeIdx[pod.Spec.NodeName]
+		if !ok {
+			return
+		}
+		t.bind(ps, n, now)
+	}
+	if (pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed) && !ps.finished {
+		t.finish(ps, now)
+	}
+}
+
+// ObserveDelete records that pod is gone. A bound pod's GPUs are free again;
+// it still counts as bound for its gang.
+func (t *Tracker) ObserveDelete(pod *v1.Pod, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ps := t.pods[pod.Name]
+	if ps == nil || ps.finished {
+		return
+	}
+	if ps.node >= 0 {
+		t.finish(ps, now)
+	}
+}
+
+func (t *Tracker) podFor(pod *v1.Pod) *podState {
+	if ps := t.pods[pod.Name]; ps != nil {
+		return ps
+	}
+	ps := &podState{node: -1, gpus: gpusOf(pod)}
+	switch pod.Labels[workload.RoleLabel] {
+	case workload.RolePrefill:
+	case workload.RoleWorkload:
+		ps.job = t.jobs[pod.Labels[workload.JobLabel]]
+		if ps.job == nil {
+			return nil
+		}
+	default:
+		return nil
+	}
+	t.pods[pod.Name] = ps
+	return ps
+}
+
+func (t *Tracker) bind(ps *podState, n int, now time.Time) {
+	ps.node = n
+	t.used[n] += ps.gpus
+	js := ps.job
+	if js == nil {
+		t.prefilled += ps.gpus
+		return
+	}
+	t.boundPods++
+	if now.After(t.lastBind) {
+		t.lastBind = now
+	}
+	js.bound++
+	js.nodes = append(js.nodes, n)
+	if js.bound == 1 {
+		js.firstBound = now
+		if js.job.Pods > 1 {
+			js.partialSince = now
+		}
+	}
+	if js.bound == js.job.Pods {
+		js.allBound = now
+		if !js.partialSince.IsZero() {
+			t.closePartial(js, now)
+		}
+		if js.job.Gang {
+			js.spans = t.spansOf(js)
+		}
+	}
+	if js.job.Duration == 0 {
+		t.settle()
+	}
+}
+
+func (t *Tracker) finish(ps *podState, now time.Time) {
+	ps.finished = true
+	if ps.node >= 0 {
+		t.used[ps.node] -= ps.gpus
+	}
+	if ps.job == nil {
+		return
+	}
+	t.finishedPods++
+	if now.After(t.lastFinish) {
+		t.lastFinish = now
+	}
+	if ps.job.job.Duration > 0 {
+		t.settle()
+	}
+}
+
+func (t *Tracker) settle() {
+	t.settled++
+	if t.settled == t.expect {
+		close(t.done)
+	}
+}
+
+func (t *Tracker) closePartial(js *jobState, now time.Time) {
+	d := now.Sub(js.partialSince)
+	js.raw += d
+	if d > t.grace.For(js.job.Pods) {
+		js.partial += d
+	}
+	js.partialSince = time.Time{}
+}
+
+// spansOf compares the domains the gang's members landed in with the fewest
+// that could have held it, given what was free when it completed with its
+// own members taken out again.
+func (t *Tracker) spansOf(js *jobState) []Span {
+	if js.job.GPUsPerPod == 0 {
+		return nil
+	}
+	used := slices.Clone(t.used)
+	for _, n := range js.nodes {
+		used[n] -= js.job.GPUsPerPod
+	}
+	req := &placement.Request{
+		Gang:      js.job.Name,
+		Resources: []string{string(fabric.GPU)},
+		Nodes:     placementNodes(t.layout, used),
+		Members:   make([]placement.Member, js.job.Pods),
+	}
+	for i := range req.Members {
+		req.Members[i] = placement.Member{
+			Name:        fmt.Sprintf("%s-%d", js.job.Name, i),
+			Rank:        i,
+			Request:     placement.Vector{int64(js.job.GPUsPerPod)},
+			Accelerated: true,
+		}
+	}
+	bound, err := t.tree.LowerBound(req)
+	if err != nil {
+		return nil
+	}
+	spanned := t.tree.Spans(req, js.nodes)
+	out := make([]Span, len(spanned))
+	for i := range spanned {
+		out[i] = Span{Level: spanned[i].Name, Domains: spanned[i].Domains, LowerBound: bound[i].Domains}
+	}
+	return out
+}
+
+// placementNodes describes the layout's nodes with used GPUs taken (none
+// when used is nil).
+func placementNodes(l *fabric.Layout, used []int) []placement.Node {
+	nodes := make([]placement.Node, len(l.Nodes))
+	for i, n := range l.Nodes {
+		free := int64(n.GPUs)
+		if used != nil {
+			free -= int64(used[i])
+		}
+		nodes[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: placement.Vector{int64(n.GPUs)}, Free: placement.Vector{free}}
+	}
+	return nodes
+}
+
+// Sample records the fabric's state at now, and keeps a placement snapshot
+// when GPU use is at a new peak.
+func (t *Tracker) Sample(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	used := 0
+	for _, u := range t.used {
+		used += u
+	}
+	t.samples = append(t.samples, Sample{
+		T:            t.seconds(now),
+		UsedGPUs:     used,
+		FreeLeaves:   fabric.FreeWhole(t.layout.Leaves, t.used),
+		FreeCliques:  fabric.FreeWhole(t.layout.Cliques, t.used),
+		BoundPods:    t.boundPods,
+		FinishedPods: t.finishedPods,
+	})
+	if used > t.peakUsed || t.placement == nil {
+		t.peakUsed = used
+		t.placement = t.snapshot(now)
+	}
+}
+
+// snapshot lists, per node, the GPUs each job holds. Pods are visited in
+// name order so that the picture does not depend on map order.
+func (t *Tracker) snapshot(now time.Time) *Placement {
+	p := &Placement{T: t.seconds(now), Nodes: make([]NodePlacement, len(t.layout.Nodes))}
+	for i, n := range t.layout.Nodes {
+		p.Nodes[i] = NodePlacement{Name: n.Name, Leaf: n.Domain[fabric.Leaf], Clique: n.Domain[fabric.Clique]}
+	}
+	names := make([]string, 0, len(t.pods))
+	for name, ps := range t.pods {
+		if ps.node >= 0 && !ps.finished {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		ps := t.pods[name]
+		job := workload.RolePrefill
+		if ps.job != nil {
+			job = ps.job.job.Name
+		}
+		np := &p.Nodes[ps.node]
+		if k := slices.IndexFunc(np.Pods, func(s PodSlice) bool { return s.Job == job }); k >= 0 {
+			np.Pods[k].GPUs += ps.gpus
+		} else {
+			np.Pods = append(np.Pods, PodSlice{Job: job, GPUs: ps.gpus})
+		}
+	}
+	return p
+}
+
+func (t *Tracker) seconds(at time.Time) float64 {
+	if at.IsZero() || t.start.IsZero() {
+		return 0
+	}
+	return at.Sub(t.start).Seconds()
+}
+
+// gpusOf sums the GPU requests of the pod's containers.
+func gpusOf(pod *v1.Pod) int {
+	var n int64
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Requests[fabric.GPU]; ok {
+			n += q.Value()
+		}
+	}
+	return int(n)
+}
+
+// Prefilled returns how many GPUs pre-fill pods hold.
+func (t *Tracker) Prefilled() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.prefilled
+}

@@ -1,0 +1,110 @@
+package simulator
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
+)
+
+// Profile names.
+const (
+	ProfileGpuGang = "gpu-gang"
+	ProfileDefault = "default"
+	ProfileInTree  = "in-tree"
+)
+
+// ProfileNames lists the profiles in the order a run compares them.
+var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree}
+
+// Profile is a scheduler set-up to compare.
+type Profile struct {
+	// Name is one of ProfileNames.
+	Name string
+	// Flavor is how the profile's pods express gangs.
+	Flavor workload.Flavor
+	// SchedulerName is the pods' spec.schedulerName.
+	SchedulerName string
+	// UseConfigFile runs the scheduler from gpu-gang's configuration file;
+	// otherwise from a stock configuration with one default profile.
+	UseConfigFile bool
+	// FeatureGates are set on both kube-apiserver and kube-scheduler.
+	FeatureGates []string
+	// APIServerFlags are added to kube-apiserver's.
+	APIServerFlags []string
+}
+
+// inTreeGates are the gates the in-tree gang and topology plugins need, on
+// the API server (for the PodGroup API and the pod field) and on the
+// scheduler (which then adds the plugins to its default profile by itself).
+var inTreeGates = []string{"GenericWorkload=true", "TopologyAwareWorkloadScheduling=true"}
+
+// workloadAPIFlag serves the scheduling.k8s.io/v1beta1 PodGroup API.
+const workloadAPIFlag = "--runtime-config=scheduling.k8s.io/v1beta1=true"
+
+// LookupProfile returns the named profile.
+func LookupProfile(name string) (Profile, error) {
+	switch name {
+	case ProfileGpuGang:
+		return Profile{Name: name, Flavor: workload.GangPlugin, SchedulerName: "gpu-gang", UseConfigFile: true}, nil
+	case ProfileDefault:
+		return Profile{Name: name, Flavor: workload.Plain, SchedulerName: "default-scheduler"}, nil
+	case ProfileInTree:
+		return Profile{
+			Name: name, Flavor: workload.Native, SchedulerName: "default-scheduler",
+			FeatureGates:   inTreeGates,
+			APIServerFlags: []string{workloadAPIFlag},
+		}, nil
+	}
+	return Profile{}, fmt.Errorf("unknown profile %q; known profiles: %s", name, strings.Join(ProfileNames, ", "))
+}
+
+// gatesFlag renders gates as a --feature-gates flag, or nothing.
+func gatesFlag(gates []string) []string {
+	if len(gates) == 0 {
+		return nil
+	}
+	return []string{"--feature-gates=" + strings.Join(gates, ",")}
+}
+
+// schedulerConfig writes the profile's KubeSchedulerConfiguration into dir
+// and returns its path. gpu-gang's file is copied with only the client
+// limits changed; the stock profiles get a configuration with nothing but
+// the same client limits, so that every profile binds under the same QPS.
+func (p Profile) schedulerConfig(configFile, dir string, qps float32, burst int32) (string, error) {
+	cfg := map[string]any{
+		"apiVersion": "kubescheduler.config.k8s.io/v1",
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles":   []any{map[string]any{"schedulerName": p.SchedulerName}},
+	}
+	if p.UseConfigFile {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return "", err
+		}
+		cfg = map[string]any{}
+		if err := yaml.Unmarshal(data, &cfg); err != nil {
+			return "", fmt.Errorf("parsing %s: %w", configFile, err)
+		}
+	}
+	conn, _ := cfg["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["qps"] = qps
+	conn["burst"] = burst
+	cfg["clientConnection"] = conn
+	// In-process, kube-scheduler cannot lead: it ends the process when it
+	// stops leading.
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, p.Name+"-scheduler-config.yaml")
+	return path, os.WriteFile(path, out, 0o600)
+}

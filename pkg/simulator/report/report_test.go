@@ -1,0 +1,69 @@
+package report
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
+)
+
+func sampleRun() *Run {
+	all := 2.5
+	first := 2.0
+	mk := func(profile string, pps, partial float64) *metrics.Result {
+		return &metrics.Result{
+			Profile:  profile,
+			Scenario: "tiny",
+			Fabric:   metrics.FabricSize{Spines: 1, Leaves: 2, Cliques: 4, Nodes: 8, GPUs: 64},
+			Summary: metrics.Summary{Jobs: 2, Gangs: 1, Pods: 3, BoundPods: 3, BoundGangs: 1, PodsPerSecond: pps,
+				GangLatencyP50: 1, GangLatencyP99: 2, PartialGangSeconds: partial, MakespanSeconds: 10, MeanOccupancy: 0.5},
+			Levels: []metrics.LevelSummary{{Level: "leaf", Gangs: 1, AtLowerBound: 1, MeanSpanned: 1, MeanLowerBound: 1}},
+			Gangs: []metrics.Gang{{Name: `<evil>&"gang"`, Pods: 2, GPUsPerPod: 8, Submitted: 0.5, FirstBound: &first, AllBound: &all,
+				Spans: []metrics.Span{{Level: "leaf", Domains: 1, LowerBound: 1}}}},
+			Samples: []metrics.Sample{{T: 0}, {T: 1, UsedGPUs: 16, FreeLeaves: 1, FreeCliques: 2, BoundPods: 2}},
+			Placement: &metrics.Placement{T: 1, Nodes: []metrics.NodePlacement{
+				{Name: "s0-l0-n0", Leaf: 0, Clique: 0, Pods: []metrics.PodSlice{{Job: `<evil>&"gang"`, GPUs: 8}}},
+				{Name: "s0-l1-n0", Leaf: 1, Clique: 2, Pods: []metrics.PodSlice{{Job: "prefill", GPUs: 4}}},
+			}},
+		}
+	}
+	return &Run{Scenario: "tiny", Description: "a <small> test", Results: []*metrics.Result{mk("gpu-gang", 10, 0), mk("default", 5, 3.5)}}
+}
+
+func TestWriteHTML(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteHTML(&b, sampleRun()))
+	html := b.String()
+	for _, want := range []string{
+		"<svg", "class=\"map\"", "GPU occupancy", "Free whole leaves", "Free whole NVLink cliques",
+		"a &lt;small&gt; test", "&lt;evil&gt;&amp;", "(×0.50)", "gangs at the lower bound: leaf", "fill=\"#9e9e9e\"",
+	} {
+		require.Contains(t, html, want)
+	}
+	require.NotContains(t, html, "<evil>", "job names are escaped")
+	require.NotContains(t, html, "<script", "the report runs no script")
+}
+
+func TestWriteSummary(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteSummary(&b, sampleRun()))
+	out := b.String()
+	require.Contains(t, out, "scenario tiny: 8 nodes")
+	require.Contains(t, out, "gpu-gang vs default: pods/s x2.00")
+	lines := strings.Split(out, "\n")
+	require.GreaterOrEqual(t, len(lines), 4)
+}
+
+func TestWriteGangs(t *testing.T) {
+	var b bytes.Buffer
+	r := sampleRun().Results[0]
+	require.NoError(t, WriteGangs(&b, r, 10))
+	require.Contains(t, b.String(), "all bound 2.50s (+2.00s)")
+	require.Contains(t, b.String(), "leaves 1/1")
+	b.Reset()
+	require.NoError(t, WriteGangs(&b, r, 0))
+	require.Contains(t, b.String(), "1 more gangs")
+}

@@ -1,0 +1,141 @@
+// Package report renders a run's results: a short text summary for the
+// terminal and a self-contained HTML report with SVG charts.
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
+)
+
+// Run is what a report covers: one scenario's results, one per profile, in
+// the order they ran.
+type Run struct {
+	// Scenario and Description name and describe the scenario.
+	Scenario    string `json:"scenario"`
+	Description string `json:"description,omitempty"`
+	// Results are the profiles' results; the first is the reference that
+	// ratios are taken against.
+	Results []*metrics.Result `json:"results"`
+}
+
+// WriteSummary writes the comparison table and the ratios against the first
+// profile.
+func WriteSummary(w io.Writer, run *Run) error {
+	if len(run.Results) == 0 {
+		_, err := fmt.Fprintf(w, "scenario %s: no results\n", run.Scenario)
+		return err
+	}
+	f := run.Results[0].Fabric
+	fmt.Fprintf(w, "scenario %s: %d nodes (%d spines, %d leaves, %d cliques), %d GPUs", run.Scenario, f.Nodes, f.Spines, f.Leaves, f.Cliques, f.GPUs)
+	if f.PrefilledGPUs > 0 {
+		fmt.Fprintf(w, ", %d pre-filled", f.PrefilledGPUs)
+	}
+	s := run.Results[0].Summary
+	fmt.Fprintf(w, "; %d gangs and %d plain pods, %d pods in all\n", s.Gangs, s.Jobs-s.Gangs, s.Pods)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "profile\tbound pods\tgangs bound\tpods/s\tgangs/s\tp50 s\tp99 s\tpartial-gang s\tmakespan s\tmean GPU use\textra domains\t")
+	for _, r := range run.Results {
+		s := r.Summary
+		status := ""
+		switch {
+		case r.Error != "":
+			status = "  (failed: " + firstLine(r.Error) + ")"
+		case s.TimedOut:
+			status = "  (timed out)"
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.0f%%\t%s\t%s\n",
+			r.Profile, s.BoundPods, s.Pods, s.BoundGangs, s.Gangs, s.PodsPerSecond, s.GangsPerSecond,
+			s.GangLatencyP50, s.GangLatencyP99, s.PartialGangSeconds, s.MakespanSeconds, 100*s.MeanOccupancy,
+			excess(r.Levels), status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(run.Results) > 1 {
+		ref := run.Results[0]
+		var parts []string
+		for _, r := range run.Results[1:] {
+			parts = append(parts, fmt.Sprintf("vs %s: pods/s x%s, gang p99 x%s, makespan x%s",
+				r.Profile,
+				ratio(ref.Summary.PodsPerSecond, r.Summary.PodsPerSecond),
+				ratio(ref.Summary.GangLatencyP99, r.Summary.GangLatencyP99),
+				ratio(ref.Summary.MakespanSeconds, r.Summary.MakespanSeconds)))
+		}
+		fmt.Fprintf(w, "%s %s\n", ref.Profile, strings.Join(parts, "; "))
+	}
+	_, err := fmt.Fprintln(w, "extra domains: per level, domains spanned beyond the lower bound, summed over gangs (spine/leaf/NVLink domain/node).")
+	return err
+}
+
+// WriteGangs writes one line per gang of r, at most limit lines: when it
+// was submitted, when all members were bound, and what it spans.
+func WriteGangs(w io.Writer, r *metrics.Result, limit int) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, g := range r.Gangs {
+		if i == limit {
+			fmt.Fprintf(tw, "[%s] ... %d more gangs in the JSON result\n", r.Profile, len(r.Gangs)-limit)
+			break
+		}
+		landed := "never all bound"
+		if g.AllBound != nil {
+			landed = fmt.Sprintf("all bound %.2fs (+%.2fs)", *g.AllBound, *g.AllBound-g.Submitted)
+		} else if g.Bound > 0 {
+			landed = fmt.Sprintf("only %d/%d bound", g.Bound, g.Pods)
+		}
+		var spans []string
+		for _, sp := range g.Spans {
+			spans = append(spans, fmt.Sprintf("%s %d/%d", plural(sp.Level), sp.Domains, sp.LowerBound))
+		}
+		where := "-"
+		if len(spans) > 0 {
+			where = strings.Join(spans, ", ") + " (spanned/lower bound)"
+		}
+		if g.PartialSeconds > 0 {
+			where += fmt.Sprintf("; part-bound %.1fs", g.PartialSeconds)
+		}
+		fmt.Fprintf(tw, "[%s] %s\t%dx%d GPU\tsubmitted %.2fs\t%s\t%s\n", r.Profile, g.Name, g.Pods, g.GPUsPerPod, g.Submitted, landed, where)
+	}
+	return tw.Flush()
+}
+
+// excess renders the extra domains per level, loosest first.
+func excess(levels []metrics.LevelSummary) string {
+	if len(levels) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(levels))
+	for i, l := range levels {
+		parts[i] = fmt.Sprint(l.ExcessDomains)
+	}
+	return strings.Join(parts, "/")
+}
+
+// ratio renders a/b for a throughput-like number and b/a-like readings
+// alike: it is just a over b, or "-" when either is zero.
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func plural(level string) string {
+	switch {
+	case strings.HasSuffix(level, "leaf"):
+		return strings.TrimSuffix(level, "f") + "ves"
+	case strings.HasSuffix(level, "s"):
+		return level + "es"
+	}
+	return level + "s"
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,342 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
+	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/internal/parallel"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/lifecycle"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
+)
+
+// Namespace holds every simulated pod and PodGroup.
+const Namespace = "sim"
+
+// setupWorkers is how many API calls set-up (nodes, pre-fill) makes at once.
+const setupWorkers = 32
+
+// submitJobs and submitPodsPerJob bound the submitter's concurrent creates:
+// enough that a burst of arrivals is created in a few seconds on a small
+// machine, few enough not to starve the scheduler of the API server.
+const (
+	submitJobs       = 8
+	submitPodsPerJob = 8
+)
+
+// prefillTimeout bounds the wait for pre-fill pods to be seen bound.
+const prefillTimeout = 2 * time.Minute
+
+// Options configures Run.
+type Options struct {
+	// Scenario is the validated scenario to run.
+	Scenario *scenario.Scenario
+	// Profile is the scheduler profile's name.
+	Profile string
+	// SchedulerConfig is gpu-gang's KubeSchedulerConfiguration file.
+	SchedulerConfig string
+	// CRDs are the CRD files to install (gpu-gang's PodGroup).
+	CRDs []string
+	// KwokBinary is the kwok executable.
+	KwokBinary string
+	// SchedulerQPS and SchedulerBurst override the scheduler's client
+	// limits, for every profile alike.
+	SchedulerQPS   float32
+	SchedulerBurst int32
+	// ClientQPS and ClientBurst are the simulator's own client limits.
+	ClientQPS   float32
+	ClientBurst int
+	// PartialGrace is how long a gang may be part-bound without counting.
+	PartialGrace metrics.Grace
+	// SampleInterval is how often occupancy is sampled.
+	SampleInterval time.Duration
+	// Progress receives a progress line; nil for none.
+	Progress io.Writer
+	// ProgressTTY redraws the progress line in place rather than printing
+	// a new line every ten seconds.
+	ProgressTTY bool
+	// KwokLog receives kwok's output; nil discards it.
+	KwokLog io.Writer
+	// ExtraFeatureGates ("Name=true") are set on both kube-apiserver and
+	// kube-scheduler in addition to the profile's own.
+	ExtraFeatureGates []string
+}
+
+// Run runs the scenario through one profile on a fresh control plane and
+// returns what it measured. Feature gates the profile sets stay set in this
+// process afterwards (kube-scheduler's flags set them process-wide), so run
+// a gated profile last, or in a process of its own.
+func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
+	logger := klog.FromContext(ctx)
+	profile, err := LookupProfile(opts.Profile)
+	if err != nil {
+		return nil, err
+	}
+	profile.FeatureGates = append(profile.FeatureGates, opts.ExtraFeatureGates...)
+	if slices.Contains(opts.ExtraFeatureGates, "GenericWorkload=true") && !slices.Contains(profile.APIServerFlags, workloadAPIFlag) {
+		// With the gate on, the scheduler watches the PodGroup API, which
+		// the server must then serve.
+		profile.APIServerFlags = append(profile.APIServerFlags, workloadAPIFlag)
+	}
+	sc := opts.Scenario
+	layout, err := fabric.NewLayout(sc.Fabric)
+	if err != nil {
+		return nil, err
+	}
+	jobs := scenario.Expand(sc)
+
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		APIServerFlags: append(gatesFlag(profile.FeatureGates), profile.APIServerFlags...),
+		CRDFiles:       opts.CRDs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	defer func() { err = errors.Join(err, cp.Stop()) }()
+
+	cfg := cp.RESTConfig()
+	cfg.QPS, cfg.Burst = opts.ClientQPS, opts.ClientBurst
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := pgclientset.NewForConfig(controlplane.JSONConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
+	if err := setUp(ctx, kube, layout, jobs); err != nil {
+		return nil, err
+	}
+
+	kwok, err := lifecycle.StartKwok(ctx, lifecycle.KwokOptions{Binary: opts.KwokBinary, Kubeconfig: cp.KubeconfigPath(), Log: opts.KwokLog})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, kwok.Stop()) }()
+
+	tracker, err := metrics.NewTracker(layout, opts.PartialGrace)
+	if err != nil {
+		return nil, err
+	}
+	tracker.Expect(jobs)
+	stopWatch, err := watchPods(ctx, kube, tracker)
+	if err != nil {
+		return nil, err
+	}
+	defer stopWatch()
+	if err := prefill(ctx, kube, layout, sc.Seed, tracker); err != nil {
+		return nil, err
+	}
+
+	dir, err := os.MkdirTemp("", "gpu-gang-sim-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	configFile, err := profile.schedulerConfig(opts.SchedulerConfig, dir, opts.SchedulerQPS, opts.SchedulerBurst)
+	if err != nil {
+		return nil, err
+	}
+	sched, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{
+		ConfigFile: configFile,
+		Kubeconfig: cp.KubeconfigPath(),
+		Registry:   scheduler.RegistryOptions(),
+		Flags:      gatesFlag(profile.FeatureGates),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, sched.Stop()) }()
+
+	submitter := &workload.Submitter{
+		Kube: kube, Groups: groups,
+		Builder: &workload.Builder{
+			Namespace: Namespace, Flavor: profile.Flavor, SchedulerName: profile.SchedulerName,
+			TierKeys: map[string]string{
+				scenario.TierClique: layout.TierKeys[fabric.Clique],
+				scenario.TierLeaf:   layout.TierKeys[fabric.Leaf],
+				scenario.TierSpine:  layout.TierKeys[fabric.Spine],
+			},
+		},
+		Jobs: submitJobs, PodsPerJob: submitPodsPerJob,
+		OnSubmit: tracker.Submitted,
+	}
+	if err := submitter.WarmUp(ctx); err != nil {
+		return nil, err
+	}
+	logger.Info("Running the workload", "profile", profile.Name, "scenario", sc.Name, "jobs", len(jobs), "nodes", len(layout.Nodes))
+	start := time.Now()
+	tracker.Start(start)
+	tracker.Sample(start)
+	runCtx, cancel := context.WithTimeoutCause(ctx, sc.Timeout.Duration, errTimeout)
+	defer cancel()
+	submitErr := make(chan error, 1)
+	go func() { submitErr <- submitter.Run(runCtx, start, jobs) }()
+	go sample(runCtx, tracker, opts.SampleInterval)
+	progress := newProgress(opts.Progress, opts.ProgressTTY, profile.Name, tracker, start)
+	go progress.run(runCtx)
+
+	timedOut := false
+	var runErr error
+wait:
+	for {
+		select {
+		case <-tracker.Done():
+			break wait
+		case err := <-submitErr:
+			if err != nil && !errors.Is(err, errTimeout) {
+				runErr = fmt.Errorf("submitting the workload: %w", err)
+				break wait
+			}
+			submitErr = nil
+		case <-sched.Done():
+			runErr = errors.New("the scheduler stopped during the run")
+			break wait
+		case <-runCtx.Done():
+			if ctx.Err() != nil {
+				runErr = context.Cause(ctx)
+			} else {
+				timedOut = true
+			}
+			break wait
+		}
+	}
+	end := time.Now()
+	tracker.Sample(end)
+	progress.finish()
+	res = tracker.Result(end, timedOut)
+	res.Profile = profile.Name
+	res.Scenario = sc.Name
+	res.Settings = metrics.Settings{
+		SchedulerName: profile.SchedulerName,
+		SchedulerQPS:  opts.SchedulerQPS, SchedulerBurst: opts.SchedulerBurst,
+		ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
+		PartialGraceSeconds:          opts.PartialGrace.Base.Seconds(),
+		PartialGracePerMemberSeconds: opts.PartialGrace.PerMember.Seconds(),
+		FeatureGates:                 strings.Join(profile.FeatureGates, ","),
+	}
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
+	return res, runErr
+}
+
+var errTimeout = errors.New("the scenario's timeout passed")
+
+// setUp creates the namespace, the PriorityClasses the jobs need and the
+// nodes.
+func setUp(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layout, jobs []scenario.Job) error {
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", Namespace, err)
+	}
+	for _, pc := range workload.PriorityClasses(jobs) {
+		if _, err := kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating PriorityClass %s: %w", pc.Name, err)
+		}
+	}
+	return layout.CreateNodes(ctx, kube, setupWorkers)
+}
+
+// prefill creates the scenario's pre-fill pods, bound to their nodes, and
+// waits until the tracker has seen them all.
+func prefill(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layout, seed int64, tracker *metrics.Tracker) error {
+	pods := layout.Prefill(seed)
+	if len(pods) == 0 {
+		return nil
+	}
+	want := 0
+	for _, p := range pods {
+		want += p.GPUs
+	}
+	err := parallel.Do(ctx, len(pods), setupWorkers, func(ctx context.Context, i int) error {
+		pod := workload.PrefillPod(Namespace, i, layout.Nodes[pods[i].Node].Name, pods[i].GPUs)
+		if _, err := kube.CoreV1().Pods(Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating pre-fill pod %s: %w", pod.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, prefillTimeout, true, func(context.Context) (bool, error) {
+		return tracker.Prefilled() == want, nil
+	})
+}
+
+// watchPods feeds every pod event in the namespace to the tracker, in the
+// order the watch delivers them, and returns once the initial list is in.
+func watchPods(ctx context.Context, kube kubernetes.Interface, tracker *metrics.Tracker) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(Namespace))
+	informer := factory.Core().V1().Pods().Informer()
+	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				tracker.Observe(pod, time.Now())
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				tracker.Observe(pod, time.Now())
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				tracker.ObserveDelete(pod, time.Now())
+			}
+		},
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		cancel()
+		factory.Shutdown()
+		return nil, errors.New("the pod watch did not sync")
+	}
+	return func() { cancel(); factory.Shutdown() }, nil
+}
+
+// sample samples the tracker every interval until ctx ends.
+func sample(ctx context.Context, tracker *metrics.Tracker, interval time.Duration) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case now := <-ticker.C:
+			tracker.Sample(now)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// ResultFile is where a profile's child process writes its result, in dir.
+func ResultFile(dir, profile string) string { return filepath.Join(dir, profile+".json") }

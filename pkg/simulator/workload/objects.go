@@ -1,0 +1,233 @@
+// Package workload turns scenario jobs into Kubernetes objects for each
+// scheduler profile and submits them at their arrival times.
+//
+// One job maps to objects as follows:
+//
+//   - GangPlugin (profile gpu-gang): a scheduling.x-k8s.io/v1alpha1 PodGroup
+//     with minMember = pods and, for a job with a topology level, the
+//     annotation gpu-gang.x-k8s.io/topology-required or -preferred set to
+//     the level's label key; pods labelled
+//     scheduling.x-k8s.io/pod-group=<job> for schedulerName gpu-gang.
+//   - Plain (profile default): the same pods with no group, for
+//     default-scheduler; a gang is just pods arriving together.
+//   - Native (profile in-tree): a scheduling.k8s.io/v1beta1 PodGroup with
+//     spec.schedulingPolicy.gang.minCount = pods and, for a job with a
+//     required topology level, spec.schedulingConstraints.topology =
+//     [{key: <the level's label key>}]; pods name it in
+//     spec.schedulingGroup.podGroupName. The in-tree constraint is always
+//     hard, so a preferred level maps to no constraint at all.
+//
+// Plain single pods of the workload are the same pods without any group in
+// every profile.
+package workload
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/lifecycle"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+)
+
+// Flavor is how a profile expresses gangs.
+type Flavor int
+
+// Flavors.
+const (
+	// GangPlugin uses gpu-gang's PodGroup CRD and label.
+	GangPlugin Flavor = iota
+	// Plain uses no group at all.
+	Plain
+	// Native uses the in-tree scheduling.k8s.io/v1beta1 PodGroup.
+	Native
+)
+
+// Labels and annotations the simulator puts on its pods.
+const (
+	// JobLabel names the job a pod belongs to, in every flavor; metrics
+	// group pods into gangs by it.
+	JobLabel = "simulator.gpu-gang.x-k8s.io/job"
+	// RoleLabel is "workload" for submitted pods and "prefill" for pods
+	// that occupy the fabric before the run.
+	RoleLabel = "simulator.gpu-gang.x-k8s.io/role"
+	// RoleWorkload and RolePrefill are RoleLabel's values.
+	RoleWorkload = "workload"
+	RolePrefill  = "prefill"
+)
+
+// Builder makes the objects of jobs for one profile.
+type Builder struct {
+	// Namespace holds every object.
+	Namespace string
+	// Flavor is how gangs are expressed.
+	Flavor Flavor
+	// SchedulerName is the pods' spec.schedulerName.
+	SchedulerName string
+	// TierKeys maps scenario tiers (clique, leaf, spine) to label keys.
+	TierKeys map[string]string
+}
+
+// Objects are one job's objects, to create in order: the group (if any),
+// then the pods.
+type Objects struct {
+	// GangGroup is set for GangPlugin gangs.
+	GangGroup *v1alpha1.PodGroup
+	// NativeGroup is set for Native gangs.
+	NativeGroup *schedulingv1beta1.PodGroup
+	// Pods are the members, in rank order.
+	Pods []*v1.Pod
+}
+
+// Build makes the objects for job.
+func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
+	out := &Objects{Pods: make([]*v1.Pod, job.Pods)}
+	for i := range out.Pods {
+		name := job.Name
+		if job.Gang {
+			name = fmt.Sprintf("%s-%d", job.Name, i)
+		}
+		out.Pods[i] = b.pod(name, job)
+	}
+	if !job.Gang {
+		return out, nil
+	}
+	switch b.Flavor {
+	case GangPlugin:
+		out.GangGroup = &v1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: b.Namespace, Labels: map[string]string{JobLabel: job.Name}},
+			Spec:       v1alpha1.PodGroupSpec{MinMember: int32(job.Pods)},
+		}
+		if t := job.Topology; t != nil {
+			key, err := b.tierKey(job, t)
+			if err != nil {
+				return nil, err
+			}
+			annotation := coscheduling.AnnotationTopologyPreferred
+			if t.Required {
+				annotation = coscheduling.AnnotationTopologyRequired
+			}
+			out.GangGroup.Annotations = map[string]string{annotation: key}
+		}
+		for _, p := range out.Pods {
+			p.Labels[v1alpha1.PodGroupLabel] = job.Name
+		}
+	case Native:
+		pg := &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: b.Namespace, Labels: map[string]string{JobLabel: job.Name}},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				SchedulingPolicy:  schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(job.Pods)}},
+				PriorityClassName: PriorityClassName(job.Priority),
+			},
+		}
+		if t := job.Topology; t != nil && t.Required {
+			key, err := b.tierKey(job, t)
+			if err != nil {
+				return nil, err
+			}
+			pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
+				Topology: []schedulingv1beta1.TopologyConstraint{{Key: key}},
+			}
+		}
+		out.NativeGroup = pg
+		for _, p := range out.Pods {
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(job.Name)}
+		}
+	}
+	return out, nil
+}
+
+func (b *Builder) tierKey(job *scenario.Job, t *scenario.Topology) (string, error) {
+	key := b.TierKeys[t.Level]
+	if key == "" {
+		return "", fmt.Errorf("job %s: the fabric's preset has no label for tier %q", job.Name, t.Level)
+	}
+	return key, nil
+}
+
+func (b *Builder) pod(name string, job *scenario.Job) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: b.Namespace,
+			Labels:    map[string]string{JobLabel: job.Name, RoleLabel: RoleWorkload},
+		},
+		Spec: v1.PodSpec{
+			SchedulerName:                 b.SchedulerName,
+			PriorityClassName:             PriorityClassName(job.Priority),
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers:                    []v1.Container{container(job.GPUsPerPod)},
+		},
+	}
+	if job.Duration > 0 {
+		p.Annotations = map[string]string{lifecycle.RunForAnnotation: job.Duration.String()}
+	}
+	return p
+}
+
+// PrefillPod builds a pod bound straight to node that takes gpus GPUs until
+// the end of the run. It bypasses every scheduler.
+func PrefillPod(namespace string, index int, node string, gpus int) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("prefill-%d", index),
+			Namespace: namespace,
+			Labels:    map[string]string{RoleLabel: RolePrefill},
+		},
+		Spec: v1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers:                    []v1.Container{container(gpus)},
+		},
+	}
+}
+
+func container(gpus int) v1.Container {
+	requests := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse("1"),
+		v1.ResourceMemory: resource.MustParse("1Gi"),
+	}
+	limits := v1.ResourceList{}
+	if gpus > 0 {
+		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+		requests[fabric.GPU] = q
+		limits[fabric.GPU] = q
+	}
+	return v1.Container{Name: "train", Image: "registry.invalid/gpu-gang/train:sim", Resources: v1.ResourceRequirements{Requests: requests, Limits: limits}}
+}
+
+// PriorityClassName is the PriorityClass the simulator creates for a
+// priority value; "" for 0, which needs none.
+func PriorityClassName(priority int32) string {
+	if priority == 0 {
+		return ""
+	}
+	return fmt.Sprintf("sim-priority-%d", priority)
+}
+
+// PriorityClasses returns the PriorityClasses jobs need, one per distinct
+// non-zero priority, in first-use order.
+func PriorityClasses(jobs []scenario.Job) []*schedulingv1.PriorityClass {
+	seen := map[int32]bool{}
+	var out []*schedulingv1.PriorityClass
+	for _, j := range jobs {
+		if j.Priority == 0 || seen[j.Priority] {
+			continue
+		}
+		seen[j.Priority] = true
+		out = append(out, &schedulingv1.PriorityClass{
+			ObjectMeta:  metav1.ObjectMeta{Name: PriorityClassName(j.Priority)},
+			Value:       j.Priority,
+			Description: "simulated job priority",
+		})
+	}
+	return out
+}
