@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+)
+
+// watchNamespace lists a namespace's objects with list and then follows
+// every event of a watch from the list's resourceVersion, calling observe
+// for each object in order, until the test ends. Errors fail the test at
+// its end.
+func watchNamespace(t *testing.T, what string,
+	list func(ctx context.Context) ([]runtime.Object, string, error),
+	watchFn func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error),
+	observe func(obj runtime.Object, deleted bool)) {
+	t.Helper()
+	objs, rv, err := list(t.Context())
+	if err != nil {
+		t.Fatalf("listing %s to start a watch: %v", what, err)
+	}
+	for _, o := range objs {
+		observe(o, false)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFn})
+	if err != nil {
+		cancel()
+		t.Fatalf("watching %s: %v", what, err)
+	}
+	done := make(chan struct{})
+	var watchErr error
+	go func() {
+		defer close(done)
+		defer rw.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-rw.ResultChan():
+				if !ok {
+					watchErr = fmt.Errorf("the %s watch ended early", what)
+					return
+				}
+				switch ev.Type {
+				case watch.Added, watch.Modified:
+					observe(ev.Object, false)
+				case watch.Deleted:
+					observe(ev.Object, true)
+				case watch.Error:
+					watchErr = fmt.Errorf("%s watch error: %v", what, ev.Object)
+					return
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if watchErr != nil {
+			t.Error(watchErr)
+		}
+	})
+}
+
+// phaseRecorder records, from a watch, every distinct phase each PodGroup of
+// a namespace goes through, in order.
+type phaseRecorder struct {
+	mu     sync.Mutex
+	phases map[string][]upstream.PodGroupPhase
+}
+
+func (env *testEnv) recordPodGroupPhases() *phaseRecorder {
+	r := &phaseRecorder{phases: map[string][]upstream.PodGroupPhase{}}
+	pgs := pgClient.SchedulingV1alpha1().PodGroups(env.ns)
+	watchNamespace(env.t, "PodGroups",
+		func(ctx context.Context) ([]runtime.Object, string, error) {
+			l, err := pgs.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, "", err
+			}
+			var out []runtime.Object
+			for i := range l.Items {
+				out = append(out, &l.Items[i])
+			}
+			return out, l.ResourceVersion, nil
+		},
+		pgs.Watch,
+		func(obj runtime.Object, _ bool) {
+			pg, ok := obj.(*upstream.PodGroup)
+			if !ok || pg.Status.Phase == "" {
+				return
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			seen := r.phases[pg.Name]
+			if len(seen) == 0 || seen[len(seen)-1] != pg.Status.Phase {
+				r.phases[pg.Name] = append(seen, pg.Status.Phase)
+			}
+		})
+	return r
+}
+
+func (r *phaseRecorder) of(name string) []upstream.PodGroupPhase {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.phases[name])
+}
+
+// waitFor waits up to timeout until PodGroup name has gone through want, in
+// this order (other phases may come in between), and fails the test with
+// the phases seen otherwise.
+func (r *phaseRecorder) waitFor(t *testing.T, timeout time.Duration, name string, want ...upstream.PodGroupPhase) {
+	t.Helper()
+	err := waitFor(t.Context(), timeout, func(context.Context) (bool, error) {
+		return isSubsequence(want, r.of(name)), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting %s for PodGroup %s to go through phases %v: %v; phases seen: %v", timeout, name, want, err, r.of(name))
+	}
+}
+
+func isSubsequence[T comparable](want, got []T) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// podTimeline numbers every pod event of a namespace in the order the watch
+// delivers them (etcd's order), and records for each gang member the event
+// at which it was first seen bound and first seen Succeeded.
+type podTimeline struct {
+	mu        sync.Mutex
+	seq       int
+	gang      map[string]string
+	bound     map[string]int
+	succeeded map[string]int
+}
+
+func (env *testEnv) recordPodTimeline() *podTimeline {
+	tl := &podTimeline{gang: map[string]string{}, bound: map[string]int{}, succeeded: map[string]int{}}
+	pods := kubeClient.CoreV1().Pods(env.ns)
+	watchNamespace(env.t, "pods",
+		func(ctx context.Context) ([]runtime.Object, string, error) {
+			l, err := pods.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, "", err
+			}
+			var out []runtime.Object
+			for i := range l.Items {
+				out = append(out, &l.Items[i])
+			}
+			return out, l.ResourceVersion, nil
+		},
+		pods.Watch,
+		func(obj runtime.Object, _ bool) {
+			p, ok := obj.(*v1.Pod)
+			if !ok {
+				return
+			}
+			tl.mu.Lock()
+			defer tl.mu.Unlock()
+			tl.seq++
+			gang := p.Labels[coscheduling.PodGroupLabel]
+			if gang == "" {
+				return
+			}
+			tl.gang[p.Name] = gang
+			if _, ok := tl.bound[p.Name]; !ok && p.Spec.NodeName != "" {
+				tl.bound[p.Name] = tl.seq
+			}
+			if _, ok := tl.succeeded[p.Name]; !ok && p.Status.Phase == v1.PodSucceeded {
+				tl.succeeded[p.Name] = tl.seq
+			}
+		})
+	return tl
+}
+
+// gangSummary is what the timeline knows about one gang.
+type gangSummary struct {
+	members, bound, succeeded int
+	// firstBound and lastSucceeded are event numbers; 0 when none.
+	firstBound, lastSucceeded int
+}
+
+func (tl *podTimeline) gangs() map[string]gangSummary {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	out := map[string]gangSummary{}
+	for pod, gang := range tl.gang {
+		s := out[gang]
+		s.members++
+		if b, ok := tl.bound[pod]; ok {
+			s.bound++
+			if s.firstBound == 0 || b < s.firstBound {
+				s.firstBound = b
+			}
+		}
+		if d, ok := tl.succeeded[pod]; ok {
+			s.succeeded++
+			s.lastSucceeded = max(s.lastSucceeded, d)
+		}
+		out[gang] = s
+	}
+	return out
+}
