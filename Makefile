@@ -15,6 +15,10 @@ INTEGRATION_PKGS := ./test/integration/...
 # The in-process API server lives as long as the test binary's deadline.
 INTEGRATION_TIMEOUT ?= 45m
 
+# The simulator's scenario for `make demo`; SCENARIOS for `make bench`.
+SCENARIO  ?= scenarios/default.yaml
+SCENARIOS ?= $(sort $(wildcard scenarios/s*.yaml))
+
 .DEFAULT_GOAL := help
 
 ##@ General
@@ -24,6 +28,17 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n"} \
 		/^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } \
 		/^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Main job
+
+.PHONY: demo
+demo: simulator ## Run the simulator on the default scenario: gpu-gang vs default vs in-tree on an embedded control plane.
+	$(BIN)/simulator --scenario $(SCENARIO)
+
+.PHONY: simulator
+simulator: ## Build the simulator and kwok into bin/.
+	@source hack/lib/tools.sh && tools::ensure kwok >/dev/null
+	$(GO) build -o $(BIN)/simulator ./cmd/simulator
 
 ##@ Build
 
@@ -54,8 +69,20 @@ test-integration: test-binaries ## Run the integration tests against an in-proce
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS)
 
 .PHONY: bench
-bench: ## Run the micro-benchmarks (QueueSort, capacity pre-check, topology planner).
+bench: bench-micro bench-scenarios ## Run every benchmark: micro-benchmarks, then scenarios S1-S6 in the simulator.
+
+.PHONY: bench-micro
+bench-micro: ## Run the micro-benchmarks (QueueSort, capacity pre-check, topology planner).
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
+
+.PHONY: bench-scenarios
+bench-scenarios: simulator ## Run scenarios S1-S6 through every profile; reports go to _output/simulator/.
+	@for f in $(SCENARIOS); do echo "== $$f"; $(BIN)/simulator --scenario $$f || exit 1; done
+
+.PHONY: bench-go
+bench-go: ## Run S1-S3 as go test benchmarks (benchstat-comparable; takes long).
+	@source hack/lib/tools.sh && tools::ensure kwok >/dev/null
+	$(GO) test -tags bench -run '^$$' -bench . -benchtime 1x -timeout 3h ./test/bench
 
 ##@ Code health
 
