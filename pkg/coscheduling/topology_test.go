@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -147,4 +148,46 @@ func TestTopologyPlacement(t *testing.T) {
 		require.Equal(t, leaf(got[2]), leaf(got[3]), "ranks 2 and 3: %v", got)
 		require.NotEqual(t, leaf(got[1]), leaf(got[2]), "a leaf holds two whole-node members: %v", got)
 	})
+}
+
+func TestLostNodeReplansTheGang(t *testing.T) {
+	// A pair is planned onto two nodes; one member reserves and waits, then
+	// the other member's planned node disappears. The gang must not be
+	// stranded: it gives back what it reserved and, after its backoff,
+	// plans again on the nodes that are left.
+	pair := members("pair", 2, "8")
+	env := newTestEnv(t, gpuNodes(3), pair, []*v1alpha1.PodGroup{
+		gangtest.MakePodGroup("pair", testNS).MinMember(2).Obj(),
+	})
+	n0, status := env.schedule(pair[0])
+	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
+	w0 := env.waitAsync(pair[0], n0)
+	planned, _ := env.pl.gangs.planSlots(gangKey{testNS, "pair"}, pair[1].UID, podAmounts(pair[1]))
+	require.Len(t, planned, 1)
+
+	// The planned node of the second member is lost.
+	var kept []*v1.Node
+	for _, n := range env.nodes {
+		if n.Name != planned[0] {
+			kept = append(kept, n)
+		}
+	}
+	env.nodes = kept
+	env.forget(&v1.Pod{}) // rebuild the snapshot without the node
+
+	_, status = env.schedule(pair[1])
+	require.False(t, status.IsSuccess(), "the member cannot follow a plan onto a lost node")
+	require.False(t, (<-w0).IsSuccess(), "the waiting member must be released, not stranded")
+	env.forget(pair[0])
+	require.True(t, hasEvent(env.recorded(), ReasonGangRejected, "could not be placed"))
+
+	env.clock.Step(2 * time.Second) // the backoff
+	n0, status = env.schedule(pair[0])
+	require.Equal(t, fwk.Wait, status.Code(), "replan: %v", status)
+	w0 = env.waitAsync(pair[0], n0)
+	n1, status := env.schedule(pair[1])
+	require.True(t, status.IsSuccess(), "replan: %v", status)
+	require.True(t, (<-w0).IsSuccess())
+	require.NotEqual(t, planned[0], n1)
+	require.NotEqual(t, planned[0], n0)
 }
