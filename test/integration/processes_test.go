@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/tls"
 	"debug/buildinfo"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -210,7 +209,7 @@ func startTrainingOperator(t *testing.T) *trainingOperator {
 			t.Fatalf("writing the webhook serving certificate: %v", err)
 		}
 	}
-	port, err := freePort()
+	port, err := lifecycle.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,19 +327,6 @@ func ensureServingCert(dir string) error {
 		}
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("listener has no TCP address")
-	}
-	return addr.Port, nil
 }
 
 // processLog keeps a process's output in a file in the test's temp dir and

@@ -72,7 +72,7 @@ func StartKwok(ctx context.Context, opts KwokOptions) (_ *Kwok, err error) {
 	if err := os.WriteFile(config, stages, 0o600); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,9 @@ func (k *Kwok) Stop() error {
 	return nil
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port on the loopback address that was free a moment
+// ago, for a process started next to the control plane to listen on.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
