@@ -5,8 +5,6 @@ import (
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
@@ -45,24 +43,6 @@ func gangOf(pod *v1.Pod) (gangKey, bool) {
 		return gangKey{}, false
 	}
 	return gangKey{namespace: pod.Namespace, name: name}, true
-}
-
-// listMembers returns the live members of a gang: pods in the PodGroup's own
-// namespace that carry its label and are not being deleted. The informer
-// behind the lister already leaves out pods that have finished.
-func listMembers(lister corelisters.PodLister, key gangKey) ([]*v1.Pod, error) {
-	sel := labels.SelectorFromSet(labels.Set{PodGroupLabel: key.name})
-	pods, err := lister.Pods(key.namespace).List(sel)
-	if err != nil {
-		return nil, err
-	}
-	live := pods[:0]
-	for _, p := range pods {
-		if p.DeletionTimestamp == nil {
-			live = append(live, p)
-		}
-	}
-	return live, nil
 }
 
 // rankKey orders members: role first (a launcher or master before workers),

@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -62,15 +61,14 @@ const pluginStartTimeout = 30 * time.Second
 
 // Plugin implements gang admission.
 type Plugin struct {
-	handle    fwk.Handle
-	args      *config.CoschedulingArgs
-	clock     clock.WithTickerAndDelayedExecution
-	podLister corelisters.PodLister
-	podIndex  cache.Indexer
-	pgLister  pglisters.PodGroupLister
-	planner   placement.Planner
-	gangs     *gangs
-	events    *eventRecorder
+	handle   fwk.Handle
+	args     *config.CoschedulingArgs
+	clock    clock.WithTickerAndDelayedExecution
+	podIndex cache.Indexer
+	pgLister pglisters.PodGroupLister
+	planner  placement.Planner
+	gangs    *gangs
+	events   *eventRecorder
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -134,15 +132,14 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	pgInformer cache.SharedIndexInformer, c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods()
 	pl := &Plugin{
-		handle:    handle,
-		args:      args,
-		clock:     c,
-		podLister: podInformer.Lister(),
-		pgLister:  pgLister,
-		planner:   planner,
-		gangs:     newGangs(c),
-		events:    newEventRecorder(handle.EventRecorder(), c),
-		logger:    klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:   handle,
+		args:     args,
+		clock:    c,
+		pgLister: pgLister,
+		planner:  planner,
+		gangs:    newGangs(c),
+		events:   newEventRecorder(handle.EventRecorder(), c),
+		logger:   klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	registerMetrics(pl.gangs)
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
@@ -208,11 +205,14 @@ func indexByGang(obj interface{}) ([]string, error) {
 	return nil, nil
 }
 
-// members lists a gang's live members (see listMembers) through the index.
+// members lists a gang's live members: pods in the PodGroup's own namespace
+// that carry its label and are not being deleted. The scheduler's pod
+// informer already leaves out pods that have finished. newPlugin adds the
+// index or fails, so ByIndex cannot miss it.
 func (pl *Plugin) members(key gangKey) ([]*v1.Pod, error) {
 	objs, err := pl.podIndex.ByIndex(gangIndex, key.String())
 	if err != nil {
-		return listMembers(pl.podLister, key)
+		return nil, fmt.Errorf("listing the members of gang %s: %w", key, err)
 	}
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, o := range objs {

@@ -446,13 +446,13 @@ func TestRecreatedMemberDoesNotWedgeGang(t *testing.T) {
 	pods := env.client.CoreV1().Pods(testNS)
 	require.NoError(t, pods.Delete(env.ctx, gang[1].Name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
-		_, err := env.pl.podLister.Pods(testNS).Get(gang[1].Name)
+		_, err := env.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(testNS).Get(gang[1].Name)
 		return err != nil
 	}, wait.ForeverTestTimeout, 10*time.Millisecond)
 	_, err := pods.Create(env.ctx, recreated, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		p, err := env.pl.podLister.Pods(testNS).Get(recreated.Name)
+		p, err := env.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(testNS).Get(recreated.Name)
 		return err == nil && p.UID == recreated.UID
 	}, wait.ForeverTestTimeout, 10*time.Millisecond)
 	_, status = env.schedule(recreated)
