@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"sync"
@@ -9,11 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
 )
@@ -32,9 +27,7 @@ const partialBindGrace = time.Second
 // deleted after binding still counts as bound: tests delete finished gangs
 // to make room, and that is not the scheduler half-binding a gang.
 type gangWatcher struct {
-	t      *testing.T
-	cancel context.CancelFunc
-	done   chan struct{}
+	t *testing.T
 
 	mu       sync.Mutex
 	gangs    map[string]*gangRecord
@@ -54,72 +47,21 @@ type gangRecord struct {
 
 // watchGangs starts watching the pods of env's namespace. minMembers gives
 // each gang's minMember; pods of other gangs fail the test. The watch starts
-// from a list, so start it before creating the pods it is to see.
+// from a list, so start it before creating the pods it is to see. A watch
+// that fails fails the test when it ends.
 func (env *testEnv) watchGangs(minMembers map[string]int) *gangWatcher {
-	t := env.t
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &gangWatcher{t: t, cancel: cancel, done: make(chan struct{}), gangs: map[string]*gangRecord{}}
+	env.t.Helper()
+	w := &gangWatcher{t: env.t, gangs: map[string]*gangRecord{}}
 	for name, min := range minMembers {
 		w.gangs[name] = &gangRecord{minMember: min, bound: sets.New[string]()}
 	}
-
-	pods := kubeClient.CoreV1().Pods(env.ns)
-	list, err := pods.List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatalf("listing pods to start the gang watch: %v", err)
-	}
-	for i := range list.Items {
-		w.observe(&list.Items[i], time.Now())
-	}
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return pods.Watch(ctx, opts)
-		},
-	})
-	if err != nil {
-		cancel()
-		t.Fatalf("starting the gang watch: %v", err)
-	}
-	go func() {
-		defer close(w.done)
-		defer rw.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-rw.ResultChan():
-				if !ok {
-					w.fail(fmt.Errorf("the pod watch ended early"))
-					return
-				}
-				switch ev.Type {
-				case watch.Added, watch.Modified:
-					if pod, ok := ev.Object.(*v1.Pod); ok {
-						w.observe(pod, time.Now())
-					}
-				case watch.Error:
-					w.fail(fmt.Errorf("pod watch error: %v", ev.Object))
-				}
-			}
+	env.watchPods(func(pod *v1.Pod, deleted bool) {
+		// A member deleted after binding still counts as bound.
+		if !deleted {
+			w.observe(pod, time.Now())
 		}
-	}()
-	t.Cleanup(w.stop)
+	})
 	return w
-}
-
-func (w *gangWatcher) stop() {
-	w.cancel()
-	<-w.done
-}
-
-func (w *gangWatcher) fail(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.watchErr == nil {
-		w.watchErr = err
-	}
 }
 
 func (w *gangWatcher) observe(pod *v1.Pod, now time.Time) {
@@ -161,7 +103,8 @@ func (g *gangRecord) closePartial(gang string, now time.Time) {
 }
 
 // expectNeverPartial fails the test if any gang was part-bound for longer
-// than partialBindGrace, up to now, or if the watch failed. It logs the
+// than partialBindGrace, up to now, or if a pod of an undeclared gang was
+// seen. It logs the
 // longest part-bound span of each gang.
 func (w *gangWatcher) expectNeverPartial() {
 	w.t.Helper()

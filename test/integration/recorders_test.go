@@ -77,6 +77,30 @@ func watchNamespace(t *testing.T, what string,
 	})
 }
 
+// watchPods follows every pod of env's namespace, from a list and then a
+// watch, with watchNamespace.
+func (env *testEnv) watchPods(observe func(pod *v1.Pod, deleted bool)) {
+	pods := kubeClient.CoreV1().Pods(env.ns)
+	watchNamespace(env.t, "pods",
+		func(ctx context.Context) ([]runtime.Object, string, error) {
+			l, err := pods.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return nil, "", err
+			}
+			out := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				out[i] = &l.Items[i]
+			}
+			return out, l.ResourceVersion, nil
+		},
+		pods.Watch,
+		func(obj runtime.Object, deleted bool) {
+			if p, ok := obj.(*v1.Pod); ok {
+				observe(p, deleted)
+			}
+		})
+}
+
 // phaseRecorder records, from a watch, every distinct phase each PodGroup of
 // a namespace goes through, in order.
 type phaseRecorder struct {
@@ -157,40 +181,22 @@ type podTimeline struct {
 
 func (env *testEnv) recordPodTimeline() *podTimeline {
 	tl := &podTimeline{gang: map[string]string{}, bound: map[string]int{}, succeeded: map[string]int{}}
-	pods := kubeClient.CoreV1().Pods(env.ns)
-	watchNamespace(env.t, "pods",
-		func(ctx context.Context) ([]runtime.Object, string, error) {
-			l, err := pods.List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return nil, "", err
-			}
-			var out []runtime.Object
-			for i := range l.Items {
-				out = append(out, &l.Items[i])
-			}
-			return out, l.ResourceVersion, nil
-		},
-		pods.Watch,
-		func(obj runtime.Object, _ bool) {
-			p, ok := obj.(*v1.Pod)
-			if !ok {
-				return
-			}
-			tl.mu.Lock()
-			defer tl.mu.Unlock()
-			tl.seq++
-			gang := p.Labels[coscheduling.PodGroupLabel]
-			if gang == "" {
-				return
-			}
-			tl.gang[p.Name] = gang
-			if _, ok := tl.bound[p.Name]; !ok && p.Spec.NodeName != "" {
-				tl.bound[p.Name] = tl.seq
-			}
-			if _, ok := tl.succeeded[p.Name]; !ok && p.Status.Phase == v1.PodSucceeded {
-				tl.succeeded[p.Name] = tl.seq
-			}
-		})
+	env.watchPods(func(p *v1.Pod, _ bool) {
+		tl.mu.Lock()
+		defer tl.mu.Unlock()
+		tl.seq++
+		gang := p.Labels[coscheduling.PodGroupLabel]
+		if gang == "" {
+			return
+		}
+		tl.gang[p.Name] = gang
+		if _, ok := tl.bound[p.Name]; !ok && p.Spec.NodeName != "" {
+			tl.bound[p.Name] = tl.seq
+		}
+		if _, ok := tl.succeeded[p.Name]; !ok && p.Status.Phase == v1.PodSucceeded {
+			tl.succeeded[p.Name] = tl.seq
+		}
+	})
 	return tl
 }
 
