@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // HostnameKey is the label key that names the node level in a Policy. The
@@ -161,58 +163,11 @@ func nameFromKey(key string) string {
 	return key
 }
 
-// validateLabelKey checks the syntax Kubernetes requires of a label key: an
-// optional DNS subdomain prefix and a slash, then a name of at most 63
-// characters. It is checked here so that a bad key fails at startup rather
-// than matching no node.
+// validateLabelKey checks the syntax Kubernetes requires of a label key, so
+// that a bad key fails at startup rather than matching no node.
 func validateLabelKey(key string) error {
-	prefix, name, hasPrefix := strings.Cut(key, "/")
-	if !hasPrefix {
-		name, prefix = prefix, ""
-	}
-	if hasPrefix {
-		if prefix == "" {
-			return errors.New("prefix before '/' is empty")
-		}
-		if len(prefix) > 253 {
-			return errors.New("prefix is longer than 253 characters")
-		}
-		for _, part := range strings.Split(prefix, ".") {
-			if !isDNSLabel(part) {
-				return fmt.Errorf("prefix %q is not a lowercase DNS subdomain", prefix)
-			}
-		}
-	}
-	if name == "" {
-		return errors.New("name part is empty")
-	}
-	if len(name) > 63 {
-		return errors.New("name part is longer than 63 characters")
-	}
-	if !isAlnum(name[0]) || !isAlnum(name[len(name)-1]) {
-		return fmt.Errorf("name part %q must start and end with a letter or digit", name)
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return fmt.Errorf("name part %q may hold only letters, digits, '-', '_' and '.'", name)
-		}
+	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, "; "))
 	}
 	return nil
-}
-
-func isDNSLabel(s string) bool {
-	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

@@ -39,7 +39,7 @@ func TestResolveLevels(t *testing.T) {
 		{name: "duplicate", keys: []string{"a", "b", "a"}, wantErr: []string{`levels[2] "a": duplicate of levels[0]`}},
 		{name: "hostname listed", keys: []string{HostnameKey}, wantErr: []string{`levels[0] "kubernetes.io/hostname": the node level is implicit`}},
 		{name: "bad syntax", keys: []string{"ok", "Bad_Prefix.com/x", "x/", "a b"}, wantErr: []string{
-			`levels[1] "Bad_Prefix.com/x": prefix`, `levels[2] "x/": name part is empty`, `levels[3] "a b": name part`}},
+			`levels[1] "Bad_Prefix.com/x": prefix`, `levels[2] "x/": name part must be non-empty`, `levels[3] "a b": name part`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

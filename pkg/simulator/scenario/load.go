@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
@@ -273,16 +274,8 @@ func validateArrival(a *Arrival, path *field.Path) field.ErrorList {
 	return errs
 }
 
-// isDNSLabel reports whether s can be part of an object name.
+// isDNSLabel reports whether s can be part of an object name: a DNS label of
+// at most 40 characters, leaving room for the suffixes names get.
 func isDNSLabel(s string) bool {
-	if s == "" || len(s) > 40 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return len(s) <= 40 && len(validation.IsDNS1123Label(s)) == 0
 }
