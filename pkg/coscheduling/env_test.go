@@ -10,7 +10,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -56,6 +58,7 @@ type testEnv struct {
 	activator *fakeActivator
 	snapshot  *internalcache.Snapshot
 	client    *fake.Clientset
+	probes    int
 	// pgInformer is fed through its store; see newTestEnv.
 	pgInformer cache.SharedIndexInformer
 	pods       []*v1.Pod
@@ -286,6 +289,26 @@ func (e *testEnv) waitAsync(pod *v1.Pod, node string) <-chan *fwk.Status {
 		out <- s
 	}()
 	return out
+}
+
+// syncWatch returns once the pod informer's watch is live. The fake
+// clientset does not replay events from a resourceVersion, so a change made
+// between the informer's list and its watch would be lost; a probe pod
+// created now can only reach the lister through the watch.
+func (e *testEnv) syncWatch() {
+	e.t.Helper()
+	e.probes++
+	probe := st.MakePod().Namespace("probe").Name(fmt.Sprint("probe-", e.probes)).Obj()
+	if _, err := e.client.CoreV1().Pods(probe.Namespace).Create(e.ctx, probe, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating watch probe: %v", err)
+	}
+	lister := e.fh.SharedInformerFactory().Core().V1().Pods().Lister()
+	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		_, err := lister.Pods(probe.Namespace).Get(probe.Name)
+		return err == nil, nil
+	}); err != nil {
+		e.t.Fatalf("the pod informer never saw the watch probe: %v", err)
+	}
 }
 
 // recorded drains the fake recorder and returns "Type Reason Note" lines.

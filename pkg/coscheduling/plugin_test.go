@@ -376,6 +376,7 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	}
 	env.activator.reset()
 	// The third member arrives and brings quorum: the two are released.
+	env.syncWatch()
 	_, err := env.client.CoreV1().Pods(testNS).Create(env.ctx, gang[2], metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(env.activator.get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
@@ -443,6 +444,7 @@ func TestRecreatedMemberDoesNotWedgeGang(t *testing.T) {
 	recreated := gang[1].DeepCopy()
 	recreated.UID = "recreated"
 	recreated.ResourceVersion = ""
+	env.syncWatch()
 	pods := env.client.CoreV1().Pods(testNS)
 	require.NoError(t, pods.Delete(env.ctx, gang[1].Name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
