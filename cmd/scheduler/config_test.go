@@ -140,6 +140,11 @@ func TestInvalidPluginArgsFailStartup(t *testing.T) {
 			wantErr: `pluginConfig[Coscheduling].args.podGroupMaxBackoffSeconds: Invalid value: 1: must be at least podGroupBackoffSeconds`,
 		},
 		{
+			name:    "zero backoff",
+			replace: [2]string{"podGroupBackoffSeconds: 2", "podGroupBackoffSeconds: 0"},
+			wantErr: `pluginConfig[Coscheduling].args.podGroupBackoffSeconds: Invalid value: 0: must be at least 1`,
+		},
+		{
 			name:    "misspelt field",
 			replace: [2]string{"podGroupBackoffSeconds: 2", "podGroupBackofSeconds: 2"},
 			wantErr: `unknown field "podGroupBackofSeconds"`,

@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
@@ -51,7 +52,7 @@ func (pl *Plugin) planGang(ctx context.Context, pg *v1alpha1.PodGroup, key gangK
 		switch {
 		case errors.Is(err, topology.ErrUnknownLevel):
 			pl.events.podGroup(pg, nil, v1.EventTypeWarning, ReasonInvalidPodGroup,
-				"topology level %q is not one the scheduler is configured with: %v; name a configured level's label key or %s", req.Policy.Level, err, topology.HostnameKey)
+				"topology level %q is not one the scheduler is configured with: %v; name a configured level's label key or %s", req.Policy.Level, err, scheduling.HostnameKey)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", key, err))
 		case errors.As(err, &fitErr):
 			status := pl.explainNoFit(ctx, pg, key, req, fitErr, len(held) > 0)
@@ -167,7 +168,7 @@ func (pl *Plugin) explainNoFit(ctx context.Context, pg *v1alpha1.PodGroup, key g
 	if req.Policy.Required {
 		pl.events.podGroup(pg, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied,
 			"waiting: no single domain of level %s has room for the gang now (%s); it starts when one does, or relax %s to %s",
-			req.Policy.Level, fitErr.Reason, AnnotationTopologyRequired, AnnotationTopologyPreferred)
+			req.Policy.Level, fitErr.Reason, scheduling.AnnotationTopologyRequired, scheduling.AnnotationTopologyPreferred)
 	}
 	if othersHold {
 		msg += "; part of the free capacity is held for other gangs being placed"

@@ -36,6 +36,7 @@ import (
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -186,7 +187,7 @@ func member(group, name string, gpus string) *v1.Pod {
 		req[gpu] = gpus
 	}
 	return st.MakePod().Namespace(testNS).Name(name).UID(testNS+"/"+name).
-		SchedulerName(testScheduler).Label(PodGroupLabel, group).Req(req).Obj()
+		SchedulerName(testScheduler).Label(scheduling.PodGroupLabel, group).Req(req).Obj()
 }
 
 func members(group string, n int, gpus string) []*v1.Pod {

@@ -6,26 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-)
-
-// PodGroupLabel is the label that makes a pod a member of the PodGroup it
-// names, in the pod's own namespace. It is the label scheduler-plugins,
-// Kubeflow training-operator, Trainer v2 and MPI Operator write.
-const PodGroupLabel = v1alpha1.PodGroupLabel
-
-// Labels that give a member's rank, read in this order. Members are placed in
-// rank order so that neighbouring ranks land on neighbouring nodes.
-const (
-	// RankLabel is gpu-gang's own rank label, for workloads whose operator
-	// sets none of the others. Its value is a non-negative integer.
-	RankLabel = "gpu-gang.x-k8s.io/rank"
-	// Kubeflow training-operator: replica type (master, launcher, worker...)
-	// and index within that type.
-	kubeflowReplicaTypeLabel  = "training.kubeflow.org/replica-type"
-	kubeflowReplicaIndexLabel = "training.kubeflow.org/replica-index"
-	jobSetJobIndexLabel       = "jobset.sigs.k8s.io/job-index"
-	jobCompletionIndexLabel   = "batch.kubernetes.io/job-completion-index"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // gangKey names a gang: a PodGroup in a namespace.
@@ -38,7 +19,7 @@ func (k gangKey) String() string { return k.namespace + "/" + k.name }
 
 // gangOf returns the gang a pod belongs to, if any.
 func gangOf(pod *v1.Pod) (gangKey, bool) {
-	name, ok := pod.Labels[PodGroupLabel]
+	name, ok := pod.Labels[scheduling.PodGroupLabel]
 	if !ok || name == "" {
 		return gangKey{}, false
 	}
@@ -65,14 +46,14 @@ func (a rankKey) less(b rankKey) bool {
 
 func rankOf(pod *v1.Pod) rankKey {
 	k := rankKey{index: -1, name: pod.Name}
-	switch pod.Labels[kubeflowReplicaTypeLabel] {
+	switch pod.Labels[scheduling.KubeflowReplicaTypeLabel] {
 	case "":
 	case "launcher", "master", "chief":
 		k.role = 0
 	default:
 		k.role = 1
 	}
-	for _, label := range []string{RankLabel, kubeflowReplicaIndexLabel, jobSetJobIndexLabel, jobCompletionIndexLabel} {
+	for _, label := range []string{scheduling.RankLabel, scheduling.KubeflowReplicaIndexLabel, scheduling.JobSetJobIndexLabel, scheduling.JobCompletionIndexLabel} {
 		if v, ok := pod.Labels[label]; ok {
 			if i, err := strconv.Atoi(v); err == nil && i >= 0 {
 				k.index = i

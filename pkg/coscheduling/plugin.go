@@ -41,6 +41,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
@@ -115,7 +116,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, fmt.Errorf("PodGroups (%s) could not be listed within %s: install the CRD from manifests/crds and grant the scheduler list/watch on podgroups",
 			v1alpha1.SchemeGroupVersion.WithResource("podgroups"), pluginStartTimeout)
 	}
-	levels, err := topology.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
+	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
 	if err != nil {
 		return nil, err // validation already named the field
 	}
@@ -153,7 +154,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(*v1.Pod)
 			n, ok2 := newObj.(*v1.Pod)
-			if ok1 && ok2 && o.Labels[PodGroupLabel] != n.Labels[PodGroupLabel] {
+			if ok1 && ok2 && o.Labels[scheduling.PodGroupLabel] != n.Labels[scheduling.PodGroupLabel] {
 				pl.onPodAdd(n)
 			}
 		},
@@ -369,7 +370,7 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gangKey) *fwk
 	if names := schedulerNames(members); len(names) > 1 {
 		pl.events.podGroup(pg, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
 			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod labelled %s=%s",
-			names, pod.Spec.SchedulerName, PodGroupLabel, key.name)
+			names, pod.Spec.SchedulerName, scheduling.PodGroupLabel, key.name)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
 	if have := int32(len(members)); have < pg.Spec.MinMember {
@@ -388,7 +389,7 @@ func (pl *Plugin) podGroup(pod *v1.Pod, key gangKey) (*v1alpha1.PodGroup, *fwk.S
 	if apierrors.IsNotFound(err) {
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
 			"PodGroup %s does not exist: create it in namespace %s, or remove the label %s from the pod",
-			key, key.namespace, PodGroupLabel)
+			key, key.namespace, scheduling.PodGroupLabel)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
 	}
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -67,7 +68,7 @@ func TestPreEnqueue(t *testing.T) {
 			name: "members in another namespace do not count",
 			pod:  member("job", "job-0", "8"),
 			pods: append(members("job", 2, "8"),
-				st.MakePod().Namespace("team-b").Name("job-9").UID("team-b/job-9").SchedulerName(testScheduler).Label(PodGroupLabel, "job").Obj()),
+				st.MakePod().Namespace("team-b").Name("job-9").UID("team-b/job-9").SchedulerName(testScheduler).Label(scheduling.PodGroupLabel, "job").Obj()),
 			pgs:      []*v1alpha1.PodGroup{pg},
 			wantCode: fwk.UnschedulableAndUnresolvable,
 			wantMsg:  "2/3 present",
@@ -83,7 +84,7 @@ func TestPreEnqueue(t *testing.T) {
 			name: "members naming different schedulers are held with an Event",
 			pod:  member("job", "job-0", "8"),
 			pods: append(members("job", 2, "8"),
-				st.MakePod().Namespace(testNS).Name("job-2").UID("team-a/job-2").SchedulerName("default-scheduler").Label(PodGroupLabel, "job").Obj()),
+				st.MakePod().Namespace(testNS).Name("job-2").UID("team-a/job-2").SchedulerName("default-scheduler").Label(scheduling.PodGroupLabel, "job").Obj()),
 			pgs:       []*v1alpha1.PodGroup{pg},
 			wantCode:  fwk.UnschedulableAndUnresolvable,
 			wantMsg:   "different schedulers [default-scheduler gpu-gang]",
@@ -408,7 +409,7 @@ func TestMixedRolesAndElasticGang(t *testing.T) {
 	// An MPI-shaped gang: a CPU-only launcher and two 8-GPU workers, plus an
 	// elastic extra worker beyond minMember.
 	launcher := member("mpi", "mpi-launcher", "")
-	launcher.Labels[kubeflowReplicaTypeLabel] = "launcher"
+	launcher.Labels[scheduling.KubeflowReplicaTypeLabel] = "launcher"
 	workers := members("mpi", 3, "8")
 	pg := gangtest.MakePodGroup("mpi", testNS).MinMember(3).Obj()
 	env := newTestEnv(t, gpuNodes(3), append(workers, launcher), []*v1alpha1.PodGroup{pg})
@@ -477,7 +478,7 @@ func TestLess(t *testing.T) {
 	withPrio := func(p *v1.Pod, prio int32) *v1.Pod { p.Spec.Priority = &prio; return p }
 	ranked := func(group, name string, rank int) *v1.Pod {
 		p := member(group, name, "8")
-		p.Labels[RankLabel] = fmt.Sprint(rank)
+		p.Labels[scheduling.RankLabel] = fmt.Sprint(rank)
 		return p
 	}
 	tests := []struct {

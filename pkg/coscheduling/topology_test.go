@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
@@ -24,7 +25,7 @@ const (
 )
 
 func withTopology(t testing.TB) envOption {
-	levels, err := topology.ResolveLevels(topology.DefaultPreset, nil)
+	levels, err := scheduling.ResolveLevels(scheduling.DefaultPreset, nil)
 	require.NoError(t, err)
 	planner, err := topology.NewPlanner(levels)
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestTopologyPlacement(t *testing.T) {
 		}
 		pair := members("pair", 2, "8")
 		env := newTestEnv(t, fabric(), append(existing, pair...), []*v1alpha1.PodGroup{
-			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(AnnotationTopologyRequired, leafLabel).Obj(),
+			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(scheduling.AnnotationTopologyRequired, leafLabel).Obj(),
 		}, withTopology(t))
 		_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), pair[0])
 		require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
@@ -102,7 +103,7 @@ func TestTopologyPlacement(t *testing.T) {
 			existing = append(existing, busy(n))
 		}
 		pair := members("pair", 2, "8")
-		pair[0].Annotations = map[string]string{kueuePreferredTopology: leafLabel}
+		pair[0].Annotations = map[string]string{scheduling.KueuePreferredTopologyAnnotation: leafLabel}
 		env := newTestEnv(t, fabric(), append(existing, pair...), []*v1alpha1.PodGroup{
 			gangtest.MakePodGroup("pair", testNS).MinMember(2).Obj(),
 		}, withTopology(t))
@@ -113,7 +114,7 @@ func TestTopologyPlacement(t *testing.T) {
 	t.Run("a level the scheduler does not know is an invalid PodGroup", func(t *testing.T) {
 		pair := members("pair", 2, "8")
 		env := newTestEnv(t, fabric(), pair, []*v1alpha1.PodGroup{
-			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(AnnotationTopologyRequired, "example.com/rack").Obj(),
+			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(scheduling.AnnotationTopologyRequired, "example.com/rack").Obj(),
 		}, withTopology(t))
 		_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), pair[0])
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
@@ -126,7 +127,7 @@ func TestTopologyPlacement(t *testing.T) {
 		var gang []*v1.Pod
 		for i, role := range []string{"worker", "worker", "master", "worker"} {
 			p := member("ptj", fmt.Sprintf("ptj-%s-%d", role, i), "8")
-			p.Labels[kubeflowReplicaTypeLabel] = role
+			p.Labels[scheduling.KubeflowReplicaTypeLabel] = role
 			idx := i
 			if role == "worker" && i == 3 {
 				idx = 2
@@ -134,7 +135,7 @@ func TestTopologyPlacement(t *testing.T) {
 			if role == "master" {
 				idx = 0
 			}
-			p.Labels[kubeflowReplicaIndexLabel] = fmt.Sprint(idx)
+			p.Labels[scheduling.KubeflowReplicaIndexLabel] = fmt.Sprint(idx)
 			gang = append(gang, p)
 		}
 		// Ranks: master-0, worker-0, worker-1, worker-2.

@@ -3,10 +3,11 @@ package topology
 import (
 	"fmt"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// Test fixtures use the DefaultPreset's labels and two resources.
+// Test fixtures use the scheduling.DefaultPreset's labels and two resources.
 const (
 	cliqueKey = "nvidia.com/gpu.clique"
 	leafKey   = "network.topology.nvidia.com/leaf"
@@ -15,8 +16,8 @@ const (
 
 var resources = []string{"cpu", "nvidia.com/gpu"}
 
-func nvidiaLevels() []Level {
-	levels, _ := Preset(DefaultPreset)
+func nvidiaLevels() []scheduling.Level {
+	levels, _ := scheduling.Preset(scheduling.DefaultPreset)
 	return levels
 }
 

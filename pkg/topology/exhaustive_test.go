@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestPlanMatchesExhaustiveSearch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2024, 11))
 	// Levels by index: 0 node, 1 clique, 2 leaf, 3 spine, 4 cluster.
-	levels := []string{HostnameKey, cliqueKey, leafKey, spineKey, ""}
+	levels := []string{scheduling.HostnameKey, cliqueKey, leafKey, spineKey, ""}
 	for i := range 400 {
 		req := randomRequest(rng)
 		if rng.IntN(3) > 0 {

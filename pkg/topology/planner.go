@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -26,7 +27,7 @@ import (
 // A Planner caches the tree of the last node set it saw and is safe for
 // concurrent use.
 type Planner struct {
-	levels []Level
+	levels []scheduling.Level
 	// budget bounds the exact packer's work per call (see defaultBudget).
 	budget int64
 
@@ -42,8 +43,8 @@ type Planner struct {
 var _ placement.Planner = &Planner{}
 
 // NewPlanner returns a Planner for the given label levels, tightest first.
-func NewPlanner(levels []Level) (*Planner, error) {
-	if err := ValidateLevels(levels); err != nil {
+func NewPlanner(levels []scheduling.Level) (*Planner, error) {
+	if err := scheduling.ValidateLevels(levels); err != nil {
 		return nil, err
 	}
 	return &Planner{levels: slices.Clone(levels), budget: defaultBudget}, nil

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -213,14 +214,14 @@ func TestPlan(t *testing.T) {
 			// the clique with the least room, so it is the best fit.
 			name:        "required node",
 			nodes:       withNode(smallCluster(), "n1", func(w *nodeWrapper) { w.freeGPUs(4) }),
-			request:     func(r *requestWrapper, _ []*nodeWrapper) { r.workers(2, 4).policy(HostnameKey, true) },
+			request:     func(r *requestWrapper, _ []*nodeWrapper) { r.workers(2, 4).policy(scheduling.HostnameKey, true) },
 			wantNodes:   []string{"n13", "n13"},
 			wantSummary: "2 pods on node n13",
 		},
 		{
 			name:    "required node unmet",
 			nodes:   smallCluster(),
-			request: func(r *requestWrapper, _ []*nodeWrapper) { r.workers(3, 4).policy(HostnameKey, true) },
+			request: func(r *requestWrapper, _ []*nodeWrapper) { r.workers(3, 4).policy(scheduling.HostnameKey, true) },
 			wantErr: "2 of 3 members fit: required node (kubernetes.io/hostname): no node holds the 3 pods asking " +
 				"cpu=1 nvidia.com/gpu=4; the roomiest, n1, has room for 2",
 		},
@@ -297,7 +298,7 @@ func TestPlanDetailed(t *testing.T) {
 			{Key: spineKey, Name: "spine", Domains: 1},
 			{Key: leafKey, Name: "leaf", Domains: 1},
 			{Key: cliqueKey, Name: "NVLink domain", Domains: 2},
-			{Key: HostnameKey, Name: "node", Domains: 5},
+			{Key: scheduling.HostnameKey, Name: "node", Domains: 5},
 		},
 		Bound:   5,
 		Relaxed: true,
@@ -544,7 +545,7 @@ func TestLowerBoundAndSpans(t *testing.T) {
 		{Key: spineKey, Name: "spine", Domains: 2},
 		{Key: leafKey, Name: "leaf", Domains: 3},
 		{Key: cliqueKey, Name: "NVLink domain", Domains: 5},
-		{Key: HostnameKey, Name: "node", Domains: 9},
+		{Key: scheduling.HostnameKey, Name: "node", Domains: 9},
 	}
 	if diff := cmp.Diff(want, lb); diff != "" {
 		t.Errorf("lower bound (-want,+got):\n%s", diff)

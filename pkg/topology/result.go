@@ -28,7 +28,7 @@ type PathElem struct {
 
 // LevelSpan counts the domains of one level that a gang uses.
 type LevelSpan struct {
-	// Key is the level's label key; HostnameKey for the node level.
+	// Key is the level's label key; scheduling.HostnameKey for the node level.
 	Key string
 	// Name is the level's name for people.
 	Name string
@@ -42,7 +42,7 @@ type Result struct {
 	// Plan is what placement.Planner returns.
 	Plan *placement.Plan
 	// Level is the label key of the level of the domain that holds the gang:
-	// HostnameKey for a single node, empty for the whole cluster or when no
+	// scheduling.HostnameKey for a single node, empty for the whole cluster or when no
 	// member is bound by topology.
 	Level string
 	// LevelName names Level for people ("leaf", "node", "cluster").

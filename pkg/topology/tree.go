@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -21,7 +22,7 @@ import (
 type Tree struct {
 	// levels has one entry per tree level: the node level, the label
 	// levels tightest first, then the cluster level.
-	levels []Level
+	levels []scheduling.Level
 	// generation and names identify the node set the tree was built from.
 	generation uint64
 	names      []string
@@ -67,18 +68,18 @@ type segment struct {
 // BuildTree groups nodes into domains. It only reads names and labels, so
 // the tree stays valid for as long as the node-set generation does. A label
 // with an empty value counts as missing.
-func BuildTree(levels []Level, nodes []placement.Node, generation uint64) (*Tree, error) {
-	if err := ValidateLevels(levels); err != nil {
+func BuildTree(levels []scheduling.Level, nodes []placement.Node, generation uint64) (*Tree, error) {
+	if err := scheduling.ValidateLevels(levels); err != nil {
 		return nil, err
 	}
 	return buildTree(levels, nodes, generation), nil
 }
 
-func buildTree(labelLevels []Level, nodes []placement.Node, generation uint64) *Tree {
+func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generation uint64) *Tree {
 	nl := len(labelLevels)
 	top := nl + 1
 	t := &Tree{
-		levels:     make([]Level, 0, top+1),
+		levels:     make([]scheduling.Level, 0, top+1),
 		generation: generation,
 		names:      make([]string, len(nodes)),
 		dom:        make([][]domain, top+1),
@@ -86,9 +87,9 @@ func buildTree(labelLevels []Level, nodes []placement.Node, generation uint64) *
 		node:       make([]int32, len(nodes)),
 		pos:        make([]int32, len(nodes)),
 	}
-	t.levels = append(t.levels, Level{Key: HostnameKey, Name: "node"})
+	t.levels = append(t.levels, scheduling.Level{Key: scheduling.HostnameKey, Name: "node"})
 	t.levels = append(t.levels, labelLevels...)
-	t.levels = append(t.levels, Level{Name: "cluster"})
+	t.levels = append(t.levels, scheduling.Level{Name: "cluster"})
 
 	// Pass 1: find every node's domain at every level, top down. segs[l]
 	// lists level l's domains in order of discovery.
@@ -218,10 +219,10 @@ func (t *Tree) Generation() uint64 { return t.generation }
 
 // Levels returns the label levels, tightest first, without the implicit node
 // and cluster levels.
-func (t *Tree) Levels() []Level { return slices.Clone(t.levels[1 : len(t.levels)-1]) }
+func (t *Tree) Levels() []scheduling.Level { return slices.Clone(t.levels[1 : len(t.levels)-1]) }
 
 // NumDomains returns how many domains the level with the given label key
-// has; HostnameKey counts nodes. Unknown keys have none.
+// has; scheduling.HostnameKey counts nodes. Unknown keys have none.
 func (t *Tree) NumDomains(key string) int {
 	l, err := t.levelOf(key)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -168,7 +169,7 @@ func TestTreeNames(t *testing.T) {
 	}
 	require.Equal(t, 4, tr.NumDomains(cliqueKey))
 	require.Equal(t, 3, tr.NumDomains(spineKey))
-	require.Equal(t, 4, tr.NumDomains(HostnameKey))
+	require.Equal(t, 4, tr.NumDomains(scheduling.HostnameKey))
 	require.Equal(t, 0, tr.NumDomains("example.com/rack"))
 	if diff := cmp.Diff(nvidiaLevels(), tr.Levels()); diff != "" {
 		t.Errorf("levels (-want,+got):\n%s", diff)

@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // partialBindGrace is how long a gang may be seen part-bound. Once Permit
@@ -65,7 +65,7 @@ func (env *testEnv) watchGangs(minMembers map[string]int) *gangWatcher {
 }
 
 func (w *gangWatcher) observe(pod *v1.Pod, now time.Time) {
-	gang, ok := pod.Labels[coscheduling.PodGroupLabel]
+	gang, ok := pod.Labels[scheduling.PodGroupLabel]
 	if !ok {
 		return
 	}

@@ -20,7 +20,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // Named timeouts. The machine running these tests may be slow and shared, so
@@ -129,7 +129,7 @@ func (env *testEnv) dumpState(ctx context.Context) {
 				why = c.Reason + ": " + c.Message
 			}
 		}
-		t.Logf("pod %s gang=%q node=%q gates=%d %s", p.Name, p.Labels[coscheduling.PodGroupLabel], p.Spec.NodeName, len(p.Spec.SchedulingGates), why)
+		t.Logf("pod %s gang=%q node=%q gates=%d %s", p.Name, p.Labels[scheduling.PodGroupLabel], p.Spec.NodeName, len(p.Spec.SchedulingGates), why)
 	}
 	events, err := kubeClient.EventsV1().Events(env.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -221,7 +221,7 @@ func (env *testEnv) pod(name string) *st.PodWrapper {
 
 // gangPod starts a member of the gang named group.
 func (env *testEnv) gangPod(name, group string) *st.PodWrapper {
-	return env.pod(name).Label(coscheduling.PodGroupLabel, group)
+	return env.pod(name).Label(scheduling.PodGroupLabel, group)
 }
 
 // gangPods builds count members of group named <group>-0, <group>-1, ...,

@@ -24,6 +24,7 @@ import (
 
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/controller/podgroup"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/lifecycle"
@@ -164,7 +165,7 @@ func (env *testEnv) jobPods(op *trainingOperator, name string, n int) []*v1.Pod 
 		if exited, err := op.exited(); exited {
 			return false, fmt.Errorf("the training-operator exited: %v", err)
 		}
-		list, err := kubeClient.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: coscheduling.PodGroupLabel + "=" + name})
+		list, err := kubeClient.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{LabelSelector: scheduling.PodGroupLabel + "=" + name})
 		if err != nil {
 			return false, err
 		}

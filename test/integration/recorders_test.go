@@ -17,7 +17,7 @@ import (
 
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // watchNamespace lists a namespace's objects with list and then follows
@@ -185,7 +185,7 @@ func (env *testEnv) recordPodTimeline() *podTimeline {
 		tl.mu.Lock()
 		defer tl.mu.Unlock()
 		tl.seq++
-		gang := p.Labels[coscheduling.PodGroupLabel]
+		gang := p.Labels[scheduling.PodGroupLabel]
 		if gang == "" {
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
@@ -153,7 +154,7 @@ func TestRequiredLevelWaitsForADomain(t *testing.T) {
 	blockers := env.occupy("s0-l0-n0", "s0-l1-n0", "s1-l0-n0", "s1-l1-n0")
 
 	env.createPodGroup(gangtest.MakePodGroup("ring", env.ns).MinMember(4).
-		Annotation(coscheduling.AnnotationTopologyRequired, leafLabel).Obj())
+		Annotation(scheduling.AnnotationTopologyRequired, leafLabel).Obj())
 	pods := env.gangPods("ring", 4, 8)
 	env.createPods(pods...)
 	env.expectStaysUnbound(staysUnboundWindow, pods...)
@@ -175,7 +176,7 @@ func TestPreferredLevelFallsBackOneLevel(t *testing.T) {
 	env.occupy("s0-l0-n0", "s0-l1-n0", "s1-l0-n0", "s1-l1-n0")
 
 	env.createPodGroup(gangtest.MakePodGroup("ring", env.ns).MinMember(4).
-		Annotation(coscheduling.AnnotationTopologyPreferred, leafLabel).Obj())
+		Annotation(scheduling.AnnotationTopologyPreferred, leafLabel).Obj())
 	pods := env.gangPods("ring", 4, 8)
 	env.createPods(pods...)
 	nodes := env.waitForBound(bindTimeout, pods...)

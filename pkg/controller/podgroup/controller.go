@@ -32,18 +32,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
 )
 
 // Name is the controller's name in logs, metrics and as the reporting
 // controller of its Events.
 const Name = "podgroup-controller"
-
-// PodGroupLabel makes a pod a member of the PodGroup it names, in the pod's
-// namespace.
-const PodGroupLabel = upstream.PodGroupLabel
 
 // PodGroupIndex is the field index of pods by the PodGroup they belong to.
 // The cache keeps field indexes per namespace, so a list with this index
@@ -74,7 +69,7 @@ var _ reconcile.Reconciler = &Reconciler{}
 
 // IndexPodsByPodGroup is the PodGroupIndex extractor: a pod's PodGroup name.
 func IndexPodsByPodGroup(obj client.Object) []string {
-	if name := obj.GetLabels()[PodGroupLabel]; name != "" {
+	if name := obj.GetLabels()[scheduling.PodGroupLabel]; name != "" {
 		return []string{name}
 	}
 	return nil
@@ -99,7 +94,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 }
 
 func podToPodGroup(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[PodGroupLabel]
+	name := obj.GetLabels()[scheduling.PodGroupLabel]
 	if name == "" {
 		return nil
 	}
@@ -116,7 +111,7 @@ var memberChanged = predicate.Funcs{
 		if !okOld || !okNew {
 			return true
 		}
-		return old.Labels[PodGroupLabel] != cur.Labels[PodGroupLabel] ||
+		return old.Labels[scheduling.PodGroupLabel] != cur.Labels[scheduling.PodGroupLabel] ||
 			old.Status.Phase != cur.Status.Phase ||
 			old.Spec.NodeName != cur.Spec.NodeName ||
 			(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||

@@ -20,6 +20,7 @@ import (
 
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
@@ -116,7 +117,7 @@ func TestReconcileFollowsMembers(t *testing.T) {
 	members := pods(pending(member("w-0")), pending(member("w-1")))
 	// Neither of these is a member of ns/train: one is in another group,
 	// the other in another namespace with the same group name.
-	strangers := pods(running(member("other").Label(PodGroupLabel, "other")), running(member("elsewhere").Namespace("other-ns")))
+	strangers := pods(running(member("other").Label(scheduling.PodGroupLabel, "other")), running(member("elsewhere").Namespace("other-ns")))
 	all := append(append([]client.Object{pg}, objs(members)...), objs(strangers)...)
 	tc := newTestController(t, nil, all...)
 
@@ -154,8 +155,8 @@ func TestReconcileFollowsMembers(t *testing.T) {
 func TestReconcileReportsMissingMembers(t *testing.T) {
 	pg := extended(gangtest.MakePodGroup("pi", testNS).MinMember(3).Owner("kubeflow.org/v2beta1", "MPIJob", "pi").Obj())
 	workers := pods(
-		pending(member("pi-worker-0").Label(PodGroupLabel, "pi").Label(kubeflowReplicaTypeLabel, "worker")),
-		pending(member("pi-worker-1").Label(PodGroupLabel, "pi").Label(kubeflowReplicaTypeLabel, "worker")))
+		pending(member("pi-worker-0").Label(scheduling.PodGroupLabel, "pi").Label(scheduling.KubeflowReplicaTypeLabel, "worker")),
+		pending(member("pi-worker-1").Label(scheduling.PodGroupLabel, "pi").Label(scheduling.KubeflowReplicaTypeLabel, "worker")))
 	tc := newTestController(t, nil, append([]client.Object{pg}, objs(workers)...)...)
 
 	tc.clock.SetTime(t0.Add(time.Minute))

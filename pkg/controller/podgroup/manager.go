@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
 )
 
@@ -72,7 +73,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	// The cache holds only pods that belong to a PodGroup, without their
 	// managed fields: everything else on a large cluster is memory spent
 	// for nothing.
-	inGroup, err := labels.NewRequirement(PodGroupLabel, selection.Exists, nil)
+	inGroup, err := labels.NewRequirement(scheduling.PodGroupLabel, selection.Exists, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
 )
 
@@ -50,7 +51,6 @@ const maxMessage = 1024
 
 // Labels that tell the members of operator-made gangs apart.
 const (
-	kubeflowReplicaTypeLabel = "training.kubeflow.org/replica-type"
 	kubeflowJobRoleLabel     = "training.kubeflow.org/job-role"
 	jobSetReplicatedJobLabel = "jobset.sigs.k8s.io/replicatedjob-name"
 	trainerAncestorStepLabel = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -282,7 +282,7 @@ func missingMembersHint(pg *v1alpha1.PodGroup, present []*corev1.Pod) string {
 }
 
 func isLauncher(p *corev1.Pod) bool {
-	return p.Labels[kubeflowReplicaTypeLabel] == "launcher" || p.Labels[kubeflowJobRoleLabel] == "launcher"
+	return p.Labels[scheduling.KubeflowReplicaTypeLabel] == "launcher" || p.Labels[kubeflowJobRoleLabel] == "launcher"
 }
 
 // isInitializer reports whether a pod is a Trainer v2 initializer: by the

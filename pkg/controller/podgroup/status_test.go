@@ -14,6 +14,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
@@ -37,7 +38,7 @@ func extended(pg *upstream.PodGroup) *v1alpha1.PodGroup {
 
 // member starts a pod of group "train", created at t0.
 func member(name string) *st.PodWrapper {
-	return st.MakePod().Namespace(testNS).Name(name).Label(PodGroupLabel, "train").
+	return st.MakePod().Namespace(testNS).Name(name).Label(scheduling.PodGroupLabel, "train").
 		CreationTimestamp(metav1.NewTime(t0))
 }
 
@@ -132,9 +133,11 @@ func TestComputeStatus(t *testing.T) {
 			notes: map[string]string{ConditionMembersCreated: "Check Job train"},
 		},
 		{
-			name:  "an MPIJob whose launcher waits for ready workers is a deadlock the message names",
-			pg:    pg(3).Owner("kubeflow.org/v2beta1", "MPIJob", "pi"),
-			pods:  repeat(2, "pi-worker", func(p *st.PodWrapper) *st.PodWrapper { return pending(p).Label(kubeflowReplicaTypeLabel, "worker") }),
+			name: "an MPIJob whose launcher waits for ready workers is a deadlock the message names",
+			pg:   pg(3).Owner("kubeflow.org/v2beta1", "MPIJob", "pi"),
+			pods: repeat(2, "pi-worker", func(p *st.PodWrapper) *st.PodWrapper {
+				return pending(p).Label(scheduling.KubeflowReplicaTypeLabel, "worker")
+			}),
 			now:   t0.Add(time.Hour),
 			want:  counts{Phase: upstream.PodGroupPending},
 			conds: map[string]cond{ConditionMembersCreated: {metav1.ConditionFalse, ReasonMembersMissing}},

@@ -6,8 +6,8 @@ package fabric
 import (
 	"fmt"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
-	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
 // Tier indices into Layout.TierKeys and NodeInfo.Domain.
@@ -24,7 +24,7 @@ type Layout struct {
 	// Spec is what the layout was built from.
 	Spec scenario.Fabric
 	// Levels are the preset's topology levels, tightest first.
-	Levels []topology.Level
+	Levels []scheduling.Level
 	// TierKeys[t] is the label key that names tier t's domains, or "" when
 	// the preset has no level for the tier.
 	TierKeys [numTiers]string
@@ -51,7 +51,7 @@ type NodeInfo struct {
 
 // NewLayout builds the layout of a validated fabric.
 func NewLayout(f scenario.Fabric) (*Layout, error) {
-	levels, ok := topology.Preset(f.Preset)
+	levels, ok := scheduling.Preset(f.Preset)
 	if !ok {
 		return nil, fmt.Errorf("unknown topology preset %q", f.Preset)
 	}
@@ -75,7 +75,7 @@ func NewLayout(f scenario.Fabric) (*Layout, error) {
 			for n := range f.NodesPerLeaf {
 				name := fmt.Sprintf("%s-n%0*d", leafName, nodeWidth, n)
 				info := NodeInfo{Name: name, GPUs: f.GPUsPerNode, Domain: [numTiers]int{-1, leaf, s}}
-				info.Labels = map[string]string{topology.HostnameKey: name}
+				info.Labels = map[string]string{scheduling.HostnameKey: name}
 				if f.CliqueSize > 0 {
 					if n%f.CliqueSize == 0 {
 						l.Cliques = append(l.Cliques, nil)

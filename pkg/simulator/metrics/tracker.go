@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
@@ -84,7 +85,7 @@ func (g Grace) For(size int) time.Duration { return g.Base + time.Duration(size)
 // NewTracker tracks a run on layout. A gang part-bound for no longer than
 // its grace does not count as partial (see Summary.PartialGangSeconds).
 func NewTracker(layout *fabric.Layout, grace Grace) (*Tracker, error) {
-	var levels []topology.Level
+	var levels []scheduling.Level
 	for _, lv := range layout.Levels {
 		if slices.Contains(layout.TierKeys[:], lv.Key) {
 			levels = append(levels, lv)

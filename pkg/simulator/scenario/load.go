@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpu-gang/gpu-gang/pkg/topology"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // DefaultTimeout bounds a profile's run when the scenario sets no timeout.
@@ -47,7 +47,7 @@ func SetDefaults(s *Scenario) {
 		s.Timeout.Duration = DefaultTimeout
 	}
 	if s.Fabric.Preset == "" {
-		s.Fabric.Preset = topology.DefaultPreset
+		s.Fabric.Preset = scheduling.DefaultPreset
 	}
 	if p := s.Fabric.Prefill; p != nil && p.Layout == "" {
 		p.Layout = PrefillScattered
@@ -110,8 +110,8 @@ func validateFabric(f *Fabric, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("cliqueSize"), f.CliqueSize,
 			fmt.Sprintf("must divide nodesPerLeaf (%d): a clique never crosses a leaf", f.NodesPerLeaf)))
 	}
-	if _, ok := topology.Preset(f.Preset); !ok {
-		errs = append(errs, field.NotSupported(path.Child("preset"), f.Preset, topology.PresetNames()))
+	if _, ok := scheduling.Preset(f.Preset); !ok {
+		errs = append(errs, field.NotSupported(path.Child("preset"), f.Preset, scheduling.PresetNames()))
 	}
 	if p := f.Prefill; p != nil {
 		pp := path.Child("prefill")

@@ -32,7 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/lifecycle"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
@@ -111,9 +111,9 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 			if err != nil {
 				return nil, err
 			}
-			annotation := coscheduling.AnnotationTopologyPreferred
+			annotation := scheduling.AnnotationTopologyPreferred
 			if t.Required {
-				annotation = coscheduling.AnnotationTopologyRequired
+				annotation = scheduling.AnnotationTopologyRequired
 			}
 			out.GangGroup.Annotations = map[string]string{annotation: key}
 		}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/lifecycle"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
@@ -30,7 +30,7 @@ func TestBuildPerFlavor(t *testing.T) {
 		require.NoError(t, err)
 		require.Nil(t, o.NativeGroup)
 		require.Equal(t, int32(3), o.GangGroup.Spec.MinMember)
-		require.Equal(t, "network.topology.nvidia.com/leaf", o.GangGroup.Annotations[coscheduling.AnnotationTopologyRequired])
+		require.Equal(t, "network.topology.nvidia.com/leaf", o.GangGroup.Annotations[scheduling.AnnotationTopologyRequired])
 		require.Len(t, o.Pods, 3)
 		for _, p := range o.Pods {
 			require.Equal(t, "j", p.Labels[v1alpha1.PodGroupLabel])

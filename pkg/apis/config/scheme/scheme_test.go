@@ -37,6 +37,7 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 		{name: "unknown field", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTime":3}`)}, wantErr: `unknown field "permitWaitingTime"`},
 		{name: "zero wait", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTimeSeconds":0}`)}, wantErr: "args.permitWaitingTimeSeconds: Invalid value: 0"},
 		{name: "negative backoff", obj: &runtime.Unknown{Raw: []byte(`{"podGroupBackoffSeconds":-1}`)}, wantErr: "args.podGroupBackoffSeconds: Invalid value: -1"},
+		{name: "zero backoff", obj: &runtime.Unknown{Raw: []byte(`{"podGroupBackoffSeconds":0}`)}, wantErr: "args.podGroupBackoffSeconds: Invalid value: 0: must be at least 1"},
 		{name: "unknown preset", obj: &runtime.Unknown{Raw: []byte(`{"topologyPreset":"nvl"}`)}, wantErr: `args.topologyPreset: Unsupported value: "nvl"`},
 		{name: "preset and levels", obj: &runtime.Unknown{Raw: []byte(`{"topologyPreset":"gke","topologyLevels":["a/b"]}`)}, wantErr: "args.topologyLevels: Forbidden: set either topologyPreset or topologyLevels"},
 		{name: "duplicate level", obj: &runtime.Unknown{Raw: []byte(`{"topologyLevels":["a/b","a/b"]}`)}, wantErr: "args.topologyLevels: Invalid value"},

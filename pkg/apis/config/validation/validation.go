@@ -5,7 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
-	"github.com/gpu-gang/gpu-gang/pkg/topology"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // ValidateCoschedulingArgs returns every problem with args, each naming its
@@ -16,22 +16,22 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 		errs = append(errs, field.Invalid(path.Child("permitWaitingTimeSeconds"), args.PermitWaitingTimeSeconds,
 			"must be at least 1: a gang needs time to gather its members, and 0 would reject every gang that waits"))
 	}
-	if args.PodGroupBackoffSeconds < 0 {
+	if args.PodGroupBackoffSeconds < 1 {
 		errs = append(errs, field.Invalid(path.Child("podGroupBackoffSeconds"), args.PodGroupBackoffSeconds,
-			"must not be negative"))
+			"must be at least 1: a gang that failed is tried again only after this wait, and 0 would retry it in a hot loop"))
 	}
 	if args.PodGroupMaxBackoffSeconds < args.PodGroupBackoffSeconds {
 		errs = append(errs, field.Invalid(path.Child("podGroupMaxBackoffSeconds"), args.PodGroupMaxBackoffSeconds,
 			"must be at least podGroupBackoffSeconds"))
 	}
-	if _, err := topology.ResolveLevels(args.TopologyPreset, args.TopologyLevels); err != nil {
+	if _, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels); err != nil {
 		switch {
 		case args.TopologyPreset != "" && len(args.TopologyLevels) > 0:
 			errs = append(errs, field.Forbidden(path.Child("topologyLevels"), "set either topologyPreset or topologyLevels, not both"))
 		case len(args.TopologyLevels) > 0:
 			errs = append(errs, field.Invalid(path.Child("topologyLevels"), args.TopologyLevels, err.Error()))
 		default:
-			errs = append(errs, field.NotSupported(path.Child("topologyPreset"), args.TopologyPreset, topology.PresetNames()))
+			errs = append(errs, field.NotSupported(path.Child("topologyPreset"), args.TopologyPreset, scheduling.PresetNames()))
 		}
 	}
 	return errs

@@ -1,4 +1,4 @@
-package topology
+package scheduling
 
 import (
 	"errors"
@@ -33,7 +33,7 @@ var presets = map[string][]Level{
 	// GPU Operator's GPU feature discovery labels multi-node NVLink
 	// (GB200 NVL72 and the like) with the clique a node's GPUs belong to.
 	"nvlink": {
-		{Key: "nvidia.com/gpu.clique", Name: "NVLink domain"},
+		{Key: LabelGPUClique, Name: "NVLink domain"},
 	},
 	// NVIDIA Topograph's default labels. Topograph leaves the accelerator
 	// label unset when nvidia.com/gpu.clique exists; use DefaultPreset (or
@@ -76,9 +76,9 @@ var presets = map[string][]Level{
 	// DefaultPreset: the GPU Operator's clique label under Topograph's leaf
 	// and spine labels, as the simulated fabric writes them.
 	DefaultPreset: {
-		{Key: "nvidia.com/gpu.clique", Name: "NVLink domain"},
-		{Key: "network.topology.nvidia.com/leaf", Name: "leaf"},
-		{Key: "network.topology.nvidia.com/spine", Name: "spine"},
+		{Key: LabelGPUClique, Name: "NVLink domain"},
+		{Key: LabelLeaf, Name: "leaf"},
+		{Key: LabelSpine, Name: "spine"},
 	},
 }
 

@@ -1,4 +1,4 @@
-package topology
+package scheduling
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func TestResolveLevels(t *testing.T) {
 		want    []string // keys, tightest first
 		wantErr []string // substrings the error must hold
 	}{
-		{name: "default preset", preset: DefaultPreset, want: []string{cliqueKey, leafKey, spineKey}},
+		{name: "default preset", preset: DefaultPreset, want: []string{LabelGPUClique, LabelLeaf, LabelSpine}},
 		{name: "nvlink", preset: "nvlink", want: []string{"nvidia.com/gpu.clique"}},
 		{name: "topograph", preset: "topograph", want: []string{
 			"network.topology.nvidia.com/accelerator", "network.topology.nvidia.com/leaf",
@@ -78,7 +78,7 @@ func TestPresetReturnsCopy(t *testing.T) {
 	require.True(t, ok)
 	a[0].Key = "changed"
 	b, _ := Preset(DefaultPreset)
-	require.Equal(t, cliqueKey, b[0].Key)
+	require.Equal(t, LabelGPUClique, b[0].Key)
 }
 
 func TestPresetNames(t *testing.T) {

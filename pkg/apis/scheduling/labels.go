@@ -1,0 +1,56 @@
+package scheduling
+
+import "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+// PodGroupLabel makes a pod a member of the PodGroup it names, in the pod's
+// own namespace. It is the label scheduler-plugins, Kubeflow
+// training-operator, Trainer v2 and MPI Operator write.
+const PodGroupLabel = v1alpha1.PodGroupLabel
+
+// Labels that give a gang member its rank, read in this order. Members are
+// placed in rank order so that neighbouring ranks land on neighbouring nodes.
+const (
+	// RankLabel is gpu-gang's own rank label, for workloads whose operator
+	// sets none of the others. Its value is a non-negative integer.
+	RankLabel = "gpu-gang.x-k8s.io/rank"
+	// KubeflowReplicaTypeLabel is training-operator's replica type
+	// (master, launcher, worker...); masters and launchers rank first.
+	KubeflowReplicaTypeLabel = "training.kubeflow.org/replica-type"
+	// KubeflowReplicaIndexLabel is the index within a replica type.
+	KubeflowReplicaIndexLabel = "training.kubeflow.org/replica-index"
+	// JobSetJobIndexLabel is JobSet's index of a pod's child Job.
+	JobSetJobIndexLabel = "jobset.sigs.k8s.io/job-index"
+	// JobCompletionIndexLabel is an indexed Job's completion index.
+	JobCompletionIndexLabel = "batch.kubernetes.io/job-completion-index"
+)
+
+// Annotations on a PodGroup that set its topology policy. The value is the
+// node label key of one of the configured topology levels (for example
+// network.topology.nvidia.com/leaf), or kubernetes.io/hostname for one node.
+const (
+	// AnnotationTopologyRequired makes the level a hard constraint: the gang
+	// starts inside one domain of that level, or waits.
+	AnnotationTopologyRequired = "gpu-gang.x-k8s.io/topology-required"
+	// AnnotationTopologyPreferred starts the search at that level and falls
+	// back up the hierarchy when no domain there has room.
+	AnnotationTopologyPreferred = "gpu-gang.x-k8s.io/topology-preferred"
+)
+
+// Kueue's pod-template annotations for the same two policies. gpu-gang reads
+// them from the members when the PodGroup sets neither, so manifests written
+// for Kueue topology-aware scheduling keep working.
+const (
+	KueueRequiredTopologyAnnotation  = "kueue.x-k8s.io/podset-required-topology"
+	KueuePreferredTopologyAnnotation = "kueue.x-k8s.io/podset-preferred-topology"
+)
+
+// Node labels of the default preset, as GPU feature discovery and Topograph
+// write them.
+const (
+	// LabelGPUClique names a node's multi-node NVLink domain.
+	LabelGPUClique = "nvidia.com/gpu.clique"
+	// LabelLeaf names the InfiniBand leaf switch a node hangs off.
+	LabelLeaf = "network.topology.nvidia.com/leaf"
+	// LabelSpine names the spine switch above that leaf.
+	LabelSpine = "network.topology.nvidia.com/spine"
+)
