@@ -129,6 +129,7 @@ func capKinds(req *Request) []int {
 }
 
 func sameSlice(a, b []bool) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }
+
 // maxAllocatable is, per dimension, the largest allocatable of any node. It
 // puts dimensions with different units on one scale.
 func maxAllocatable(req *Request) Vector {
