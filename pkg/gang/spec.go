@@ -29,10 +29,6 @@ type Spec struct {
 	// Annotations are the API object's annotations, for per-gang policies.
 	// Read only.
 	Annotations map[string]string
-	// HasRun is set when the object's status says the gang is running, so
-	// that a scheduler that restarted treats members that reappear as
-	// replacements rather than as a new gang.
-	HasRun bool
 	// Ref names the API object in Events.
 	Ref *v1.ObjectReference
 }
@@ -46,7 +42,6 @@ func FromPodGroup(pg *v1alpha1.PodGroup) *Spec {
 		MinMember:    pg.Spec.MinMember,
 		MinResources: pg.Spec.MinResources,
 		Annotations:  pg.Annotations,
-		HasRun:       pg.Status.Phase == v1alpha1.PodGroupRunning,
 		Ref: &v1.ObjectReference{
 			APIVersion:      v1alpha1.SchemeGroupVersion.String(),
 			Kind:            "PodGroup",
