@@ -64,7 +64,8 @@
 //     are not accelerated are not grouped.
 //   - When a member has no eligible node, or no group holds the gang:
 //     fl.Explain(req, d, base).Message names the required version, the best
-//     in the cluster and the label it was read from, for the Event. Label
+//     in the cluster and the label it was read from, for the Event;
+//     fl.DescribeGroups(g, eligible, 3) names the largest uniform groups. Label
 //     changes can fix it (a driver upgrade finishing, GFD relabelling), so
 //     the plugin requeues on node label updates.
 //   - Filter, for pods the plan does not cover: fleet.ReadNode(node.Labels,

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
@@ -33,6 +34,7 @@ type Explanation struct {
 // have used.
 func (fl *Fleet) Explain(r Requirements, d Demand, base []bool) Explanation {
 	e := Explanation{Refused: map[Rule]int{}}
+	unlabelled := map[Rule]int{}
 	for i := range fl.facts {
 		if base != nil && !base[i] {
 			continue
@@ -46,6 +48,7 @@ func (fl *Fleet) Explain(r Requirements, d Demand, base []bool) Explanation {
 		e.Refused[why.Rule]++
 		if why.Unlabelled {
 			e.Unlabelled++
+			unlabelled[why.Rule]++
 		}
 	}
 	if !d.Any() || e.Admitted == e.Considered {
@@ -63,10 +66,10 @@ func (fl *Fleet) Explain(r Requirements, d Demand, base []bool) Explanation {
 				nodesAre(n), scheduling.LabelGPUDriverUpgradeState, scheduling.UpgradeStateDone))
 		case RuleCUDA:
 			parts = append(parts, fl.versionPart("CUDA", r.MinCUDA, func(f *NodeFacts) (Version, string) { return f.CUDA, f.CUDALabel },
-				CUDALabels(), fl.countUnlabelled(r, d, base, RuleCUDA)))
+				CUDALabels(), unlabelled[RuleCUDA]))
 		case RuleComputeCapability:
 			parts = append(parts, fl.versionPart("compute capability", r.MinCompute, func(f *NodeFacts) (Version, string) { return f.Compute, f.ComputeLabel },
-				ComputeLabels(), fl.countUnlabelled(r, d, base, RuleComputeCapability)))
+				ComputeLabels(), unlabelled[RuleComputeCapability]))
 		case RuleCapacityType:
 			parts = append(parts, fmt.Sprintf("needs %s capacity (%s); %s not %s, and the cluster has %d %s nodes",
 				r.Capacity, scheduling.AnnotationCapacityType, nodesAre(n), r.Capacity, fl.countCapacity(CapacityType(r.Capacity)), r.Capacity))
@@ -115,21 +118,6 @@ func (fl *Fleet) versionPart(what string, need Version, get func(*NodeFacts) (Ve
 	return b.String()
 }
 
-// countUnlabelled counts the nodes in base that rule refuses for lack of a
-// label.
-func (fl *Fleet) countUnlabelled(r Requirements, d Demand, base []bool, rule Rule) int {
-	n := 0
-	for i := range fl.facts {
-		if base != nil && !base[i] {
-			continue
-		}
-		if ok, why := r.Admits(&fl.facts[i], d, &fl.opts); !ok && why.Rule == rule && why.Unlabelled {
-			n++
-		}
-	}
-	return n
-}
-
 func (fl *Fleet) countCapacity(t CapacityType) int {
 	n := 0
 	for i := range fl.facts {
@@ -152,4 +140,44 @@ func nodesHave(n int) string {
 		return "1 node has"
 	}
 	return fmt.Sprintf("%d nodes have", n)
+}
+
+// DescribeGroups names the groups of g with the most eligible nodes (at most
+// limit of them, most first, ties in group order), for an Event that says
+// why no group held a gang: "3 uniform groups; the largest hold 16 nodes
+// (nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, driver 550.54, on-demand
+// capacity), 7 (...)". eligible (nil for all) is what the gang's GPU
+// members may use.
+func (fl *Fleet) DescribeGroups(g *Grouping, eligible []bool, limit int) string {
+	counts := make([]int, len(g.Groups))
+	order := make([]int, len(g.Groups))
+	for k, grp := range g.Groups {
+		order[k] = k
+		for _, n := range grp.Nodes {
+			if eligible == nil || eligible[n] {
+				counts[k]++
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return counts[b] - counts[a] })
+	var b strings.Builder
+	switch len(g.Groups) {
+	case 0:
+		return "no nodes"
+	case 1:
+		fmt.Fprintf(&b, "1 uniform group of %d eligible nodes (%s)", counts[0], g.Groups[0].Key)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d uniform groups; the largest hold", len(g.Groups))
+	for i, k := range order {
+		if i == limit {
+			b.WriteString(", ...")
+			break
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %d eligible nodes (%s)", counts[k], g.Groups[k].Key)
+	}
+	return b.String()
 }

@@ -109,3 +109,31 @@ func TestFleetProblems(t *testing.T) {
 	require.Equal(t, "bad", problems[1].Node)
 	require.EqualError(t, problems[1].Err, `label nvidia.com/gpu.replicas="0" is not a positive whole number; want the number of pods sharing each GPU, such as "4"`)
 }
+
+func TestDescribeGroups(t *testing.T) {
+	var nodes []placement.Node
+	add := func(n int, labels func() map[string]string) {
+		for range n {
+			nodes = append(nodes, node(fmt.Sprintf("n%02d", len(nodes)), labels()))
+		}
+	}
+	add(3, func() map[string]string { return gfd("12.4", "550.54.15", "", "nvidia.com/gpu.product", a100) })
+	add(5, func() map[string]string { return gfd("12.4", "550.54.15", "", "nvidia.com/gpu.product", h100) })
+	add(3, func() map[string]string { return gfd("12.2", "535.104.05", "", "nvidia.com/gpu.product", h100) })
+	fl := New(nodes, DefaultOptions())
+	r := DefaultRequirements()
+	g := fl.Group(r)
+	require.Len(t, g.Groups, 3)
+	require.Equal(t, "3 uniform groups; the largest hold 5 eligible nodes (nvidia.com/gpu.product="+h100+", driver 550.54, on-demand capacity), "+
+		"3 eligible nodes (nvidia.com/gpu.product="+a100+", driver 550.54, on-demand capacity), ...", fl.DescribeGroups(g, nil, 2))
+
+	r.MinCUDA = MustParseVersion("12.4")
+	el := fl.Eligible(r, Demand{Whole: true}, nil)
+	require.Equal(t, "3 uniform groups; the largest hold 5 eligible nodes (nvidia.com/gpu.product="+h100+", driver 550.54, on-demand capacity), "+
+		"3 eligible nodes (nvidia.com/gpu.product="+a100+", driver 550.54, on-demand capacity), "+
+		"0 eligible nodes (nvidia.com/gpu.product="+h100+", driver 535.104, on-demand capacity)", fl.DescribeGroups(g, el, 5))
+
+	one := fl.Group(Requirements{Capacity: CapacityPolicyAny})
+	require.Equal(t, "1 uniform group of 11 eligible nodes (all nodes)", fl.DescribeGroups(one, nil, 3))
+	require.Equal(t, "no nodes", New(nil, DefaultOptions()).DescribeGroups(&Grouping{}, nil, 3))
+}

@@ -80,8 +80,8 @@ func (fl *Fleet) Admits(i int, r Requirements, d Demand) (bool, Refusal) {
 }
 
 // Eligible narrows base, the nodes a member may use for other reasons
-// (taints, node selector, affinity; nil for every node), to those the
-// member's requirements admit. It returns base itself when the member
+// (taints, node selector, affinity; nil for every node, else one entry per
+// node), to those the member's requirements admit. It returns base itself when the member
 // requests no NVIDIA GPU, a new slice otherwise. The slice fits
 // placement.Member.Eligible.
 func (fl *Fleet) Eligible(r Requirements, d Demand, base []bool) []bool {
