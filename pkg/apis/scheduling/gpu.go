@@ -116,18 +116,26 @@ const (
 )
 
 // LabelGPUDriverUpgradeState is the GPU Operator's driver upgrade controller
-// state for the node. The controller moves a node through states such as
-// upgrade-required, cordon-required, wait-for-jobs-required, drain-required,
-// pod-restart-required, validation-required and uncordon-required, ending at
-// UpgradeStateDone (or upgrade-failed). Only UpgradeStateDone, or no label,
-// means the node's driver is settled.
+// state for the node. The controller (its "GPU Driver Upgrades" guide, and
+// the state names in NVIDIA's k8s-operator-libs upgrade package) moves a
+// node through states such as upgrade-required, cordon-required,
+// wait-for-jobs-required, pod-deletion-required, drain-required,
+// pod-restart-required, validation-required and uncordon-required, ending
+// at UpgradeStateDone, or upgrade-failed. The node is cordoned only some way
+// into that sequence, so the scheduler must not rely on the cordon. Only
+// UpgradeStateDone, or no label, means the node's driver is settled.
 const (
 	LabelGPUDriverUpgradeState = "nvidia.com/gpu-driver-upgrade-state"
 	UpgradeStateDone           = "upgrade-done"
 )
 
 // Node labels that say whether a node is spot (reclaimable) capacity, as
-// common provisioners write them.
+// common provisioners write them. Sources: Karpenter's well-known labels
+// (reserved arrived with its capacity reservation support), GKE's Spot VM
+// guide (nodeSelector cloud.google.com/gke-spot: "true"), the EKS managed
+// node group CapacityType enum (ON_DEMAND, SPOT, CAPACITY_BLOCK). The
+// lifecycle label is a community convention with no single owner; its
+// values vary by installer, hence the lenient reading in pkg/fleet.
 const (
 	// LabelKarpenterCapacityType is Karpenter's: "spot", "on-demand", or
 	// "reserved" for capacity reservations.
@@ -149,7 +157,11 @@ func DefaultCapacityTypeLabels() []string {
 	return []string{LabelKarpenterCapacityType, LabelGKESpot, LabelEKSCapacityType, LabelNodeLifecycle}
 }
 
-// Extended resources that carry NVIDIA GPUs.
+// Extended resources that carry NVIDIA GPUs. The device plugin's README
+// describes sharing: under time-slicing or MPS each GPU is advertised
+// replicas times, as nvidia.com/gpu, or as <resource>.shared when
+// renameByDefault is set; MIG's mixed strategy advertises one resource per
+// slice profile.
 const (
 	// ResourceGPU is a whole GPU, unless the node shares GPUs (see
 	// LabelGPUSharingStrategy) or runs MIG's single strategy.
