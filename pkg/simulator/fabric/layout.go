@@ -43,9 +43,11 @@ type NodeInfo struct {
 	// Domain[t] is the index of the node's domain at tier t in Leaves,
 	// Cliques or among spines; -1 for a clique when there are none.
 	Domain [numTiers]int
-	// Labels are the node's labels: hostname and the preset's levels.
+	// Labels are the node's labels: hostname, the preset's levels, and
+	// the fleet's GPU labels when the fabric has a fleet.
 	Labels map[string]string
-	// GPUs is the node's GPU capacity.
+	// GPUs is the node's nvidia.com/gpu capacity: gpusPerNode, times the
+	// replicas on a node that shares its GPUs.
 	GPUs int
 }
 
@@ -97,11 +99,20 @@ func NewLayout(f scenario.Fabric) (*Layout, error) {
 			}
 		}
 	}
+	if f.Fleet != nil {
+		l.labelFleet(f.Fleet)
+	}
 	return l, nil
 }
 
-// TotalGPUs is the fabric's GPU capacity.
-func (l *Layout) TotalGPUs() int { return len(l.Nodes) * l.Spec.GPUsPerNode }
+// TotalGPUs is the fabric's nvidia.com/gpu capacity.
+func (l *Layout) TotalGPUs() int {
+	total := 0
+	for _, n := range l.Nodes {
+		total += n.GPUs
+	}
+	return total
+}
 
 // Index maps node names to indices in Nodes.
 func (l *Layout) Index() map[string]int {
