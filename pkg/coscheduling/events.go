@@ -45,12 +45,9 @@ const (
 	// ReasonMemberPlaced: a running gang's replacement (or an elastic
 	// gang's extra member) was placed next to the gang.
 	ReasonMemberPlaced = "MemberPlaced"
-	// ReasonMemberLost: a running gang lost a member that had not finished
-	// and still has minMember placed.
+	// ReasonMemberLost: a running gang lost a member that had not
+	// finished; the note says whether the gang still has minMember placed.
 	ReasonMemberLost = "MemberLost"
-	// ReasonBelowMinMember: a running gang lost a member that had not
-	// finished and now has fewer than minMember placed.
-	ReasonBelowMinMember = "BelowMinMember"
 	// ReasonNoFeasibleNodes: a Filter plugin of the profile rejects a
 	// member on every node.
 	ReasonNoFeasibleNodes = "NoFeasibleNodes"

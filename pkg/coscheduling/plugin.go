@@ -438,8 +438,8 @@ func (pl *Plugin) podGone(key gang.Key, pod *v1.Pod) {
 // finished, and, if the gang is now below minMember, what it has left.
 func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod) {
 	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
-	if err != nil {
-		return
+	if err != nil || pg.DeletionTimestamp != nil {
+		return // the job is going away as a whole
 	}
 	spec := gang.FromPodGroup(pg)
 	c := pl.census(key, members)
@@ -453,7 +453,7 @@ func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod)
 			"member %s on node %s %s; the gang still has %d of minMember %d placed", pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember)
 		return
 	}
-	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonBelowMinMember,
+	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberLost,
 		"member %s on node %s %s: the gang runs below minMember with %d of %d placed (%d running, %d succeeded) and %d replacement(s) waiting; replacements schedule next to the gang as they appear",
 		pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember, c.Bound+c.Reserved, c.Succeeded, c.Waiting)
 }
