@@ -166,6 +166,14 @@ func (w *unitWrapper) on(gpus int64, nodes ...string) *unitWrapper {
 	return w
 }
 
+// cpuOn adds one pod per node asking for milliCPU and no GPUs.
+func (w *unitWrapper) cpuOn(milliCPU int64, nodes ...string) *unitWrapper {
+	for _, n := range nodes {
+		w.pods = append(w.pods, podSpec{node: n, request: placement.Vector{milliCPU, 0}})
+	}
+	return w
+}
+
 // underPDB puts every pod added so far under budget b.
 func (w *unitWrapper) underPDB(b int) *unitWrapper {
 	for i := range w.pods {

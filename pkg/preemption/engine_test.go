@@ -90,6 +90,33 @@ func TestDecide(t *testing.T) {
 			wantDomain:  "spine s1",
 		},
 		{
+			name: "headline: equal sets go by name, not by domain order",
+			cluster: func() *cluster {
+				c := headline()
+				for u, name := range []string{"ns/y", "ns/z", "ns/a", "ns/b"} {
+					c.units[u].Name = name
+				}
+				return c
+			},
+			preemptor:   makePreemptor("ns/big").workers(8, 8),
+			wantVictims: []string{"whole gang ns/a[0 1 2 3]", "whole gang ns/b[0 1 2 3]"},
+			wantDomain:  "spine s1",
+		},
+		{
+			name: "equal sets inside one domain go by name, whatever greedy found first",
+			cluster: func() *cluster {
+				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+					makeGang("ns/d").on(8, "s0-l0-n0"),
+					makeGang("ns/c").on(8, "s0-l0-n1"),
+					makeGang("ns/b").on(8, "s0-l0-n2"),
+					makeGang("ns/a").on(8, "s0-l0-n3"),
+				)
+			},
+			preemptor:   makePreemptor("ns/two").workers(2, 8),
+			wantVictims: []string{"whole gang ns/a[0]", "whole gang ns/b[0]"},
+			wantDomain:  "NVLink domain s0-l0-c0",
+		},
+		{
 			name:        "a 4-node gang takes one leaf, not half of two",
 			cluster:     headline,
 			preemptor:   makePreemptor("ns/mid").workers(4, 8),
@@ -324,6 +351,41 @@ func TestDecide(t *testing.T) {
 			wantCost:    &Cost{Level: 4, Gangs: 1, SumPriority: 0, WorkLostSeconds: 60, GPUs: 0},
 		},
 		{
+			name: "CPU pods spread over the cluster when that evicts cheaper pods",
+			cluster: func() *cluster {
+				c := newCluster(makeFabric().withLeavesPerSpine(3).withNodesPerLeaf(1).obj())
+				c.nodes[0].Free[0] = 24000
+				c.nodes[1].Free[0], c.nodes[2].Free[0] = 12000, 12000
+				return c.add(
+					makePod("ns/p1").priority(1).cpuOn(12000, "s0-l0-n0"),
+					makePod("ns/p2").priority(1).cpuOn(12000, "s0-l0-n0"),
+					makePod("ns/p3").cpuOn(12000, "s0-l1-n0"),
+					makePod("ns/p4").cpuOn(12000, "s0-l2-n0"),
+				)
+			},
+			preemptor:   makePreemptor("ns/cpu").launcher(12000).launcher(12000),
+			wantVictims: []string{"plain pod ns/p3[0]", "plain pod ns/p4[0]"},
+			wantDomain:  "spine s0",
+		},
+		{
+			name: "a launcher that needs room of its own costs one more victim",
+			cluster: func() *cluster {
+				c := newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj())
+				for i := range c.nodes {
+					c.nodes[i].Free[0] = 1000
+				}
+				return c.add(
+					makeGang("ns/a").on(8, "s0-l0-n0"),
+					makeGang("ns/b").on(8, "s0-l0-n1"),
+					makeGang("ns/c").on(8, "s0-l0-n2"),
+					makeGang("ns/d").priority(200).on(8, "s0-l0-n3"),
+				)
+			},
+			preemptor:   makePreemptor("ns/mpi").workers(2, 8).launcher(500),
+			wantVictims: []string{"whole gang ns/a[0]", "whole gang ns/b[0]", "whole gang ns/c[0]"},
+			wantDomain:  "NVLink domain s0-l0-c0",
+		},
+		{
 			name: "a gang with a launcher is planned before it is kept",
 			cluster: func() *cluster {
 				return headline()
@@ -402,28 +464,94 @@ func TestDecideHeadlinePlan(t *testing.T) {
 	require.Equal(t, "evicting 2 gangs (ns/a, ns/b): 8 pods, 64 GPUs, priority at most 1, to place ns/big in spine s0", d.Summary)
 }
 
-// TestDecideIgnoresInputOrder shuffles units, pods' budgets and nothing
-// else: the decision must not move.
+// TestDecideIgnoresInputOrder shuffles units and nodes (moving the pods
+// with their nodes): the decision must not move. It also checks that Decide
+// leaves the request as it found it.
 func TestDecideIgnoresInputOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for i := range 50 {
-		base := randomCase(rng)
+	// The headline's four gangs tie on everything but their names.
+	bases := []*Request{
+		makePreemptor("ns/big").workers(8, 8).on(headline()),
+		makePreemptor("ns/mid").workers(4, 8).on(headline()),
+	}
+	for range 100 {
+		bases = append(bases, randomCase(rng))
+	}
+	for i, base := range bases {
+		pristine := cloneRequest(base)
 		want, wantErr := newTestEngine(t).Decide(t.Context(), base)
+		if diff := cmp.Diff(pristine, base); diff != "" {
+			t.Fatalf("case %d: Decide wrote its request (-before,+after):\n%s", i, diff)
+		}
 		for range 3 {
-			req := *base
-			req.Units = slices.Clone(base.Units)
-			rng.Shuffle(len(req.Units), func(a, b int) { req.Units[a], req.Units[b] = req.Units[b], req.Units[a] })
-			got, err := newTestEngine(t).Decide(t.Context(), &req)
+			req := shuffled(rng, base)
+			got, err := newTestEngine(t).Decide(t.Context(), req)
 			if wantErr != nil {
 				require.EqualError(t, err, wantErr.Error(), "case %d", i)
 				continue
 			}
 			require.NoError(t, err, "case %d", i)
-			require.Equal(t, victimNames(base, want), victimNames(&req, got), "case %d", i)
-			require.Equal(t, want.Plan.NodeOf, got.Plan.NodeOf, "case %d", i)
+			require.Equal(t, victimNames(base, want), victimNames(req, got), "case %d", i)
+			require.Equal(t, planNodes(base, want), planNodes(req, got), "case %d", i)
 			require.Equal(t, want.Domain, got.Domain, "case %d", i)
+			require.Equal(t, want.Cost, got.Cost, "case %d", i)
 		}
 	}
+}
+
+// shuffled is req with its units and nodes in a random order.
+func shuffled(rng *rand.Rand, req *Request) *Request {
+	out := cloneRequest(req)
+	rng.Shuffle(len(out.Units), func(a, b int) { out.Units[a], out.Units[b] = out.Units[b], out.Units[a] })
+	perm := rng.Perm(len(out.Nodes)) // node i moves to perm[i]
+	nodes := make([]placement.Node, len(out.Nodes))
+	for i, n := range out.Nodes {
+		nodes[perm[i]] = n
+	}
+	out.Nodes = nodes
+	for u := range out.Units {
+		for i := range out.Units[u].Pods {
+			if n := out.Units[u].Pods[i].Node; n >= 0 {
+				out.Units[u].Pods[i].Node = perm[n]
+			}
+		}
+	}
+	return out
+}
+
+// cloneRequest deep-copies what Decide reads. Random cases have no
+// eligibility masks.
+func cloneRequest(req *Request) *Request {
+	out := *req
+	out.Nodes = slices.Clone(req.Nodes)
+	for i := range out.Nodes {
+		out.Nodes[i].Free = out.Nodes[i].Free.Clone()
+		out.Nodes[i].Allocatable = out.Nodes[i].Allocatable.Clone()
+	}
+	out.Members = slices.Clone(req.Members)
+	for i := range out.Members {
+		out.Members[i].Request = out.Members[i].Request.Clone()
+	}
+	out.Units = slices.Clone(req.Units)
+	for u := range out.Units {
+		out.Units[u].Pods = slices.Clone(out.Units[u].Pods)
+		for i := range out.Units[u].Pods {
+			pd := &out.Units[u].Pods[i]
+			pd.Request = pd.Request.Clone()
+			pd.PDBs = slices.Clone(pd.PDBs)
+		}
+	}
+	out.PDBs = slices.Clone(req.PDBs)
+	return &out
+}
+
+// planNodes names the node of each member.
+func planNodes(req *Request, d *Decision) []string {
+	out := make([]string, len(d.Plan.NodeOf))
+	for i, n := range d.Plan.NodeOf {
+		out[i] = req.Nodes[n].Name
+	}
+	return out
 }
 
 // victimNames names the evicted pods, sorted.

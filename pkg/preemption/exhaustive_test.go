@@ -201,6 +201,8 @@ func tryRandomCase(rng *rand.Rand, size caseSize) *Request {
 	if items > size.maxItems {
 		return nil
 	}
+	// Unit order must not matter; names, not indices, break ties.
+	rng.Shuffle(len(c.units), func(i, j int) { c.units[i], c.units[j] = c.units[j], c.units[i] })
 
 	p := makePreemptor("ns/preemptor").priority(10)
 	shapes := 1 + rng.IntN(2)
