@@ -34,11 +34,8 @@ type problem struct {
 	simple bool
 
 	// items are the candidate evictions in canonical order; an item's id is
-	// its index. whole[u] is the id of unit u's whole item, -1 when unit u
-	// is not a candidate; surplus[u] is how many of its members may go
-	// alone.
+	// its index. surplus[u] is how many of unit u's members may go alone.
 	items   []item
-	whole   []int32
 	surplus []int32
 
 	// free[p*dims:(p+1)*dims] is the free capacity at depth-first position
@@ -175,7 +172,6 @@ func sameEligible(a, b []bool) bool {
 // and sorts them into canonical order.
 func (p *problem) buildItems() {
 	req := p.req
-	p.whole = make([]int32, len(req.Units))
 	p.surplus = make([]int32, len(req.Units))
 	// Items cut their positions and freed capacity from two arenas sized
 	// up front, so that appends never move what earlier items hold: a
@@ -196,7 +192,6 @@ func (p *problem) buildItems() {
 	p.items = make([]item, 0, nItems)
 	b := &itemBuilder{p: p, pos: make([]int32, 0, nPods), freed: make([]int64, 0, nPods*p.dims)}
 	for u := range req.Units {
-		p.whole[u] = -1
 		un := &req.Units[u]
 		if un.Priority >= req.Priority {
 			continue
@@ -212,12 +207,17 @@ func (p *problem) buildItems() {
 			}
 		}
 	}
-	slices.SortFunc(p.items, p.canonical)
-	for id := range p.items {
-		if it := &p.items[id]; it.isWhole() {
-			p.whole[it.unit] = int32(id)
-		}
+	// Sort indices, not the items themselves: they are wide.
+	order := make([]int32, len(p.items))
+	for i := range order {
+		order[i] = int32(i)
 	}
+	slices.SortFunc(order, func(a, b int32) int { return p.canonical(&p.items[a], &p.items[b]) })
+	sorted := make([]item, len(p.items))
+	for i, o := range order {
+		sorted[i] = p.items[o]
+	}
+	p.items = sorted
 }
 
 // itemBuilder builds items from units, cutting their slices from its
@@ -284,7 +284,7 @@ func (b *itemBuilder) build(u int, pod int32) item {
 // fewest GPUs, unit name, and a gang's members in Pods order. Among whole
 // units it sorts by the cost's own fields, so the first m of any run of
 // them are also the cheapest m (see domainSearch.bound).
-func (p *problem) canonical(a, b item) int {
+func (p *problem) canonical(a, b *item) int {
 	if c := cmp.Compare(boolRank(a.isWhole()), boolRank(b.isWhole())); c != 0 {
 		return c
 	}

@@ -34,7 +34,7 @@ func (p *problem) searchLevel(ctx context.Context, ds *domainSearch, l int) erro
 		k  int
 		lb cost
 	}
-	var cands []cand
+	cands := make([]cand, 0, p.tree.NumDomainsAt(l))
 	for k := range p.tree.NumDomainsAt(l) {
 		lo, hi := p.tree.DomainRange(l, k)
 		if !p.potentialFits(lo, hi) {
@@ -104,8 +104,9 @@ func (p *problem) potentialFits(lo, hi int) bool {
 // domainSearch searches one domain. Its buffers are reused from domain to
 // domain within one Decide call.
 type domainSearch struct {
-	p      *problem
-	l, k   int
+	p *problem
+	// l is the domain's level; lo..hi-1 its positions.
+	l      int
 	lo, hi int32
 	// items are the ids of the items that can add slots in the domain, in
 	// canonical order; gain[j*ns+s] bounds what items[j] adds to shape s.
@@ -143,7 +144,7 @@ func (ds *domainSearch) setup(l, k int, ids []int32) {
 	p := ds.p
 	ns := len(p.shapes)
 	lo, hi := p.tree.DomainRange(l, k)
-	ds.l, ds.k, ds.lo, ds.hi = l, k, int32(lo), int32(hi)
+	ds.l, ds.lo, ds.hi = l, int32(lo), int32(hi)
 	ds.need = ds.need[:0]
 	for s := range p.shapes {
 		ds.need = append(ds.need, p.shapes[s].want-(p.base[s][hi]-p.base[s][lo]))
