@@ -151,6 +151,9 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 	if !u.fits(top, 0) {
 		return nil, u.clusterFitError()
 	}
+	if len(u.req.Anchors) > 0 {
+		return p.chooseNear(ctx, logger, u, start)
+	}
 	required := u.req.Policy.Required && u.req.Policy.Level != ""
 	budget := p.budget
 	var cands []int32
@@ -181,6 +184,68 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 		}
 	}
 	return nil, u.packFitError(top)
+}
+
+// chooseNear places members next to the gang's running members, the
+// request's anchors: inside the domain that holds most anchors, at the
+// lowest level where that domain has room, so a replacement takes the place
+// of the member it replaces when it can. A required level bounds the search:
+// when the anchors' domain at that level has no room, the members wait
+// rather than leave it.
+func (p *Planner) chooseNear(ctx context.Context, logger logr.Logger, u *usage, start int) (*choice, error) {
+	t := u.tree
+	home := u.homes()
+	required := u.req.Policy.Required && u.req.Policy.Level != ""
+	last := t.top()
+	if required {
+		last = start
+	}
+	budget := p.budget
+	for l := 0; l <= last; l++ {
+		k := home[l]
+		if !u.fits(l, k) {
+			logger.V(5).Info("The running gang's domain has no room", "gang", u.req.Gang, "level", t.levels[l].Name, "domain", t.name(l, k))
+			continue
+		}
+		ch, err := p.pick(ctx, logger, u, l, []int32{k}, &budget)
+		if err != nil || ch != nil {
+			return ch, err
+		}
+	}
+	if required {
+		return nil, u.nearFitError(start, home[start])
+	}
+	return nil, u.packFitError(t.top())
+}
+
+// homes names, for every level, the domain that holds most anchors, nested:
+// each is the child of the one above with the most anchors, the first in
+// tree order on ties.
+func (u *usage) homes() []int32 {
+	t := u.tree
+	top := t.top()
+	count := make([]map[int32]int, top+1)
+	for l := range count {
+		count[l] = map[int32]int{}
+	}
+	for _, a := range u.req.Anchors {
+		p := t.pos[a]
+		for l := 0; l <= top; l++ {
+			count[l][t.anc[l][p]]++
+		}
+	}
+	home := make([]int32, top+1)
+	for l := top - 1; l >= 0; l-- {
+		d := t.dom[l+1][home[l+1]]
+		best, most := d.first, -1
+		for c := d.first; c < d.end; c++ {
+			if n := count[l][c]; n > most {
+				best, most = c, n
+			}
+		}
+		home[l] = best
+	}
+	return home
 }
 
 // outcome is one candidate domain's evaluation.
@@ -415,6 +480,19 @@ func (u *usage) requiredFitError(l int) *placement.FitError {
 		Wanted: len(u.req.Members),
 		Reason: fmt.Sprintf("required %s (%s): no %s holds %s; the roomiest, %s, has room for %d",
 			t.levels[l].Name, t.levels[l].Key, t.levels[l].Name, u.describeGang(), t.name(l, k), room),
+	}
+}
+
+// nearFitError says that the domain of the required level l that runs the
+// gang's other members, k, has no room for the new ones.
+func (u *usage) nearFitError(l int, k int32) *placement.FitError {
+	t := u.tree
+	room := u.roomFor(l, k)
+	return &placement.FitError{
+		Placed: int(room),
+		Wanted: len(u.req.Members),
+		Reason: fmt.Sprintf("required %s (%s): %s, the %s that runs the gang's other members, has room for %d of %s",
+			t.levels[l].Name, t.levels[l].Key, t.name(l, k), t.levels[l].Name, room, u.describeGang()),
 	}
 }
 
