@@ -69,3 +69,34 @@ func (t *Tree) BuiltFrom(nodes []placement.Node) bool { return t.matches(nodes) 
 func FitCount(request, free placement.Vector, limit int64) int64 {
 	return fitCount(request, free, limit)
 }
+
+// Homes names, for every tree level, the domain that holds most of the
+// anchors (indices into the Request's Nodes), nested: each is the child of
+// the one above with the most anchors, the first in tree order on ties. It
+// is where the planner places a request with Anchors: the home domain of the
+// lowest level with room. With no anchors every home is the first domain.
+func (t *Tree) Homes(anchors []int) []int {
+	top := t.top()
+	count := make([]map[int32]int, top+1)
+	for l := range count {
+		count[l] = map[int32]int{}
+	}
+	for _, a := range anchors {
+		p := t.pos[a]
+		for l := 0; l <= top; l++ {
+			count[l][t.anc[l][p]]++
+		}
+	}
+	home := make([]int, top+1)
+	for l := top - 1; l >= 0; l-- {
+		d := t.dom[l+1][home[l+1]]
+		best, most := d.first, -1
+		for c := d.first; c < d.end; c++ {
+			if n := count[l][c]; n > most {
+				best, most = c, n
+			}
+		}
+		home[l] = int(best)
+	}
+	return home
+}

@@ -86,3 +86,28 @@ func TestFitCount(t *testing.T) {
 	require.Equal(t, int64(0), FitCount(placement.Vector{1000, 9}, free, 10))
 	require.Equal(t, int64(10), FitCount(placement.Vector{0, 0}, free, 10))
 }
+
+// TestHomesMatchesPlanner checks Tree.Homes against the planner's own
+// choice of home domains on random anchors.
+func TestHomesMatchesPlanner(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	nodes := makeFabric().withSpines(3).withLeavesPerSpine(3).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	tr, err := BuildTree(nvidiaLevels(), nodes, 1)
+	require.NoError(t, err)
+	for range 200 {
+		anchors := make([]int, 1+rng.IntN(6))
+		for i := range anchors {
+			anchors[i] = rng.IntN(len(nodes))
+		}
+		req := makeRequest("ns/gang").nodeObjs(nodes).workers(1, 8).obj()
+		req.Anchors = anchors
+		u, err := newUsage(tr, req)
+		require.NoError(t, err)
+		want := u.homes()
+		got := tr.Homes(anchors)
+		require.Len(t, got, len(want))
+		for l := range want {
+			require.Equal(t, int(want[l]), got[l], "level %d, anchors %v", l, anchors)
+		}
+	}
+}
