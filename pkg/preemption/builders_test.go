@@ -191,7 +191,8 @@ func (w *unitWrapper) keepLast() *unitWrapper {
 // preemptorWrapper builds a Request on a cluster: members named w-<rank>,
 // priority 100.
 type preemptorWrapper struct {
-	r Request
+	r       Request
+	anchors []string
 }
 
 func makePreemptor(gang string) *preemptorWrapper {
@@ -227,6 +228,20 @@ func (w *preemptorWrapper) workers(n int, gpus int64) *preemptorWrapper {
 	return w
 }
 
+// maxPerNode caps members per node, as anti-affinity among them would.
+func (w *preemptorWrapper) maxPerNode(n int) *preemptorWrapper {
+	for i := range w.r.Members {
+		w.r.Members[i].MaxPerNode = n
+	}
+	return w
+}
+
+// anchoredAt makes the members replacements for a gang running on nodes.
+func (w *preemptorWrapper) anchoredAt(nodes ...string) *preemptorWrapper {
+	w.anchors = append(w.anchors, nodes...)
+	return w
+}
+
 // launcher adds a member without accelerators asking for milliCPU.
 func (w *preemptorWrapper) launcher(milliCPU int64) *preemptorWrapper {
 	w.r.Members = append(w.r.Members, placement.Member{
@@ -243,5 +258,8 @@ func (w *preemptorWrapper) on(c *cluster) *Request {
 	r.Nodes = c.nodes
 	r.Units = c.units
 	r.PDBs = c.pdbs
+	for _, n := range w.anchors {
+		r.Anchors = append(r.Anchors, c.index[n])
+	}
 	return &r
 }

@@ -28,7 +28,12 @@
 // gang that straddles the domain's border goes whole, its pods outside too.
 // A preemptor with no member bound by topology (no accelerators) goes
 // anywhere, as the planner places such members, and is searched over the
-// whole cluster.
+// whole cluster. A request with Anchors (replacements or late members of a
+// running gang) goes where the planner puts them, next to their running
+// siblings: the search looks only at the domain around most anchors at
+// each level (topology.Tree.Homes), tightest first, and the level counted
+// is that of the tightest such domain holding the members. Members' per-node
+// caps (MaxPerNode) count as the planner counts them.
 //
 // # The cost order
 //
@@ -87,11 +92,11 @@
 //
 // The gang plugin builds a Request from its scheduler snapshot, once per
 // PostFilter, in time linear in nodes plus pods:
-//   - The preemptor's placement.Request exactly as it planned the gang:
-//     the same Nodes slice and NodeGeneration (so the planner's cached tree
-//     serves both), Free less what other gangs hold and what is nominated
-//     for other preemptors, so that two preemptors never count on the
-//     same freed capacity.
+//   - The preemptor's placement.Request exactly as it planned the gang
+//     (members, policy, per-node caps, anchors): the same Nodes slice and
+//     NodeGeneration (so the planner's cached tree serves both), Free less
+//     what other gangs hold and what is nominated for other preemptors, so
+//     that two preemptors never count on the same freed capacity.
 //   - One pass over the snapshot's pods: those of priority below the
 //     preemptor's (the engine drops the others anyway), not already being
 //     deleted, grouped by PodGroup into KindGang units and the rest into

@@ -70,9 +70,16 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*Decision, error) {
 		last = start
 	}
 	p := newProblem(req, tree, e.planner, start, last, e.budget)
-	if p.looseOnly {
+	switch {
+	case p.looseOnly:
 		// The planner places members without accelerators anywhere.
 		p.first, p.last = top, top
+	case len(req.Anchors) > 0:
+		// The planner places replacements in the domain around their
+		// running siblings, the tightest first, whatever the policy's
+		// level (which, if required, still bounds the search).
+		p.homes = tree.Homes(req.Anchors)
+		p.first = 0
 	}
 	ds := &domainSearch{p: p}
 	for l := p.first; l <= p.last; l++ {
@@ -99,11 +106,13 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (*Decision, error) {
 // noVictimSet explains why no set works.
 func (p *problem) noVictimSet() string {
 	where := "any domain"
-	if p.first == p.last && p.first < p.top {
-		where = "any " + p.tree.LevelAt(p.first).Name + " (" + p.req.Policy.Level + " is required)"
-	}
-	if p.first == p.top {
+	switch {
+	case p.first == p.top:
 		where = "the cluster"
+	case p.homes != nil:
+		where = "the domains around its running members"
+	case p.first == p.last:
+		where = "any " + p.tree.LevelAt(p.first).Name + " (" + p.req.Policy.Level + " is required)"
 	}
 	return fmt.Sprintf("evicting pods of priority below %d would not make room for %s in %s", p.req.Priority, p.req.Gang, where)
 }
@@ -191,14 +200,28 @@ func (p *problem) freedRequest(ids []int32) *placement.Request {
 
 // landing reads where plan puts the preemptor: the level its cost counts
 // (that of the tightest domain, from the policy's level up, holding every
-// member bound by topology; the cluster when none is bound) and the
-// tightest domain, from the same level up, holding the members the search
-// fitted, named by level and index.
+// member bound by topology; for a request with anchors, the tightest home
+// domain holding them; the cluster when none is bound) and the tightest
+// domain, from the same level up, holding the members the search fitted,
+// named by level and index.
 func (p *problem) landing(plan *placement.Plan) (costLevel, level, dom int) {
 	var pos []int
 	for i, n := range plan.NodeOf {
 		if p.looseOnly || p.req.Members[i].Accelerated {
 			pos = append(pos, p.tree.PositionOf(n))
+		}
+	}
+	if p.homes != nil && !p.looseOnly {
+		// Near its anchors, the level is that of the tightest home
+		// domain around the members.
+		for l := 0; l <= p.top; l++ {
+			in := true
+			for _, q := range pos {
+				in = in && p.tree.DomainAt(l, q) == p.homes[l]
+			}
+			if in {
+				return l, l, p.homes[l]
+			}
 		}
 	}
 	from := p.first

@@ -257,6 +257,34 @@ func TestDecide(t *testing.T) {
 			wantDomain:  "node s0-l0-n1",
 		},
 		{
+			name: "a replacement preempts next to its running gang, not where it is cheapest",
+			cluster: func() *cluster {
+				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+					makeGang("ns/self").priority(100).on(8, "s0-l1-n0"),
+					makeGang("ns/near").startedAgo(10*time.Hour).on(8, "s0-l1-n1"),
+					makeGang("ns/far").startedAgo(time.Minute).on(8, "s0-l0-n0"),
+					makeGang("ns/busy").priority(100).on(8, "s0-l0-n1"),
+				)
+			},
+			preemptor:   makePreemptor("ns/self").workers(1, 8).anchoredAt("s0-l1-n0"),
+			wantVictims: []string{"whole gang ns/near[0]"},
+			wantDomain:  "NVLink domain s0-l1-c0",
+			wantCost:    &Cost{Level: 1, Gangs: 1, SumPriority: 0, WorkLostSeconds: 36000, GPUs: 8},
+		},
+		{
+			name: "members that exclude each other need a node each",
+			cluster: func() *cluster {
+				return newCluster(makeFabric().withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+					makeGang("ns/a").startedAgo(time.Minute).on(8, "s0-l0-n0"),
+					makePod("ns/b1").startedAgo(2*time.Minute).on(4, "s0-l0-n1"),
+					makePod("ns/b2").startedAgo(3*time.Minute).on(4, "s0-l0-n1"),
+				)
+			},
+			preemptor:   makePreemptor("ns/spread").workers(2, 4).maxPerNode(1),
+			wantVictims: []string{"whole gang ns/a[0]", "plain pod ns/b1[0]"},
+			wantDomain:  "NVLink domain s0-l0-c0",
+		},
+		{
 			name:       "equal priority preempts nothing",
 			cluster:    headline,
 			preemptor:  makePreemptor("ns/big").priority(1).workers(8, 8),
@@ -464,8 +492,8 @@ func TestDecideHeadlinePlan(t *testing.T) {
 	require.Equal(t, "evicting 2 gangs (ns/a, ns/b): 8 pods, 64 GPUs, priority at most 1, to place ns/big in spine s0", d.Summary)
 }
 
-// TestDecideIgnoresInputOrder shuffles units and nodes (moving the pods
-// with their nodes): the decision must not move. It also checks that Decide
+// TestDecideIgnoresInputOrder shuffles units and nodes (moving pods and
+// anchors with their nodes): the decision must not move. It also checks that Decide
 // leaves the request as it found it.
 func TestDecideIgnoresInputOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -516,6 +544,9 @@ func shuffled(rng *rand.Rand, req *Request) *Request {
 			}
 		}
 	}
+	for i, a := range out.Anchors {
+		out.Anchors[i] = perm[a]
+	}
 	return out
 }
 
@@ -542,6 +573,7 @@ func cloneRequest(req *Request) *Request {
 		}
 	}
 	out.PDBs = slices.Clone(req.PDBs)
+	out.Anchors = slices.Clone(req.Anchors)
 	return &out
 }
 
@@ -581,6 +613,8 @@ func TestDecideBadInput(t *testing.T) {
 		{"plain pod with two pods", func(r *Request) { r.Units[0].Kind = KindPod }, "exactly one pod, not 4"},
 		{"bad PDB index", func(r *Request) { r.Units[0].Pods[0].PDBs = []int{3} }, "PDB index 3 is outside the 0 budgets"},
 		{"bad policy", func(r *Request) { r.PreemptionPolicy = "Sometimes" }, `unknown preemptionPolicy "Sometimes"`},
+		{"bad anchor", func(r *Request) { r.Anchors = []int{16} }, "anchor 16 is not a node index"},
+		{"negative cap", func(r *Request) { r.Members[0].MaxPerNode = -1 }, "MaxPerNode is -1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

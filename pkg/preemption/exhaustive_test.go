@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ import (
 // set on many small random clusters: three label tiers, gangs and plain pods
 // of mixed priorities, start times and sizes, elastic gangs with kept
 // members, pods on no candidate node, PDBs shared across units, one or two
-// request shapes with a launcher, every policy, and preemptionPolicy Never.
+// request shapes with a launcher or per-node caps, replacements anchored
+// near running members, every policy, and preemptionPolicy Never.
 //
 // The oracle shares nothing with the engine but the planner: it tries every
 // subset of the candidate evictions, plans the preemptor on the capacity
@@ -45,6 +47,12 @@ func TestDecideMatchesExhaustiveSearch(t *testing.T) {
 		t.Run(fmt.Sprintf("case-%d", i), func(t *testing.T) {
 			want := exhaustive(t, planner, req)
 			counts[want.outcome()]++
+			if want.reason == "" && len(req.Anchors) > 0 {
+				counts["anchored"]++
+			}
+			if want.reason == "" && slices.ContainsFunc(req.Members, func(m placement.Member) bool { return m.MaxPerNode > 0 }) {
+				counts["per-node cap"]++
+			}
 			got, err := NewEngine(planner, planner).Decide(t.Context(), req)
 			if want.reason != "" {
 				var np *NoPreemptionError
@@ -67,7 +75,7 @@ func TestDecideMatchesExhaustiveSearch(t *testing.T) {
 	// The random cases must exercise every outcome, or the test proves
 	// less than it claims.
 	t.Logf("outcomes: %v", counts)
-	for _, o := range []string{"victims", "elastic", "violation", "required", "launcher",
+	for _, o := range []string{"victims", "elastic", "violation", "required", "launcher", "anchored", "per-node cap",
 		string(ReasonFits), string(ReasonNoCandidates), string(ReasonNoVictimSet), string(ReasonPolicyNever)} {
 		require.Positive(t, counts[o], "no random case had outcome %q", o)
 	}
@@ -214,11 +222,22 @@ func tryRandomCase(rng *rand.Rand, size caseSize) *Request {
 	if shapes == 2 && slices.Equal(req[0], req[1]) {
 		req[1][1] = 3
 	}
+	// Members that exclude each other (anti-affinity) cap a shape per node.
+	var perNode [2]int
+	for s := range shapes {
+		perNode[s] = []int{0, 0, 0, 1, 2}[rng.IntN(5)]
+	}
 	for i := range total {
 		r := req[i%shapes]
 		p.r.Members = append(p.r.Members, placement.Member{
-			Name: fmt.Sprintf("ns/w-%d", i), Rank: i, Request: r.Clone(), Accelerated: true,
+			Name: fmt.Sprintf("ns/w-%d", i), Rank: i, Request: r.Clone(), Accelerated: true, MaxPerNode: perNode[i%shapes],
 		})
+	}
+	if rng.IntN(6) == 0 {
+		// Replacements for members of a running gang, placed near them.
+		for range 1 + rng.IntN(3) {
+			p.r.Anchors = append(p.r.Anchors, rng.IntN(len(nodes)))
+		}
 	}
 	switch rng.IntN(8) {
 	case 0:
@@ -414,6 +433,9 @@ func exhaustive(t *testing.T, planner *topology.Planner, req *Request) *oracleRe
 		level := 4
 		if bound > 0 {
 			level = landingLevel(req, plan, start)
+			if len(req.Anchors) > 0 {
+				level = nearLevel(req, plan)
+			}
 		}
 		c.Level = level
 		ranks := make([]int, len(chosen))
@@ -504,11 +526,69 @@ func landingLevel(req *Request, plan *placement.Plan, start int) int {
 	return 4
 }
 
+// nearLevel is, for a request with anchors, the lowest level whose home
+// domain holds every member bound by topology. Homes are read from labels:
+// from the cluster down, the child of the home above that holds most
+// anchors, the first in natural order of its label value on ties.
+func nearLevel(req *Request, plan *placement.Plan) int {
+	key := func(n, l int) []string {
+		lb := req.Nodes[n].Labels
+		return []string{lb[spineKey], lb[leafKey], lb[cliqueKey], req.Nodes[n].Name}[:4-l]
+	}
+	home := make([][]string, 5)
+	home[4] = nil
+	for l := 3; l >= 0; l-- {
+		var children [][]string
+		for n := range req.Nodes {
+			k := key(n, l)
+			if slices.Equal(k[:len(k)-1], home[l+1]) && !slices.ContainsFunc(children, func(c []string) bool { return slices.Equal(c, k) }) {
+				children = append(children, k)
+			}
+		}
+		slices.SortFunc(children, func(a, b []string) int { return naturalCompare(a[len(a)-1], b[len(b)-1]) })
+		most := -1
+		for _, c := range children {
+			count := 0
+			for _, a := range req.Anchors {
+				if slices.Equal(key(a, l), c) {
+					count++
+				}
+			}
+			if count > most {
+				home[l], most = c, count
+			}
+		}
+	}
+	for l := 0; l < 4; l++ {
+		in := true
+		for i, n := range plan.NodeOf {
+			if req.Members[i].Accelerated && !slices.Equal(key(n, l), home[l]) {
+				in = false
+			}
+		}
+		if in {
+			return l
+		}
+	}
+	return 4
+}
+
+// naturalCompare orders "n2" before "n10": the test's names are a letter
+// and a number.
+func naturalCompare(a, b string) int {
+	na, _ := strconv.Atoi(a[1:])
+	nb, _ := strconv.Atoi(b[1:])
+	if c := strings.Compare(a[:1], b[:1]); c != 0 {
+		return c
+	}
+	return cmp.Compare(na, nb)
+}
+
 func describeCase(req *Request) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "preemptor priority %d policy %+v %s\n", req.Priority, req.Policy, req.PreemptionPolicy)
+	fmt.Fprintf(&b, "preemptor priority %d policy %+v %s anchors %v\n", req.Priority, req.Policy, req.PreemptionPolicy, req.Anchors)
 	for _, m := range req.Members {
-		fmt.Fprintf(&b, "  member %s %v accelerated=%v\n", m.Name, m.Request, m.Accelerated)
+		fmt.Fprintf(&b, "  member %s %v accelerated=%v maxPerNode=%d\n", m.Name, m.Request, m.Accelerated, m.MaxPerNode)
 	}
 	for _, n := range req.Nodes {
 		fmt.Fprintf(&b, "  node %s %s/%s/%s free %v\n", n.Name, n.Labels[spineKey], n.Labels[leafKey], n.Labels[cliqueKey], n.Free)

@@ -28,6 +28,9 @@ type problem struct {
 	// shapes are what the search fits: the bound members grouped as the
 	// planner groups them (all members when looseOnly).
 	shapes []shape
+	// homes, for a request with Anchors, names per level the one domain
+	// the planner would place it in (topology.Tree.Homes); nil otherwise.
+	homes []int
 	// simple is set when slot counts alone decide the fit, as they do for
 	// the planner with one shape and no member placed apart from it.
 	// Otherwise every set the search would keep is planned first.
@@ -40,7 +43,7 @@ type problem struct {
 
 	// free[p*dims:(p+1)*dims] is the free capacity at depth-first position
 	// p with the search's current victims gone, and slots[s][p] how many
-	// members of shape s fit there (at most want). include and exclude
+	// members of shape s fit there (at most its limit). include and exclude
 	// keep both exact; every domain search leaves them as it found them.
 	free  []int64
 	slots [][]int64
@@ -76,7 +79,11 @@ type problem struct {
 type shape struct {
 	request  placement.Vector
 	eligible []bool
-	want     int64
+	// perNode is the members' MaxPerNode (0: no cap).
+	perNode int
+	want    int64
+	// limit caps the slots counted on one node: want, or perNode if lower.
+	limit int64
 }
 
 // item is one candidate eviction: a whole unit, or one elastic member of a
@@ -135,7 +142,7 @@ func newProblem(req *Request, tree *topology.Tree, planner placement.Planner, fi
 }
 
 // groupShapes groups the members the search must fit the way the planner
-// does: equal requests under the same eligibility slice.
+// does: equal requests under the same eligibility slice and per-node cap.
 func (p *problem) groupShapes() {
 	members := p.req.Members
 	bound := 0
@@ -151,13 +158,20 @@ func (p *problem) groupShapes() {
 			continue
 		}
 		j := slices.IndexFunc(p.shapes, func(s shape) bool {
-			return sameEligible(s.eligible, m.Eligible) && slices.Equal(s.request, m.Request)
+			return sameEligible(s.eligible, m.Eligible) && slices.Equal(s.request, m.Request) && s.perNode == m.MaxPerNode
 		})
 		if j < 0 {
-			p.shapes = append(p.shapes, shape{request: m.Request, eligible: m.Eligible})
+			p.shapes = append(p.shapes, shape{request: m.Request, eligible: m.Eligible, perNode: m.MaxPerNode})
 			j = len(p.shapes) - 1
 		}
 		p.shapes[j].want++
+	}
+	for s := range p.shapes {
+		sh := &p.shapes[s]
+		sh.limit = sh.want
+		if sh.perNode > 0 {
+			sh.limit = min(sh.limit, int64(sh.perNode))
+		}
 	}
 	p.simple = len(p.shapes) == 1 && (p.looseOnly || bound == len(members))
 }
@@ -353,13 +367,13 @@ func (p *problem) countSlots() {
 }
 
 // slotsFor is how many members of shape s fit at position pos in free, at
-// most what the shape wants: for one shape more cannot help.
+// most the shape's limit: more cannot help, or may not share the node.
 func (p *problem) slotsFor(s, pos int, free []int64) int64 {
 	sh := &p.shapes[s]
 	if sh.eligible != nil && !sh.eligible[p.tree.NodeAt(pos)] {
 		return 0
 	}
-	return topology.FitCount(sh.request, free, sh.want)
+	return topology.FitCount(sh.request, free, sh.limit)
 }
 
 // levelItems lists, for each domain of one level, the ids of the items that

@@ -36,6 +36,9 @@ func (p *problem) searchLevel(ctx context.Context, ds *domainSearch, l int) erro
 	}
 	cands := make([]cand, 0, p.tree.NumDomainsAt(l))
 	for k := range p.tree.NumDomainsAt(l) {
+		if p.homes != nil && k != p.homes[l] {
+			continue // the planner places near the anchors only
+		}
 		lo, hi := p.tree.DomainRange(l, k)
 		if !p.potentialFits(lo, hi) {
 			continue

@@ -37,6 +37,14 @@ func validate(req *Request) error {
 		if m.Eligible != nil && len(m.Eligible) != len(req.Nodes) {
 			errs = append(errs, fmt.Errorf("member %s: eligibility covers %d nodes, want %d", m.Name, len(m.Eligible), len(req.Nodes)))
 		}
+		if m.MaxPerNode < 0 {
+			errs = append(errs, fmt.Errorf("member %s: MaxPerNode is %d, want 0 (no cap) or more", m.Name, m.MaxPerNode))
+		}
+	}
+	for _, a := range req.Anchors {
+		if a < 0 || a >= len(req.Nodes) {
+			errs = append(errs, fmt.Errorf("anchor %d is not a node index (the request has %d nodes)", a, len(req.Nodes)))
+		}
 	}
 	for b, pdb := range req.PDBs {
 		if pdb.Allowed < 0 {
