@@ -87,9 +87,9 @@ func TestFitCount(t *testing.T) {
 	require.Equal(t, int64(10), FitCount(placement.Vector{0, 0}, free, 10))
 }
 
-// TestHomesMatchesPlanner checks Tree.Homes against the planner's own
-// choice of home domains on random anchors.
-func TestHomesMatchesPlanner(t *testing.T) {
+// TestHomes checks the home domains on random anchors: each nests in the
+// one above, and no sibling holds more anchors.
+func TestHomes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	nodes := makeFabric().withSpines(3).withLeavesPerSpine(3).withNodesPerLeaf(4).withCliqueSize(2).obj()
 	tr, err := BuildTree(nvidiaLevels(), nodes, 1)
@@ -99,15 +99,24 @@ func TestHomesMatchesPlanner(t *testing.T) {
 		for i := range anchors {
 			anchors[i] = rng.IntN(len(nodes))
 		}
-		req := makeRequest("ns/gang").nodeObjs(nodes).workers(1, 8).obj()
-		req.Anchors = anchors
-		u, err := newUsage(tr, req)
-		require.NoError(t, err)
-		want := u.homes()
-		got := tr.Homes(anchors)
-		require.Len(t, got, len(want))
-		for l := range want {
-			require.Equal(t, int(want[l]), got[l], "level %d, anchors %v", l, anchors)
+		home := tr.Homes(anchors)
+		require.Len(t, home, tr.top()+1)
+		count := func(l int, k int32) int {
+			n := 0
+			for _, a := range anchors {
+				if tr.anc[l][tr.pos[a]] == k {
+					n++
+				}
+			}
+			return n
+		}
+		for l := tr.top() - 1; l >= 0; l-- {
+			parent := tr.dom[l+1][home[l+1]]
+			k := int32(home[l])
+			require.True(t, k >= parent.first && k < parent.end, "level %d: home %d is not a child of the home above", l, k)
+			for c := parent.first; c < parent.end; c++ {
+				require.LessOrEqual(t, count(l, c), count(l, k), "level %d, anchors %v: sibling %d holds more anchors", l, anchors, c)
+			}
 		}
 	}
 }
