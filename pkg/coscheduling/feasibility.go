@@ -72,8 +72,8 @@ type preFilterRunner interface {
 const maxReplans = 8
 
 // lessonTTL is how long a node stays excluded for a template after Filter
-// rejected it there: what repelled the member (another pod, a port in use)
-// may go away.
+// rejected it there, and a rejected plan stays rejected: what repelled the
+// member (another pod, a port in use) may go away.
 const lessonTTL = 5 * time.Minute
 
 // lessons are what Filter rejections taught about a gang. Guarded by
@@ -83,8 +83,9 @@ type lessons struct {
 	perNode map[string]int
 	// excluded maps template to node to when the node was excluded.
 	excluded map[string]map[string]time.Time
-	// failed are fingerprints of plans that Filter rejected.
-	failed map[uint64]bool
+	// failed are fingerprints of plans that Filter rejected, with when;
+	// they lapse with the exclusions that came with them.
+	failed map[uint64]time.Time
 }
 
 // lessonView is a copy of a gang's lessons for one planning pass.
@@ -117,8 +118,10 @@ func (gs *gangs) lessonsFor(key gang.Key) lessonView {
 			}
 		}
 	}
-	for fp := range g.lessons.failed {
-		v.failed[fp] = true
+	for fp, at := range g.lessons.failed {
+		if now.Sub(at) < lessonTTL {
+			v.failed[fp] = true
+		}
 	}
 	return v
 }
@@ -163,9 +166,9 @@ func (gs *gangs) learnFailedPlan(key gang.Key, fp uint64) {
 	defer gs.mu.Unlock()
 	g := gs.get(key)
 	if g.lessons.failed == nil {
-		g.lessons.failed = map[uint64]bool{}
+		g.lessons.failed = map[uint64]time.Time{}
 	}
-	g.lessons.failed[fp] = true
+	g.lessons.failed[fp] = gs.clock.Now()
 }
 
 // template is a group of members that Filter plugins cannot tell apart.

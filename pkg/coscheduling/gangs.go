@@ -235,9 +235,9 @@ func (gs *gangs) failClaimPlan(key gang.Key) {
 		return
 	}
 	if g.lessons.failed == nil {
-		g.lessons.failed = map[uint64]bool{}
+		g.lessons.failed = map[uint64]time.Time{}
 	}
-	g.lessons.failed[g.claim.fingerprint] = true
+	g.lessons.failed[g.claim.fingerprint] = gs.clock.Now()
 }
 
 // backoff reports whether the gang is backing off, until when and why.
