@@ -164,6 +164,9 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s was rejected where the plan put it (%v); planning again without those nodes", pod.Name, why), false)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s plans again: %v", key, why))
 	}
+	if pl.gangs.preempting(preemptorID(pod)) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the room preempted for gang %s does not show free yet", ErrReasonAwaitingVictims, key))
+	}
 	pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s could not be placed on any node of the gang's plan", pod.Name), true)
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s gave back its reservations to try a new plan", key))
 }

@@ -694,6 +694,17 @@ func (gs *gangs) awaitingVictims(id string) (int, bool) {
 	return len(r.victims), true
 }
 
+// preempting reports whether the preemptor preempted for the placement it
+// holds now: its record has not timed out. Until its room shows free in
+// the snapshot (the scheduler's cache may trail the informer), a member
+// turned away from it waits instead of failing its gang.
+func (gs *gangs) preempting(id string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	r, ok := gs.preemptions[id]
+	return ok && gs.clock.Now().Before(r.until)
+}
+
 // pendingVictims returns the victims of every preemption still waiting for
 // them. They are gone as far as preemption is concerned: no other
 // preemptor may choose them again, and the room they free is counted as

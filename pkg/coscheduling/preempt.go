@@ -83,20 +83,10 @@ type preemptor struct {
 // It returns the node nominated for pod when it evicted something, and a
 // status saying why not otherwise.
 func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if pl.decider == nil {
+	p, ok := pl.preemptorOf(s, pod)
+	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: preemptorID(pod), name: pod.Namespace + "/" + pod.Name,
-		priority: corev1helpers.PodPriority(pod)}
-	if key, isMember := gang.Of(pod); isMember {
-		if len(s.unplaced) == 0 || s.unplacedStatus.Code() != fwk.Unschedulable {
-			// The gang is not short of room: it waits for members, backs
-			// off, could never fit, or its plan went stale.
-			return nil, fwk.NewStatus(fwk.Unschedulable)
-		}
-		p.spec, p.members, p.name = s.spec, s.unplaced, key.String()
-	}
-	logger := klog.FromContext(ctx)
 	req, reqs, cands, status := pl.preemptionRequest(ctx, p, s.held, statuses)
 	if status != nil {
 		return nil, status
@@ -106,7 +96,7 @@ func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statu
 		var no *preemption.NoPreemptionError
 		switch {
 		case errors.As(err, &no):
-			logger.V(4).Info("No preemption", "preemptor", p.name, "reason", no.Reason, "message", no.Message)
+			klog.FromContext(ctx).V(4).Info("No preemption", "preemptor", p.name, "reason", no.Reason, "message", no.Message)
 			if no.Reason == preemption.ReasonFits {
 				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s fits once the pods already leaving are gone; it evicts nothing and waits for them", p.name))
 			}
@@ -118,6 +108,26 @@ func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statu
 		return nil, fwk.AsStatus(fmt.Errorf("deciding preemption for %s: %w", p.name, err))
 	}
 	return pl.carryOut(ctx, p, req, reqs, cands, d)
+}
+
+// preemptorOf says what preemption would place for pod: the members
+// PreFilter could not place for want of room, or the pod alone outside
+// gangs. ok is false when preemption cannot help: the plugin has no
+// decider, or the gang waits for members, backs off, could never fit, or
+// its plan went stale.
+func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preemptor, bool) {
+	if pl.decider == nil {
+		return nil, false
+	}
+	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: preemptorID(pod), name: pod.Namespace + "/" + pod.Name,
+		priority: corev1helpers.PodPriority(pod)}
+	if key, isMember := gang.Of(pod); isMember {
+		if len(s.unplaced) == 0 || s.unplacedStatus.Code() != fwk.Unschedulable {
+			return nil, false
+		}
+		p.spec, p.members, p.name = s.spec, s.unplaced, key.String()
+	}
+	return p, true
 }
 
 // preemptionRequest describes the preemptor and its candidate victims to

@@ -363,12 +363,23 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	// freed leaf and its time to bound is observed.
 	boundBefore, err := testutil.GetHistogramMetricCount(preemptorTimeToBound.ObserverMetric)
 	require.NoError(t, err)
-	for _, p := range podsNamed(running, "low-d-0", "low-d-1") {
+	victims := podsNamed(running, "low-d-0", "low-d-1")
+	for _, p := range victims {
 		env.waitForLister(p, nil)
-		env.forget(p)
 	}
 	_, waiting := env.pl.gangs.awaitingVictims(preemptorID(job[0]))
 	require.False(t, waiting, "every victim is gone")
+	// The scheduler's cache may still show the victims for a moment: the
+	// member waits on its pinned node rather than failing its gang.
+	res, status = env.attempt(job[1])
+	require.Nil(t, res)
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	require.Contains(t, status.Message(), ErrReasonAwaitingVictims)
+	_, ok := env.pl.gangs.remaining(key)
+	require.True(t, ok, "the claim is still held")
+	for _, p := range victims {
+		env.forget(p)
+	}
 	bound := env.runGang(job)
 	require.Equal(t, "s1-l1-n0", bound[0].Spec.NodeName)
 	require.Equal(t, "s1-l1-n1", bound[1].Spec.NodeName)
@@ -376,7 +387,7 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 		n, err := testutil.GetHistogramMetricCount(preemptorTimeToBound.ObserverMetric)
 		return err == nil && n == boundBefore+1
 	}, wait.ForeverTestTimeout, 10*time.Millisecond, "the preemptor's time to bound is observed once it binds")
-	_, _, ok := env.pl.gangs.preemptionOf(preemptorID(job[0]))
+	_, _, ok = env.pl.gangs.preemptionOf(preemptorID(job[0]))
 	require.False(t, ok, "a bound preemptor's record goes")
 }
 
