@@ -148,6 +148,12 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	} else {
 		templates[0].eligible = preemptibleNodes(sorted, statuses)
 	}
+	for _, t := range templates {
+		if !anyTrue(t.eligible) {
+			// No eviction makes room where the member may not run at all.
+			return nil, nil, nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption cannot help %s: no node accepts member %s whatever runs there", p.name, t.pod.Name))
+		}
+	}
 	leaving := pl.gangs.pendingVictims()
 	req, reqs := pl.buildRequest(key, p.members, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
 	if p.spec != nil {

@@ -568,3 +568,44 @@ func TestHigherPriorityGangHeadsTheQueueForHolds(t *testing.T) {
 	held := env.pl.gangs.heldByOthers(gang.Key{Namespace: testNS, Name: "old"}, env.pl.queueOrderOf(old[0]))
 	require.Equal(t, int64(8), held[nodes[2].Name][gpu], "the older gang plans around the urgent gang's hold")
 }
+
+func TestPreemptorThatGoesAwayReleasesTheRoom(t *testing.T) {
+	t.Run("a gang whose PodGroup is deleted", func(t *testing.T) {
+		nodes, running, pgs := fullFabric()
+		job := urgent("urgent", 2, 100)
+		pg := gangtest.MakePodGroup("urgent", testNS).MinMember(2).Created(t0.Add(time.Hour)).Obj()
+		env := newTestEnv(t, nodes, append(running, job...), append(pgs, pg), withTopology(t))
+		env.gracefulDeletes()
+		env.syncWatch()
+		_, status := env.attempt(job[0])
+		require.True(t, status.IsSuccess(), "%v", status)
+		require.NotEmpty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue))
+
+		require.NoError(t, env.pgInformer.GetStore().Delete(pg))
+		env.pl.onPodGroupDelete(pg)
+		require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "nothing is held for a preemptor that is gone")
+		_, waiting := env.pl.gangs.awaitingVictims(preemptorID(job[0]))
+		require.False(t, waiting)
+		require.Empty(t, env.pl.gangs.pendingVictims(), "its victims are no longer anyone's")
+	})
+	t.Run("a plain pod that is deleted", func(t *testing.T) {
+		nodes := gpuNodes(1)
+		busy := runningGang("low", 0, t0, nodes[0].Name)
+		plain := st.MakePod().Namespace("other").Name("urgent").UID("other/urgent").SchedulerName(testScheduler).
+			Priority(100).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+		env := newTestEnv(t, nodes, append(busy, plain), []*v1alpha1.PodGroup{gangtest.MakePodGroup("low", testNS).Obj()}, withTopology(t))
+		env.gracefulDeletes()
+		env.syncWatch()
+		_, status := env.attempt(plain)
+		require.True(t, status.IsSuccess(), "%v", status)
+		_, waiting := env.pl.gangs.awaitingVictims(preemptorID(plain))
+		require.True(t, waiting)
+
+		env.finishDeletion(plain)
+		require.Eventually(t, func() bool {
+			_, waiting := env.pl.gangs.awaitingVictims(preemptorID(plain))
+			return !waiting
+		}, wait.ForeverTestTimeout, 10*time.Millisecond)
+		require.Empty(t, env.pl.gangs.pendingVictims())
+	})
+}
