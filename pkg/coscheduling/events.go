@@ -42,6 +42,10 @@ const (
 	// its siblings give back their nodes and the gang plans again with its
 	// replacement.
 	ReasonMemberDeleted = "MemberDeleted"
+	// ReasonMemberNotBound: a member let go with its gang failed to bind
+	// (the API server refused the binding, or the pod went away); it is
+	// tried again next to the gang.
+	ReasonMemberNotBound = "MemberNotBound"
 	// ReasonMemberPlaced: a running gang's replacement (or an elastic
 	// gang's extra member) was placed next to the gang.
 	ReasonMemberPlaced = "MemberPlaced"

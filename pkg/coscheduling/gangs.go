@@ -299,18 +299,21 @@ func pickSlot(slots []slot, uid types.UID, node string, req amounts) int {
 	return anywhere
 }
 
-// unreserve forgets a reservation. It returns true when the pod belonged to
-// the gang's attempt in flight: the gang then fails as a whole.
-func (gs *gangs) unreserve(key gang.Key, uid types.UID) bool {
+// unreserve forgets a reservation. inFlight is true when the pod belonged
+// to the gang's attempt in flight: the gang then fails as a whole. released
+// is true when it belonged to an attempt that had already reached quorum:
+// the member failed to bind after its gang was let go.
+func (gs *gangs) unreserve(key gang.Key, uid types.UID) (inFlight, released bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, found := gs.byKey[key]
 	if !found {
-		return false
+		return false, false
 	}
 	r, had := g.reserved[uid]
 	delete(g.reserved, uid)
-	return had && g.claim != nil && g.claim.attempt == r.attempt
+	inFlight = had && g.claim != nil && g.claim.attempt == r.attempt
+	return inFlight, had && !inFlight && g.admitted
 }
 
 // fail ends the attempt in flight, if any. A penalized failure (the plan
@@ -460,6 +463,27 @@ func (gs *gangs) reservedUIDs(key gang.Key) []types.UID {
 	}
 	sortUIDs(uids)
 	return uids
+}
+
+// inFlightOn lists, in key order, the gangs whose attempt in flight has a
+// member reserved on node.
+func (gs *gangs) inFlightOn(node string) []gang.Key {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	var keys []gang.Key
+	for key, g := range gs.byKey {
+		if g.claim == nil {
+			continue
+		}
+		for _, r := range g.reserved {
+			if r.node == node && r.attempt == g.claim.attempt {
+				keys = append(keys, key)
+				break
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys
 }
 
 // forgetPod drops a deleted pod's reservation and stops holding it back.

@@ -31,7 +31,21 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 // deleted) fails the whole attempt.
 func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
 	key, ok := gang.Of(pod)
-	if !ok || !pl.gangs.unreserve(key, pod.UID) {
+	if !ok {
+		return
+	}
+	inFlight, released := pl.gangs.unreserve(key, pod.UID)
+	if released {
+		// Binding is one API call per member: the API server refused this
+		// one, or the pod went away, after its siblings were let go. The
+		// member is retried next to its running gang.
+		if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
+			pl.events.gang(gang.FromPodGroup(pg), pod, v1.EventTypeWarning, ReasonMemberNotBound,
+				"member %s was let go with its gang but did not bind to node %s (see its FailedScheduling Event); it is tried again next to the gang", pod.Name, nodeName)
+		}
+		return
+	}
+	if !inFlight {
 		return
 	}
 	if pl.gangs.expired(key) {

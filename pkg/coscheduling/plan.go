@@ -79,6 +79,10 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
+	// Members turned away before (for capacity, or while a sibling was
+	// gated) wait in the unschedulable queue, and a new plan is no cluster
+	// event: bring them back now that they have a place.
+	pl.activate(key)
 	return nil
 }
 
