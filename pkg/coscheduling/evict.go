@@ -62,13 +62,16 @@ func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Re
 		}
 	}
 	now := pl.clock.Now()
-	rec := &preemptionRecord{victims: make(map[types.UID]bool, len(victims)),
-		created: p.pod.CreationTimestamp.Time, minMember: 1, until: now.Add(longestGrace(victims) + victimWaitSlack)}
+	rec := &preemptionRecord{victims: make(map[types.UID]bool, len(victims)), unbound: make(map[types.UID]bool, len(p.members)),
+		created: createdAt(p), until: now.Add(longestGrace(victims) + victimWaitSlack)}
 	for _, v := range victims {
 		rec.victims[v.UID] = true
 	}
+	for _, m := range p.members {
+		rec.unbound[m.UID] = true
+	}
 	if p.spec != nil {
-		rec.created, rec.minMember = p.spec.Created, p.spec.MinMember
+		rec.minMember = p.spec.MinMember
 		rec.until = rec.until.Add(pl.timeout(p.spec))
 	}
 	pl.gangs.startPreemption(p.id, rec)
@@ -182,6 +185,22 @@ func evictPod(ctx context.Context, cs kubernetes.Interface, victim *v1.Pod, mess
 		return fmt.Errorf("deleting pod %s/%s: %w", victim.Namespace, victim.Name, err)
 	}
 	return nil
+}
+
+// createdAt is when a preemptor started to wait: when its earliest member
+// was created, or its PodGroup if that came later (a replacement of a
+// running gang waits from its own creation, not the gang's).
+func createdAt(p *preemptor) time.Time {
+	var first time.Time
+	for _, m := range p.members {
+		if c := m.CreationTimestamp.Time; first.IsZero() || c.Before(first) {
+			first = c
+		}
+	}
+	if p.spec != nil && p.spec.Created.After(first) {
+		return p.spec.Created
+	}
+	return first
 }
 
 // longestGrace is the longest termination grace period among pods.

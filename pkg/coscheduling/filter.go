@@ -134,7 +134,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	}
 	if n, waiting := pl.gangs.awaitingVictims(preemptorID(pod)); waiting {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %d of the pods preempted for %s have not gone yet; their room is held for it",
-			ErrReasonAwaitingVictims, n, preemptorID(pod)))
+			ErrReasonAwaitingVictims, n, preemptorName(pod)))
 	}
 	key, isMember := gang.Of(pod)
 	if !isMember || len(s.planNodes) == 0 {

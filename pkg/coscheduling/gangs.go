@@ -678,8 +678,12 @@ type preemptionRecord struct {
 	victims map[types.UID]bool
 	// created is when the preemptor was created, for its time to bound.
 	created time.Time
-	// minMember is how many of the preemptor's members must be bound for
-	// it to count as bound: the gang's minMember, 1 for a plain pod.
+	// unbound are the members it preempted for that have not bound yet.
+	// The preemptor counts as bound when none is left, or, for a gang,
+	// once minMember of its members are bound (a member may be replaced
+	// by one of another UID that takes its place).
+	unbound map[types.UID]bool
+	// minMember is the gang's minMember; 0 for a plain pod.
 	minMember int32
 	// until bounds the wait for the victims: past it, a victim that still
 	// has not gone (its node is down, its grace period is long) no longer
@@ -697,6 +701,15 @@ func preemptorID(pod *v1.Pod) string {
 }
 
 func gangPreemptorID(key gang.Key) string { return "pg/" + key.String() }
+
+// preemptorName names a preemptor for people: its PodGroup's or its own
+// namespace/name.
+func preemptorName(pod *v1.Pod) string {
+	if key, ok := gang.Of(pod); ok {
+		return key.String()
+	}
+	return pod.Namespace + "/" + pod.Name
+}
 
 // startPreemption records a preemption that was just carried out. A record
 // the preemptor had from an earlier placement is replaced.
@@ -762,16 +775,18 @@ func (gs *gangs) victimGone(uid types.UID) {
 	}
 }
 
-// preemptionOf returns what the preemptor's record says: when it was
-// created and how many members must be bound; ok is false without a record.
-func (gs *gangs) preemptionOf(id string) (created time.Time, minMember int32, ok bool) {
+// memberBound notes that a member of a preemptor bound. It returns the
+// preemptor's creation time, its minMember and whether every member it
+// preempted for is bound now; ok is false without a record.
+func (gs *gangs) memberBound(id string, uid types.UID) (created time.Time, minMember int32, all, ok bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	r, ok := gs.preemptions[id]
 	if !ok {
-		return time.Time{}, 0, false
+		return time.Time{}, 0, false, false
 	}
-	return r.created, r.minMember, true
+	delete(r.unbound, uid)
+	return r.created, r.minMember, len(r.unbound) == 0, true
 }
 
 // endPreemption forgets a preemptor's record: it bound, or went away. It

@@ -436,15 +436,16 @@ func (pl *Plugin) onPodDelete(obj interface{}) {
 	pl.gangs.endPreemption(preemptorID(pod))
 }
 
-// preemptorBound observes a preemptor's time to bound once minMember of its
-// pods (a plain pod: itself) are bound, and forgets its preemption.
+// preemptorBound observes a preemptor's time to bound once the members it
+// preempted for are bound (for a gang, or minMember of its members), and
+// forgets its preemption.
 func (pl *Plugin) preemptorBound(pod *v1.Pod) {
 	id := preemptorID(pod)
-	created, minMember, ok := pl.gangs.preemptionOf(id)
+	created, minMember, all, ok := pl.gangs.memberBound(id, pod.UID)
 	if !ok {
 		return
 	}
-	if key, isMember := gang.Of(pod); isMember {
+	if key, isMember := gang.Of(pod); isMember && !all {
 		members, err := pl.members(key)
 		if err != nil {
 			return

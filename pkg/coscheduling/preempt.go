@@ -119,13 +119,13 @@ func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preemptor, bool) {
 	if pl.decider == nil {
 		return nil, false
 	}
-	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: preemptorID(pod), name: pod.Namespace + "/" + pod.Name,
+	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: preemptorID(pod), name: preemptorName(pod),
 		priority: corev1helpers.PodPriority(pod)}
-	if key, isMember := gang.Of(pod); isMember {
+	if _, isMember := gang.Of(pod); isMember {
 		if len(s.unplaced) == 0 || s.unplacedStatus.Code() != fwk.Unschedulable {
 			return nil, false
 		}
-		p.spec, p.members, p.name = s.spec, s.unplaced, key.String()
+		p.spec, p.members = s.spec, s.unplaced
 	}
 	return p, true
 }

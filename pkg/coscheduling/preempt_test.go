@@ -387,8 +387,7 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 		n, err := testutil.GetHistogramMetricCount(preemptorTimeToBound.ObserverMetric)
 		return err == nil && n == boundBefore+1
 	}, wait.ForeverTestTimeout, 10*time.Millisecond, "the preemptor's time to bound is observed once it binds")
-	_, _, ok = env.pl.gangs.preemptionOf(preemptorID(job[0]))
-	require.False(t, ok, "a bound preemptor's record goes")
+	require.False(t, env.pl.gangs.endPreemption(preemptorID(job[0])), "a bound preemptor's record goes")
 }
 
 func TestNoPreemptionTwiceForOnePlacement(t *testing.T) {
