@@ -516,7 +516,7 @@ func TestNoPreemption(t *testing.T) {
 		policy   v1.PreemptionPolicy
 		want     string
 	}{
-		{name: "equal priority", priority: 0, want: "no running pod has a priority below its 0"},
+		{name: "equal priority", priority: 0, want: "no running pod has a priority below the 0 of team-a/urgent"},
 		{name: "preemptionPolicy Never", priority: 100, policy: v1.PreemptNever, want: "has preemptionPolicy Never"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
