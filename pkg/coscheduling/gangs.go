@@ -421,18 +421,26 @@ func (gs *gangs) expired(key gang.Key) bool {
 	return ok && g.claim != nil && !gs.clock.Now().Before(g.claim.deadline)
 }
 
-// waiting counts gangs whose members are held until quorum exists, and
-// gangs with an attempt in flight.
-func (gs *gangs) waiting() (members, placing int) {
+// waiting counts gangs whose members are held until quorum exists, gangs
+// with an attempt in flight, and the members those attempts reserved (they
+// wait in Permit for the rest of their gang).
+func (gs *gangs) waiting() (members, placing, reserved int) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	now := gs.clock.Now()
 	for _, g := range gs.byKey {
-		if g.liveClaim(now) != nil {
-			placing++
+		c := g.liveClaim(now)
+		if c == nil {
+			continue
+		}
+		placing++
+		for _, r := range g.reserved {
+			if r.attempt == c.attempt {
+				reserved++
+			}
 		}
 	}
-	return len(gs.gated), placing
+	return len(gs.gated), placing, reserved
 }
 
 // admittedKeys lists the gangs that have run in this scheduler, in key order.
@@ -484,6 +492,27 @@ func (gs *gangs) inFlightOn(node string) []gang.Key {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	return keys
+}
+
+// inFlightNodes lists, in name order, the nodes reserved by members of the
+// gang's attempt in flight.
+func (gs *gangs) inFlightNodes(key gang.Key) []string {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	if !ok || g.claim == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var nodes []string
+	for _, r := range g.reserved {
+		if r.attempt == g.claim.attempt && !seen[r.node] {
+			seen[r.node] = true
+			nodes = append(nodes, r.node)
+		}
+	}
+	sort.Strings(nodes)
+	return nodes
 }
 
 // forgetPod drops a deleted pod's reservation and stops holding it back.

@@ -412,7 +412,7 @@ func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 		return
 	}
 	if key, ok := gang.Of(o); ok {
-		pl.podGone(key, o)
+		pl.memberGone(key, o)
 	}
 	pl.onPodAdd(n)
 }
@@ -429,7 +429,7 @@ func (pl *Plugin) onPodDelete(obj interface{}) {
 	}
 	pl.gangs.victimGone(pod.UID)
 	if key, ok := gang.Of(pod); ok {
-		pl.podGone(key, pod)
+		pl.memberGone(key, pod)
 		return
 	}
 	// A plain preemptor that goes away gives up what it preempted for.
@@ -460,19 +460,21 @@ func (pl *Plugin) preemptorBound(pod *v1.Pod) {
 	}
 }
 
-// podGone updates a gang that lost a member. A member that waited in Permit
+// memberGone updates a gang that lost a member. A member that waited in Permit
 // fails its gang's attempt at once, so that its siblings give back their
 // nodes and its replacement finds a fresh plan. A gang with no members left
 // holds nothing. A running gang that drops below minMember says so.
-func (pl *Plugin) podGone(key gang.Key, pod *v1.Pod) {
+func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
+	// Forget the reservation first: the rejections below run Unreserve,
+	// which must not take the deletion for a failed plan.
+	if pl.gangs.forgetPod(key, pod.UID) {
+		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
+	}
 	if wp := pl.handle.GetWaitingPod(pod.UID); wp != nil {
 		// The scheduler rejects a deleted pod that waits in Permit too;
 		// whichever comes first gives its node back.
 		wp.Reject(Name, fmt.Sprintf("pod %s was deleted", pod.Name))
-	}
-	if pl.gangs.forgetPod(key, pod.UID) {
-		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
 	}
 	members, err := pl.members(key)
 	if err != nil {
