@@ -162,8 +162,9 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	if err != nil {
 		return nil, nil, nil, fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
-	sorted := append([]fwk.NodeInfo(nil), nodeInfos...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Node().Name < sorted[j].Node().Name })
+	// The nodes as PreFilter plans on them (plan.go), so that the
+	// engine's request and tree are the planner's.
+	sorted := pl.liveNodes(nodeInfos)
 
 	templates, of := templatesOf(p.members)
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
