@@ -209,9 +209,6 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 			// Leases are granted by name in the namespaced Role instead;
 			// leasecandidates serve coordinated leader election, which is
 			// off.
-		case g.Group == "" && g.Resource == "pods" && g.Verb == "delete":
-			// Only preemption deletes pods, and the configuration turns
-			// DefaultPreemption off.
 		default:
 			want = append(want, g)
 		}
@@ -224,6 +221,26 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 	got := grants(one[*rbacv1.ClusterRole](t, in, "gpu-gang-scheduler").Rules)
 	if diff := cmp.Diff(normalize(want), got); diff != "" {
 		t.Errorf("ClusterRole gpu-gang-scheduler grants (-want,+got):\n%s", diff)
+	}
+}
+
+// Gang preemption, which replaces DefaultPreemption in the configuration,
+// can do what it needs: evict victims, mark them first, and read the
+// disruption budgets it respects.
+func TestClusterRoleGrantsPreemption(t *testing.T) {
+	got := map[grant]bool{}
+	for _, g := range grants(one[*rbacv1.ClusterRole](t, build(t), "gpu-gang-scheduler").Rules) {
+		got[g] = true
+	}
+	for _, g := range []grant{
+		{Group: "", Resource: "pods", Verb: "delete"},
+		{Group: "", Resource: "pods/status", Verb: "patch"},
+		{Group: "policy", Resource: "poddisruptionbudgets", Verb: "list"},
+		{Group: "policy", Resource: "poddisruptionbudgets", Verb: "watch"},
+	} {
+		if !got[g] {
+			t.Errorf("the scheduler's ClusterRole lacks %s, which gang preemption needs", g)
+		}
 	}
 }
 
