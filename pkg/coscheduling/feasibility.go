@@ -200,12 +200,13 @@ type template struct {
 	members []int
 }
 
-// templatesOf groups members (in rank order) into templates.
-func templatesOf(members []*v1.Pod) (templates []*template, of []int) {
+// templatesOf groups members (in rank order) into templates. reqs are the
+// members' requests (podAmounts), computed once by the caller.
+func templatesOf(members []*v1.Pod, reqs []amounts) (templates []*template, of []int) {
 	of = make([]int, len(members))
 	bySig := map[string]int{}
 	for i, p := range members {
-		sig := filterSignature(p)
+		sig := filterSignature(p, reqs[i])
 		t, ok := bySig[sig]
 		if !ok {
 			t = len(templates)
@@ -223,7 +224,7 @@ func templatesOf(members []*v1.Pod) (templates []*template, of []int) {
 // and sharing one Filter pass per template is what keeps large gangs cheap.
 // Constraints that match a member's own labels are checked member by member
 // during verification.
-func filterSignature(pod *v1.Pod) string {
+func filterSignature(pod *v1.Pod, request amounts) string {
 	type container struct {
 		Ports []v1.ContainerPort `json:"p,omitempty"`
 	}
@@ -245,7 +246,7 @@ func filterSignature(pod *v1.Pod) string {
 		HostNetwork     bool                          `json:"hn,omitempty"`
 		OS              *v1.PodOS                     `json:"os,omitempty"`
 	}{
-		Amounts: podAmounts(pod), NodeName: pod.Spec.NodeName, Selector: pod.Spec.NodeSelector,
+		Amounts: request, NodeName: pod.Spec.NodeName, Selector: pod.Spec.NodeSelector,
 		Affinity: pod.Spec.Affinity, Tolerations: pod.Spec.Tolerations, Spread: pod.Spec.TopologySpreadConstraints,
 		Volumes: pod.Spec.Volumes, Claims: pod.Spec.ResourceClaims, RuntimeClass: pod.Spec.RuntimeClassName,
 		Priority: pod.Spec.Priority, SchedulingGates: pod.Spec.SchedulingGates, Overhead: pod.Spec.Overhead,
@@ -352,6 +353,10 @@ func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeIn
 		if res != nil && !res.AllNodes() {
 			t.nodes = res.NodeNames
 		}
+		// Capacity is the planner's to count, and it counts what will free
+		// up too: the resource fit is skipped, so the plugins after it
+		// still say what else would turn the member away.
+		t.state.SetSkipFilterPlugins(t.state.GetSkipFilterPlugins().Union(capacityFilters))
 		statuses := make([]*fwk.Status, len(nodeInfos))
 		pl.handle.Parallelizer().Until(ctx, len(nodeInfos), func(i int) {
 			ni := nodeInfos[i]
@@ -409,11 +414,15 @@ func (t *template) why() string {
 	return ": " + strings.Join(parts, "; ")
 }
 
+// capacityFilters are the Filter plugins that judge capacity alone, which
+// the planner counts itself.
+var capacityFilters = sets.New(names.NodeResourcesFit)
+
 // acceptable reports whether a Filter status lets the planner use the
-// node: success, or a rejection for resources alone, which the planner
+// node: success, or a rejection for capacity alone, which the planner
 // counts itself (and counts what will free up).
 func acceptable(s *fwk.Status) bool {
-	return s.IsSuccess() || s.Plugin() == names.NodeResourcesFit
+	return s.IsSuccess() || capacityFilters.Has(s.Plugin())
 }
 
 // failure is a member that Filter rejected where a plan put it.

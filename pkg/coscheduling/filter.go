@@ -143,7 +143,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		}
 		return pl.preempt(ctx, s, pod, statuses)
 	}
-	sig := filterSignature(pod)
+	sig := filterSignature(pod, s.request)
 	learned := false
 	var why []string
 	for _, node := range s.planNodes {

@@ -44,6 +44,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -92,7 +93,11 @@ type Plugin struct {
 	// quorum, and the scheduler's own informer leaves them out.
 	finished cache.Indexer
 	pgLister pglisters.PodGroupLister
-	planner  placement.Planner
+	// nodeLister and podLister read the scheduler's informers, which run
+	// ahead of a cycle's snapshot.
+	nodeLister corelisters.NodeLister
+	podLister  corelisters.PodLister
+	planner    placement.Planner
 	// runner runs the profile's PreFilter plugins for members being
 	// planned; nil when the handle cannot (see feasibility.go).
 	runner preFilterRunner
@@ -183,6 +188,8 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	// Asking for the lister registers the informer, which the scheduler
 	// starts with its others once every plugin is built.
 	pl.pdbLister = handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister()
+	pl.nodeLister = handle.SharedInformerFactory().Core().V1().Nodes().Lister()
+	pl.podLister = handle.SharedInformerFactory().Core().V1().Pods().Lister()
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
 	// index keeps that from scanning the whole namespace.

@@ -166,7 +166,8 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	// engine's request and tree are the planner's.
 	sorted := pl.liveNodes(nodeInfos)
 
-	templates, of := templatesOf(p.members)
+	reqs := requestsOf(p.members)
+	templates, of := templatesOf(p.members, reqs)
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
 	if p.spec != nil {
 		key = p.spec.Key
@@ -181,7 +182,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 		}
 	}
 	leaving := pl.gangs.pendingVictims()
-	req, reqs := pl.buildRequest(key, p.members, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
+	req := pl.buildRequest(key, p.members, reqs, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
 	if p.spec != nil {
 		req.Policy = gang.PolicyOf(p.spec, p.members[0])
 		req.Anchors = anchors(sorted, pl.placedMembers(key))
