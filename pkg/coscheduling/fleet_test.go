@@ -148,9 +148,9 @@ func TestFilterSignatureSeesGPUAnnotations(t *testing.T) {
 
 // BenchmarkCapacityPreCheckWithGPUFleet is BenchmarkCapacityPreCheck with
 // GPUFleet in the profile and GPU feature discovery labels on the nodes:
-// two products, two drivers and spot capacity, so that the gang's members
-// pass GPUFleet's Filter on every node and the planner plans in each of
-// the uniform groups.
+// two products (by 10 spines), two drivers (by 5 spines) and a few spot
+// nodes, so that the gang's members pass GPUFleet's Filter on every node
+// and the planner plans in each of the 5 uniform groups.
 func BenchmarkCapacityPreCheckWithGPUFleet(b *testing.B) {
 	for _, size := range []int{8, 64, 512} {
 		b.Run(fmt.Sprintf("planner=topology/nodes=5000/gang=%d", size), func(b *testing.B) {
@@ -160,10 +160,10 @@ func BenchmarkCapacityPreCheckWithGPUFleet(b *testing.B) {
 				nodes[i] = gpuNode(fmt.Sprintf("node-%04d", i))
 				nodes[i].Labels = map[string]string{
 					cliqueLabel: fmt.Sprint("c", i/8), leafLabel: fmt.Sprint("l", i/32), spineLabel: fmt.Sprint("s", i/256),
-					scheduling.LabelGPUProduct:             []string{"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"}[i/256%2],
-					scheduling.LabelCUDADriverVersionFull:  []string{"550.54.15", "535.104.05"}[i/1024%2],
-					scheduling.LabelCUDARuntimeVersionFull: []string{"12.4", "12.2"}[i/1024%2],
-					scheduling.LabelKarpenterCapacityType:  []string{"on-demand", "spot"}[i/128%2],
+					scheduling.LabelGPUProduct:             []string{"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"}[i/2560],
+					scheduling.LabelCUDADriverVersionFull:  []string{"550.54.15", "535.104.05"}[i/1280%2],
+					scheduling.LabelCUDARuntimeVersionFull: []string{"12.4", "12.2"}[i/1280%2],
+					scheduling.LabelKarpenterCapacityType:  []string{"on-demand", "spot"}[i/4864],
 				}
 				if i%2 == 0 {
 					running = append(running, st.MakePod().Namespace("other").Name(fmt.Sprintf("busy-%04d", i)).

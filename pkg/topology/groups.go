@@ -55,12 +55,14 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request) (*Resu
 		return nil, err
 	}
 	logger := klog.FromContext(ctx)
+	// Groups narrow eligibility only: every group plans on the same tree.
+	t := p.Tree(req)
 	tries := make([]*placement.FitError, len(g.Names))
 	var best *Result
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
-		res, rk, err := p.planDetailed(ctx, req.InGroup(k))
+		res, rk, err := p.planDetailed(ctx, t, req.InGroup(k))
 		var fe *placement.FitError
 		switch {
 		case errors.As(err, &fe):

@@ -88,16 +88,15 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 	if req.Groups.Split() && anyBound(req) {
 		return p.planGroups(ctx, req)
 	}
-	res, _, err := p.planDetailed(ctx, req)
+	res, _, err := p.planDetailed(ctx, p.Tree(req), req)
 	return res, err
 }
 
-// planDetailed is PlanDetailed within one group of nodes. It also returns
-// how the chosen domain ranks, for comparing plans made in different
-// groups.
-func (p *Planner) planDetailed(ctx context.Context, req *placement.Request) (*Result, rank, error) {
+// planDetailed is PlanDetailed within one group of nodes, on the tree of
+// req's nodes. It also returns how the chosen domain ranks, for comparing
+// plans made in different groups.
+func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Request) (*Result, rank, error) {
 	logger := klog.FromContext(ctx)
-	t := p.Tree(req)
 	start := 0
 	if req.Policy.Level != "" {
 		l, err := t.levelOf(req.Policy.Level)
