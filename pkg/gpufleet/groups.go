@@ -31,7 +31,7 @@ func (s *cycleState) NodeGroups(nodes []placement.Node) *placement.Groups {
 	if g.Trivial() {
 		return nil
 	}
-	out := &placement.Groups{Of: g.Of, Names: make([]string, len(g.Groups)), Rule: groupRule(s.req)}
+	out := &placement.Groups{Of: g.Of, Names: make([]string, len(g.Groups)), Rule: groupRule(s.req), Relax: relaxGroups(s.req)}
 	for k := range g.Groups {
 		out.Names[k] = g.Groups[k].Key.String()
 	}
@@ -61,4 +61,16 @@ func groupRule(r fleet.Requirements) string {
 		list = strings.Join(parts[:n-1], ", ") + " and " + parts[n-1]
 	}
 	return "one " + list + " (" + strings.Join(set, ", ") + ")"
+}
+
+// relaxGroups says which annotation values let the gang span groups.
+func relaxGroups(r fleet.Requirements) string {
+	var set []string
+	if !r.Uniform.IsNone() {
+		set = append(set, scheduling.AnnotationUniform+": "+scheduling.UniformNone)
+	}
+	if r.Capacity == fleet.CapacityPolicyUniform {
+		set = append(set, scheduling.AnnotationCapacityType+": "+scheduling.CapacityTypeAny)
+	}
+	return strings.Join(set, " and ") + " on the PodGroup let the gang mix them"
 }

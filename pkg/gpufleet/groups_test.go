@@ -52,6 +52,7 @@ func TestNodeGroups(t *testing.T) {
 		wantOf    []int
 		wantNames []string
 		wantRule  string
+		wantRelax string
 	}{
 		{
 			name: "by default one product, driver major.minor and capacity type",
@@ -65,7 +66,8 @@ func TestNodeGroups(t *testing.T) {
 				"nvidia.com/gpu.product=" + h100 + ", driver 550.54, on-demand capacity",
 				"nvidia.com/gpu.product=" + h100 + ", driver 550.54, spot capacity",
 			},
-			wantRule: "one nvidia.com/gpu.product, driver major.minor and capacity type (gpu-gang.x-k8s.io/uniform, gpu-gang.x-k8s.io/capacity-type)",
+			wantRule:  "one nvidia.com/gpu.product, driver major.minor and capacity type (gpu-gang.x-k8s.io/uniform, gpu-gang.x-k8s.io/capacity-type)",
+			wantRelax: "gpu-gang.x-k8s.io/uniform: none and gpu-gang.x-k8s.io/capacity-type: any on the PodGroup let the gang mix them",
 		},
 		{
 			name: "uniform product only, any capacity, from the PodGroup",
@@ -75,6 +77,7 @@ func TestNodeGroups(t *testing.T) {
 			wantOf:    []int{1, 0, 1, 1, 1},
 			wantNames: []string{"nvidia.com/gpu.product=" + a100, "nvidia.com/gpu.product=" + h100},
 			wantRule:  "one nvidia.com/gpu.product (gpu-gang.x-k8s.io/uniform)",
+			wantRelax: "gpu-gang.x-k8s.io/uniform: none on the PodGroup let the gang mix them",
 		},
 		{
 			name: "none and any: one group",
@@ -88,6 +91,7 @@ func TestNodeGroups(t *testing.T) {
 			wantOf:    []int{1, 1, 1, 0, 1},
 			wantNames: []string{"driver 535.104", "driver 550.54"},
 			wantRule:  "one driver major.minor (gpu-gang.x-k8s.io/uniform)",
+			wantRelax: "gpu-gang.x-k8s.io/uniform: none on the PodGroup let the gang mix them",
 		},
 	}
 	for _, tt := range tests {
@@ -103,7 +107,7 @@ func TestNodeGroups(t *testing.T) {
 				return
 			}
 			require.NotNil(t, got)
-			if diff := cmp.Diff(&placement.Groups{Of: tt.wantOf, Names: tt.wantNames, Rule: tt.wantRule}, got); diff != "" {
+			if diff := cmp.Diff(&placement.Groups{Of: tt.wantOf, Names: tt.wantNames, Rule: tt.wantRule, Relax: tt.wantRelax}, got); diff != "" {
 				t.Errorf("groups (-want,+got):\n%s", diff)
 			}
 		})

@@ -26,6 +26,9 @@ type Groups struct {
 	// Rule says what the nodes of a group share, for messages, such as
 	// "one nvidia.com/gpu.product, driver major.minor and capacity type".
 	Rule string
+	// Relax says how a gang's owner lets it span groups, for messages,
+	// such as "gpu-gang.x-k8s.io/uniform: none lets it mix them".
+	Relax string
 }
 
 // Split reports whether g constrains a gang at all: it has two groups or
@@ -133,7 +136,8 @@ func (req *Request) InGroup(k int) *Request {
 // NoGroupFits is the error of a planner that found no group to hold the
 // gang: tries[k] says how group k failed, nil for a group it did not try.
 // Placed is the most members any group placed; the reason names the groups
-// that came closest.
+// that came closest and how many members each holds. Their own reasons are
+// left out: they speak of the group's nodes as "the cluster".
 func (g *Groups) NoGroupFits(wanted int, tries []*FitError) *FitError {
 	type try struct {
 		k   int
@@ -162,7 +166,10 @@ func (g *Groups) NoGroupFits(wanted int, tries []*FitError) *FitError {
 		if i > 0 {
 			sep = "; "
 		}
-		fmt.Fprintf(&b, "%s%s fits %d of %d (%s)", sep, g.Names[t.k], t.err.Placed, t.err.Wanted, t.err.Reason)
+		fmt.Fprintf(&b, "%s%s fits %d of %d", sep, g.Names[t.k], t.err.Placed, t.err.Wanted)
+	}
+	if g.Relax != "" {
+		b.WriteString("; " + g.Relax)
 	}
 	placed := 0
 	if len(ts) > 0 {

@@ -55,7 +55,7 @@ func TestGroupsValidate(t *testing.T) {
 }
 
 func TestNoGroupFits(t *testing.T) {
-	g := &Groups{Names: []string{"a", "b", "c", "d", "e"}, Rule: "one GPU product"}
+	g := &Groups{Names: []string{"a", "b", "c", "d", "e"}, Rule: "one GPU product", Relax: "example.com/mix: true lets it mix them"}
 	err := g.NoGroupFits(4, []*FitError{
 		{Placed: 1, Wanted: 4, Reason: "ra"},
 		{Placed: 3, Wanted: 4, Reason: "rb"},
@@ -66,5 +66,5 @@ func TestNoGroupFits(t *testing.T) {
 	require.Equal(t, 3, err.Placed)
 	require.Equal(t, 4, err.Wanted)
 	require.Equal(t, "the gang's accelerated members must all run on nodes of one GPU product, and none of the 5 such groups of nodes holds them (4 tried): "+
-		"b fits 3 of 4 (rb); d fits 3 of 4 (rd); a fits 1 of 4 (ra); and 1 more", err.Reason)
+		"b fits 3 of 4; d fits 3 of 4; a fits 1 of 4; and 1 more; example.com/mix: true lets it mix them", err.Reason)
 }

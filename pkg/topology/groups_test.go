@@ -248,5 +248,5 @@ func TestGreedyKeepsGroupsApart(t *testing.T) {
 	var fe *placement.FitError
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, 2, fe.Placed, "one worker and the launcher")
-	require.Contains(t, fe.Reason, "none of the 2 such groups of nodes holds them: a fits 2 of 3")
+	require.Contains(t, fe.Reason, "none of the 2 such groups of nodes holds them: a fits 2 of 3; b fits 2 of 3")
 }
