@@ -52,8 +52,9 @@ tools: ## Build the pinned helper binaries (controller-gen, kwok, training-opera
 	@source hack/lib/tools.sh && for t in controller-gen kwok training-operator; do tools::ensure $$t >/dev/null; done
 
 .PHONY: test-binaries
-test-binaries: ## Build kwok and training-operator into bin/ for the integration tests (cached).
+test-binaries: ## Build kwok, training-operator and the scheduler into bin/ for the integration tests (cached).
 	@source hack/lib/tools.sh && tools::ensure kwok >/dev/null && tools::ensure training-operator >/dev/null
+	$(GO) build -o $(BIN)/gpu-gang-scheduler ./cmd/scheduler
 
 ##@ Test
 
@@ -78,6 +79,10 @@ bench-micro: ## Run the micro-benchmarks (QueueSort, capacity pre-check, topolog
 .PHONY: bench-scenarios
 bench-scenarios: simulator ## Run scenarios S1-S6 through every profile; reports go to _output/simulator/.
 	@for f in $(SCENARIOS); do echo "== $$f"; $(BIN)/simulator --scenario $$f || exit 1; done
+
+.PHONY: bench-soak
+bench-soak: test-binaries ## Run the fault suite's soak for 10 minutes (GPU_GANG_SOAK_DURATION, GPU_GANG_SOAK_SEED to change).
+	GPU_GANG_SOAK_DURATION=$${GPU_GANG_SOAK_DURATION:-10m} $(GO) test -count=1 -timeout 60m -run '^TestFaultSoak$$' -v ./test/integration
 
 .PHONY: bench-go
 bench-go: ## Run S1-S3 as go test benchmarks (benchstat-comparable; takes long).

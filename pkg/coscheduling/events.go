@@ -42,15 +42,16 @@ const (
 	// its siblings give back their nodes and the gang plans again with its
 	// replacement.
 	ReasonMemberDeleted = "MemberDeleted"
+	// ReasonMemberNotBound: a member let go with its gang failed to bind
+	// (the API server refused the binding, or the pod went away); it is
+	// tried again next to the gang.
+	ReasonMemberNotBound = "MemberNotBound"
 	// ReasonMemberPlaced: a running gang's replacement (or an elastic
 	// gang's extra member) was placed next to the gang.
 	ReasonMemberPlaced = "MemberPlaced"
-	// ReasonMemberLost: a running gang lost a member that had not finished
-	// and still has minMember placed.
+	// ReasonMemberLost: a running gang lost a member that had not
+	// finished; the note says whether the gang still has minMember placed.
 	ReasonMemberLost = "MemberLost"
-	// ReasonBelowMinMember: a running gang lost a member that had not
-	// finished and now has fewer than minMember placed.
-	ReasonBelowMinMember = "BelowMinMember"
 	// ReasonNoFeasibleNodes: a Filter plugin of the profile rejects a
 	// member on every node.
 	ReasonNoFeasibleNodes = "NoFeasibleNodes"

@@ -79,12 +79,15 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
 }
 
-// pending returns the members that have no node and no reservation.
+// pending returns the members that have no node and no reservation and
+// that the scheduler may place: a member with scheduling gates (a queueing
+// system holds it) is not planned, so that its siblings do not hold nodes
+// for it in Permit until the gang times out.
 func (pl *Plugin) pending(key gang.Key, members []*v1.Pod) []*v1.Pod {
 	reserved := pl.gangs.reservations(key)
 	var out []*v1.Pod
 	for _, p := range members {
-		if _, ok := reserved[p.UID]; !ok && p.Spec.NodeName == "" {
+		if _, ok := reserved[p.UID]; !ok && p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 {
 			out = append(out, p)
 		}
 	}

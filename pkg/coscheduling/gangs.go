@@ -292,18 +292,21 @@ func pickSlot(slots []slot, uid types.UID, node string, req amounts) int {
 	return anywhere
 }
 
-// unreserve forgets a reservation. It returns true when the pod belonged to
-// the gang's attempt in flight: the gang then fails as a whole.
-func (gs *gangs) unreserve(key gang.Key, uid types.UID) bool {
+// unreserve forgets a reservation. inFlight is true when the pod belonged
+// to the gang's attempt in flight: the gang then fails as a whole. released
+// is true when it belonged to an attempt that had already reached quorum:
+// the member failed to bind after its gang was let go.
+func (gs *gangs) unreserve(key gang.Key, uid types.UID) (inFlight, released bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, found := gs.byKey[key]
 	if !found {
-		return false
+		return false, false
 	}
 	r, had := g.reserved[uid]
 	delete(g.reserved, uid)
-	return had && g.claim != nil && g.claim.attempt == r.attempt
+	inFlight = had && g.claim != nil && g.claim.attempt == r.attempt
+	return inFlight, had && !inFlight && g.admitted
 }
 
 // fail ends the attempt in flight, if any. A penalized failure (the plan
@@ -411,18 +414,26 @@ func (gs *gangs) expired(key gang.Key) bool {
 	return ok && g.claim != nil && !gs.clock.Now().Before(g.claim.deadline)
 }
 
-// waiting counts gangs whose members are held until quorum exists, and
-// gangs with an attempt in flight.
-func (gs *gangs) waiting() (members, placing int) {
+// waiting counts gangs whose members are held until quorum exists, gangs
+// with an attempt in flight, and the members those attempts reserved (they
+// wait in Permit for the rest of their gang).
+func (gs *gangs) waiting() (members, placing, reserved int) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	now := gs.clock.Now()
 	for _, g := range gs.byKey {
-		if g.liveClaim(now) != nil {
-			placing++
+		c := g.liveClaim(now)
+		if c == nil {
+			continue
+		}
+		placing++
+		for _, r := range g.reserved {
+			if r.attempt == c.attempt {
+				reserved++
+			}
 		}
 	}
-	return len(gs.gated), placing
+	return len(gs.gated), placing, reserved
 }
 
 // admittedKeys lists the gangs that have run in this scheduler, in key order.
@@ -453,6 +464,48 @@ func (gs *gangs) reservedUIDs(key gang.Key) []types.UID {
 	}
 	sortUIDs(uids)
 	return uids
+}
+
+// inFlightOn lists, in key order, the gangs whose attempt in flight has a
+// member reserved on node.
+func (gs *gangs) inFlightOn(node string) []gang.Key {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	var keys []gang.Key
+	for key, g := range gs.byKey {
+		if g.claim == nil {
+			continue
+		}
+		for _, r := range g.reserved {
+			if r.node == node && r.attempt == g.claim.attempt {
+				keys = append(keys, key)
+				break
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys
+}
+
+// inFlightNodes lists, in name order, the nodes reserved by members of the
+// gang's attempt in flight.
+func (gs *gangs) inFlightNodes(key gang.Key) []string {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	if !ok || g.claim == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var nodes []string
+	for _, r := range g.reserved {
+		if r.attempt == g.claim.attempt && !seen[r.node] {
+			seen[r.node] = true
+			nodes = append(nodes, r.node)
+		}
+	}
+	sort.Strings(nodes)
+	return nodes
 }
 
 // forgetPod drops a deleted pod's reservation and stops holding it back.

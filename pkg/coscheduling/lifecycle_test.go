@@ -418,7 +418,7 @@ func TestGangMetricsCoverEveryInstance(t *testing.T) {
 	members := 0
 	instances.each(func(pl *Plugin) {
 		if pl == first.pl || pl == second.pl {
-			m, _ := pl.gangs.waiting()
+			m, _, _ := pl.gangs.waiting()
 			members += m
 		}
 	})

@@ -118,6 +118,9 @@ var (
 	waitingDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "waiting_gangs"),
 		"Gangs that are not scheduled yet, by state: members (held until their PodGroup and minMember members exist) or placing (a plan holds capacity while members reserve).",
 		[]string{"state"}, nil, metrics.ALPHA, "")
+	permitDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "members_waiting_in_permit"),
+		"Members reserved by a gang attempt in flight: they hold their nodes and wait in Permit for the rest of their gang.",
+		nil, nil, metrics.ALPHA, "")
 	belowMinDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "running_gangs_below_min_member"),
 		"Running gangs with fewer than minMember members placed (bound, reserved or succeeded) because members were lost.",
 		nil, nil, metrics.ALPHA, "")
@@ -125,19 +128,22 @@ var (
 
 func (c *gangCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- waitingDesc
+	ch <- permitDesc
 	ch <- belowMinDesc
 }
 
 func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	var members, placing, below int
+	var members, placing, reserved, below int
 	instances.each(func(pl *Plugin) {
-		m, p := pl.gangs.waiting()
+		m, p, r := pl.gangs.waiting()
 		members += m
 		placing += p
+		reserved += r
 		below += pl.belowMinMember()
 	})
 	ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, float64(members), "members")
 	ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, float64(placing), "placing")
+	ch <- metrics.NewLazyConstMetric(permitDesc, metrics.GaugeValue, float64(reserved))
 	ch <- metrics.NewLazyConstMetric(belowMinDesc, metrics.GaugeValue, float64(below))
 }
 

@@ -31,7 +31,27 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 // deleted) fails the whole attempt.
 func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
 	key, ok := gang.Of(pod)
-	if !ok || !pl.gangs.unreserve(key, pod.UID) {
+	if !ok {
+		return
+	}
+	inFlight, released := pl.gangs.unreserve(key, pod.UID)
+	if released {
+		// Binding is one API call per member: the API server refused this
+		// one, or the pod went away, after its siblings were let go. The
+		// member is retried next to its running gang.
+		if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
+			pl.events.gang(gang.FromPodGroup(pg), pod, v1.EventTypeWarning, ReasonMemberNotBound,
+				"member %s was let go with its gang but did not bind to node %s (see its FailedScheduling Event); it is tried again next to the gang", pod.Name, nodeName)
+		}
+		return
+	}
+	if !inFlight {
+		return
+	}
+	if pl.podGone(pod) {
+		// The scheduler rejects a deleted pod's Permit wait; say so, and
+		// retry at once: nothing is wrong with the plan.
+		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
 		return
 	}
 	if pl.gangs.expired(key) {
@@ -50,6 +70,10 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		return nil, 0
 	}
 	logger := klog.FromContext(ctx)
+	if !pl.nodeExists(nodeName) {
+		// The cycle's snapshot still had a node that was just deleted.
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s was deleted", nodeName)), 0
+	}
 	spec, status := pl.spec(pod, key)
 	if status != nil {
 		return status, 0
@@ -62,6 +86,13 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	census := pl.census(key, members)
 	q := gang.QuorumOf(spec.MinMember, census)
 	if q.Placed || wasRunning {
+		if gone := pl.goneReservation(key); gone != "" {
+			// A sibling reserved a node that was deleted before the gang
+			// was let go: letting it bind would bind it to nothing.
+			why := fmt.Sprintf("node %s, which a member had reserved, was deleted", gone)
+			pl.failGang(ctx, key, ReasonGangRejected, why, false)
+			return fwk.NewStatus(fwk.Unschedulable, why), 0
+		}
 		pl.allowGang(logger, spec, pod, nodeName, census, wasRunning)
 		return nil, 0
 	}
@@ -71,6 +102,24 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	}
 	logger.V(4).Info("Member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "placed", census.Placed(), "minMember", spec.MinMember, "wait", wait)
 	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d/%d members placed", key, census.Placed(), spec.MinMember)), wait
+}
+
+// podGone reports whether the scheduler's informer no longer has pod, or
+// has it being deleted.
+func (pl *Plugin) podGone(pod *v1.Pod) bool {
+	p, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Lister().Pods(pod.Namespace).Get(pod.Name)
+	return err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil
+}
+
+// goneReservation returns a node that a member of the gang's attempt in
+// flight reserved and that no longer exists, or "".
+func (pl *Plugin) goneReservation(key gang.Key) string {
+	for _, n := range pl.gangs.inFlightNodes(key) {
+		if !pl.nodeExists(n) {
+			return n
+		}
+	}
+	return ""
 }
 
 // allowGang ends the gang's attempt in success and releases its waiting

@@ -38,8 +38,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
-	sorted := append([]fwk.NodeInfo(nil), nodeInfos...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Node().Name < sorted[j].Node().Name })
+	sorted := pl.liveNodes(nodeInfos)
 	placed := pl.placedMembers(key)
 	if status := pl.checkMinResources(spec, sorted, held, placed); status != nil {
 		return status
@@ -79,7 +78,31 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
+	// Members turned away before (for capacity, or while a sibling was
+	// gated) wait in the unschedulable queue, and a new plan is no cluster
+	// event: bring them back now that they have a place.
+	pl.activate(key)
 	return nil
+}
+
+// liveNodes returns the snapshot's nodes in name order, less those the node
+// informer no longer has: a cycle's snapshot can lag behind a node's
+// deletion, and the API server binds pods to nodes that do not exist.
+func (pl *Plugin) liveNodes(nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
+	out := make([]fwk.NodeInfo, 0, len(nodeInfos))
+	for _, ni := range nodeInfos {
+		if pl.nodeExists(ni.Node().Name) {
+			out = append(out, ni)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node().Name < out[j].Node().Name })
+	return out
+}
+
+// nodeExists reports whether the node informer has the node.
+func (pl *Plugin) nodeExists(name string) bool {
+	_, err := pl.handle.SharedInformerFactory().Core().V1().Nodes().Lister().Get(name)
+	return err == nil
 }
 
 // feasiblePlan plans until Filter accepts the plan: a plan whose members

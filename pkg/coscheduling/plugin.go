@@ -186,8 +186,11 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	}
 	pl.finished = finished
 	nodeHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(interface{}) { pl.nodeGeneration.Add(1) },
-		DeleteFunc: func(interface{}) { pl.nodeGeneration.Add(1) },
+		AddFunc: func(interface{}) { pl.nodeGeneration.Add(1) },
+		DeleteFunc: func(obj interface{}) {
+			pl.nodeGeneration.Add(1)
+			pl.onNodeDelete(obj)
+		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
@@ -385,7 +388,7 @@ func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 		return
 	}
 	if key, ok := gang.Of(o); ok {
-		pl.podGone(key, o)
+		pl.memberGone(key, o)
 	}
 	pl.onPodAdd(n)
 }
@@ -401,18 +404,25 @@ func (pl *Plugin) onPodDelete(obj interface{}) {
 		return
 	}
 	if key, ok := gang.Of(pod); ok {
-		pl.podGone(key, pod)
+		pl.memberGone(key, pod)
 	}
 }
 
-// podGone updates a gang that lost a member. A member that waited in Permit
+// memberGone updates a gang that lost a member. A member that waited in Permit
 // fails its gang's attempt at once, so that its siblings give back their
 // nodes and its replacement finds a fresh plan. A gang with no members left
 // holds nothing. A running gang that drops below minMember says so.
-func (pl *Plugin) podGone(key gang.Key, pod *v1.Pod) {
+func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
+	// Forget the reservation first: the rejections below run Unreserve,
+	// which must not take the deletion for a failed plan.
 	if pl.gangs.forgetPod(key, pod.UID) {
 		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
+	}
+	if wp := pl.handle.GetWaitingPod(pod.UID); wp != nil {
+		// The scheduler rejects a deleted pod that waits in Permit too;
+		// whichever comes first gives its node back.
+		wp.Reject(Name, fmt.Sprintf("pod %s was deleted", pod.Name))
 	}
 	members, err := pl.members(key)
 	if err != nil {
@@ -438,8 +448,8 @@ func (pl *Plugin) podGone(key gang.Key, pod *v1.Pod) {
 // finished, and, if the gang is now below minMember, what it has left.
 func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod) {
 	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
-	if err != nil {
-		return
+	if err != nil || pg.DeletionTimestamp != nil {
+		return // the job is going away as a whole
 	}
 	spec := gang.FromPodGroup(pg)
 	c := pl.census(key, members)
@@ -453,9 +463,27 @@ func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod)
 			"member %s on node %s %s; the gang still has %d of minMember %d placed", pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember)
 		return
 	}
-	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonBelowMinMember,
+	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberLost,
 		"member %s on node %s %s: the gang runs below minMember with %d of %d placed (%d running, %d succeeded) and %d replacement(s) waiting; replacements schedule next to the gang as they appear",
 		pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember, c.Bound+c.Reserved, c.Succeeded, c.Waiting)
+}
+
+// onNodeDelete fails the attempts in flight that reserved the node for a
+// member: that member would bind to a node that no longer exists. Its
+// siblings give back their nodes and the gang plans again at once on the
+// nodes that are left.
+func (pl *Plugin) onNodeDelete(obj interface{}) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	ctx := klog.NewContext(context.Background(), pl.logger)
+	for _, key := range pl.gangs.inFlightOn(node.Name) {
+		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("node %s, which a member had reserved, was deleted", node.Name), false)
+	}
 }
 
 // onPodGroupChange lets PreEnqueue look again at members held back for a

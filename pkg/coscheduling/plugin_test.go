@@ -352,8 +352,8 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	require.True(t, hasEvent(env.recorded(), ReasonGangTimedOut, "retrying in 2s"))
 	require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a timed-out gang holds nothing")
 	require.Equal(t, timedOutBefore+1, counter(t, resultTimedOut))
-	members, placing := env.pl.gangs.waiting()
-	require.Equal(t, [2]int{0, 0}, [2]int{members, placing}, "waiting gangs after the timeout")
+	members, placing, reserved := env.pl.gangs.waiting()
+	require.Equal(t, [3]int{0, 0, 0}, [3]int{members, placing, reserved}, "waiting gangs after the timeout")
 
 	_, status = env.schedule(job[1])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "a gang backing off must not plan: %v", status)

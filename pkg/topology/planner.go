@@ -211,7 +211,7 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 // rather than leave it.
 func (p *Planner) chooseNear(ctx context.Context, logger logr.Logger, u *usage, start int) (*choice, error) {
 	t := u.tree
-	home := u.homes()
+	home := t.Homes(u.req.Anchors)
 	required := u.req.Policy.Required && u.req.Policy.Level != ""
 	last := t.top()
 	if required {
@@ -219,7 +219,7 @@ func (p *Planner) chooseNear(ctx context.Context, logger logr.Logger, u *usage, 
 	}
 	budget := p.budget
 	for l := 0; l <= last; l++ {
-		k := home[l]
+		k := int32(home[l])
 		if !u.fits(l, k) {
 			logger.V(5).Info("The running gang's domain has no room", "gang", u.req.Gang, "level", t.levels[l].Name, "domain", t.name(l, k))
 			continue
@@ -230,39 +230,9 @@ func (p *Planner) chooseNear(ctx context.Context, logger logr.Logger, u *usage, 
 		}
 	}
 	if required {
-		return nil, u.nearFitError(start, home[start])
+		return nil, u.nearFitError(start, int32(home[start]))
 	}
 	return nil, u.packFitError(t.top())
-}
-
-// homes names, for every level, the domain that holds most anchors, nested:
-// each is the child of the one above with the most anchors, the first in
-// tree order on ties.
-func (u *usage) homes() []int32 {
-	t := u.tree
-	top := t.top()
-	count := make([]map[int32]int, top+1)
-	for l := range count {
-		count[l] = map[int32]int{}
-	}
-	for _, a := range u.req.Anchors {
-		p := t.pos[a]
-		for l := 0; l <= top; l++ {
-			count[l][t.anc[l][p]]++
-		}
-	}
-	home := make([]int32, top+1)
-	for l := top - 1; l >= 0; l-- {
-		d := t.dom[l+1][home[l+1]]
-		best, most := d.first, -1
-		for c := d.first; c < d.end; c++ {
-			if n := count[l][c]; n > most {
-				best, most = c, n
-			}
-		}
-		home[l] = best
-	}
-	return home
 }
 
 // outcome is one candidate domain's evaluation.

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -193,8 +194,19 @@ func (env *testEnv) createNodes(nodes ...*v1.Node) []*v1.Node {
 		if err != nil {
 			env.t.Fatalf("creating node %s: %v", n.Name, err)
 		}
-		created.Status = status
-		updated, err := kubeClient.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		// kwok may write a node it manages at once; set the status on
+		// whatever version is current.
+		var updated *v1.Node
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			created.Status = status
+			updated, err = kubeClient.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if latest, getErr := kubeClient.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); getErr == nil {
+					created = latest
+				}
+			}
+			return err
+		})
 		if err != nil {
 			env.t.Fatalf("setting the status of node %s: %v", n.Name, err)
 		}

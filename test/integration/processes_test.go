@@ -360,6 +360,14 @@ func (l *processLog) Write(p []byte) (int, error) {
 	return l.file.Write(p)
 }
 
+// contains reports whether the process has written substr so far.
+func (l *processLog) contains(substr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	data, err := os.ReadFile(l.file.Name())
+	return err == nil && bytes.Contains(data, []byte(substr))
+}
+
 func (l *processLog) tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

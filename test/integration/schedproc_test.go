@@ -1,0 +1,145 @@
+package integration
+
+// The real scheduler binary, run as a process of its own, for the faults
+// that need one: killed with SIGKILL, and two replicas that elect a leader.
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
+)
+
+// schedulerBinary is built by `make test-binaries`.
+const schedulerBinary = "../../bin/gpu-gang-scheduler"
+
+// Leader election timings for the replicas: short, so that a standby takes
+// over a killed leader's lease within seconds rather than kube-scheduler's
+// default 15 s.
+const (
+	testLeaseDuration = 4 * time.Second
+	testRenewDeadline = 3 * time.Second
+	testRetryPeriod   = time.Second
+)
+
+// schedulerProcess is a gpu-gang-scheduler process.
+type schedulerProcess struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *processLog
+}
+
+// pauseInProcessScheduler stops the shared in-process scheduler for the rest
+// of the test, so that processes of the real binary schedule alone, and
+// starts it again when the test ends.
+func pauseInProcessScheduler(t *testing.T) {
+	t.Helper()
+	if err := gangScheduler.Stop(); err != nil {
+		t.Fatalf("stopping the in-process scheduler: %v", err)
+	}
+	gangScheduler = nil
+	t.Cleanup(func() {
+		// t.Context() has ended by the time cleanups run.
+		sched, err := startScheduler(context.Background())
+		if err != nil {
+			t.Fatalf("restarting the in-process scheduler: %v", err)
+		}
+		gangScheduler = sched
+	})
+}
+
+// startSchedulerProcess runs the scheduler binary with the shipped
+// configuration, its kubeconfig pointed at the control plane. With
+// leaderElect it runs as one replica of a deployment: leader election on
+// the shipped Lease, with short timings.
+func startSchedulerProcess(t *testing.T, name string, leaderElect bool) *schedulerProcess {
+	t.Helper()
+	binary := requireBinary(t, schedulerBinary, "the scheduler (make test-binaries)")
+	ensureNamespace(t, systemNamespace)
+	config, err := controlplane.WriteSchedulerConfig(*schedulerConfig, t.TempDir(), func(cfg map[string]any) {
+		conn, _ := cfg["clientConnection"].(map[string]any)
+		if conn == nil {
+			conn = map[string]any{}
+		}
+		conn["kubeconfig"] = controlPlane.KubeconfigPath()
+		cfg["clientConnection"] = conn
+		le, _ := cfg["leaderElection"].(map[string]any)
+		if le == nil {
+			le = map[string]any{}
+		}
+		le["leaderElect"] = leaderElect
+		le["leaseDuration"] = testLeaseDuration.String()
+		le["renewDeadline"] = testRenewDeadline.String()
+		le["retryPeriod"] = testRetryPeriod.String()
+		cfg["leaderElection"] = le
+	})
+	if err != nil {
+		t.Fatalf("writing the scheduler configuration: %v", err)
+	}
+	p := &schedulerProcess{name: name, done: make(chan struct{}), log: newProcessLog(t, name)}
+	// No serving: replicas on one host would fight over the port, and
+	// nothing here reads their health or metrics endpoints.
+	p.cmd = exec.Command(binary, "--config="+config, "--secure-port=0", "--v=2")
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", binary, err)
+	}
+	go func() {
+		defer close(p.done)
+		_ = p.cmd.Wait()
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// kill ends the process with SIGKILL, as the OOM killer or a node failure
+// would, and waits for it.
+func (p *schedulerProcess) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop ends the process with SIGTERM, then SIGKILL after processStopTimeout.
+func (p *schedulerProcess) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(processStopTimeout):
+		p.kill()
+	}
+}
+
+// waitForLog waits until the process has logged substr.
+func (p *schedulerProcess) waitForLog(t *testing.T, substr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if p.log.contains(substr) {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("scheduler %s exited before it logged %q", p.name, substr)
+		case <-time.After(pollInterval):
+		}
+	}
+	t.Fatalf("scheduler %s did not log %q within %s", p.name, substr, timeout)
+}
+
+// leads reports whether the process has logged that it holds the lease.
+func (p *schedulerProcess) leads() bool {
+	return p.log.contains("Successfully acquired lease")
+}
+
+func (p *schedulerProcess) String() string { return fmt.Sprintf("scheduler %s", p.name) }
