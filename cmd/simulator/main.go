@@ -192,6 +192,9 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 		if err := report.WriteGangs(os.Stdout, res, o.gangLines); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
+		if err := writeFleetCounts(os.Stdout, sc, res); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 		run.Results = append(run.Results, res)
 		if ps, err := readPreemption(simulator.PreemptionFile(o.out, p)); err == nil {
 			preemption = append(preemption, *ps)

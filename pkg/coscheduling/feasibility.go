@@ -19,6 +19,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -245,6 +246,8 @@ func filterSignature(pod *v1.Pod, request amounts) string {
 		Readiness       []v1.PodReadinessGate         `json:"rg,omitempty"`
 		HostNetwork     bool                          `json:"hn,omitempty"`
 		OS              *v1.PodOS                     `json:"os,omitempty"`
+		// Fleet holds the GPU requirement annotations GPUFleet reads.
+		Fleet map[string]string `json:"fl,omitempty"`
 	}{
 		Amounts: request, NodeName: pod.Spec.NodeName, Selector: pod.Spec.NodeSelector,
 		Affinity: pod.Spec.Affinity, Tolerations: pod.Spec.Tolerations, Spread: pod.Spec.TopologySpreadConstraints,
@@ -254,6 +257,14 @@ func filterSignature(pod *v1.Pod, request amounts) string {
 	}
 	for _, c := range pod.Spec.Containers {
 		sig.Containers = append(sig.Containers, container{Ports: c.Ports})
+	}
+	for _, k := range fleet.AnnotationKeys() {
+		if v, ok := pod.Annotations[k]; ok {
+			if sig.Fleet == nil {
+				sig.Fleet = map[string]string{}
+			}
+			sig.Fleet[k] = v
+		}
 	}
 	b, err := json.Marshal(sig)
 	if err != nil {

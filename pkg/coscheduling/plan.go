@@ -266,7 +266,36 @@ func (pl *Plugin) buildRequest(key gang.Key, members []*v1.Pod, reqs []amounts, 
 		Nodes:          nodes,
 		NodeGeneration: pl.nodeGeneration.Load(),
 		Members:        ms,
+		Groups:         gangGroups(templates, of, reqs, nodes),
 	}
+}
+
+// gangGroups asks for the groups of nodes the gang's accelerated members
+// must not mix. A PreFilter plugin whose policy groups nodes (GPUFleet's
+// uniform gangs: one GPU product, driver and capacity type) leaves a
+// placement.Grouper in the CycleState of the members it binds; eligibility
+// ran the profile's PreFilter plugins for each template, so the state of
+// the gang's first accelerated member holds it. Nil when no plugin does,
+// or when the framework could not run PreFilter plugins for the plugin.
+func gangGroups(templates []*template, of []int, reqs []amounts, nodes []placement.Node) *placement.Groups {
+	for i, r := range reqs {
+		if !r.usesAccelerators() {
+			continue
+		}
+		state := templates[of[i]].state
+		if state == nil {
+			return nil
+		}
+		data, err := state.Read(placement.GroupsStateKey)
+		if err != nil {
+			return nil // no plugin groups this member's nodes
+		}
+		if g, ok := data.(placement.Grouper); ok {
+			return g.NodeGroups(nodes)
+		}
+		return nil
+	}
+	return nil
 }
 
 // explainIneligible fails a gang some of whose members no node accepts at
