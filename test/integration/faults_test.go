@@ -581,6 +581,44 @@ func TestFaultNodeDeleted(t *testing.T) {
 	})
 }
 
+// Fault 9b: a spot node under a running gang is reclaimed. The PodGroup's
+// BelowMinMember condition names the member and says it went with its spot
+// node, for whoever repairs the job.
+func TestFaultSpotNodeReclaimed(t *testing.T) {
+	env := newTestEnv(t)
+	startPodGroupController(t, podgroup.DefaultMissingMembersGrace)
+	var nodes []*v1.Node
+	for i := range 3 {
+		nodes = append(nodes, gpuNode(fmt.Sprintf("n%d", i), 8).Label(scheduling.LabelKarpenterCapacityType, "spot").Obj())
+	}
+	env.createNodes(nodes...)
+	env.createPodGroup(gangtest.MakePodGroup("job", env.ns).MinMember(3).Obj())
+	pods := env.gangPods("job", 3, 8)
+	env.createPods(pods...)
+	env.waitForBound(bindTimeout, pods...)
+	env.waitForStatus("job", "the gang is scheduled", func(pg *v1alpha1.PodGroup) bool {
+		return hasCondition(pg, podgroup.ConditionScheduled, metav1.ConditionTrue, podgroup.ReasonQuorumScheduled)
+	})
+
+	lost := env.getPod(pods[2].Name)
+	if err := kubeClient.CoreV1().Nodes().Delete(t.Context(), lost.Spec.NodeName, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("reclaiming node %s: %v", lost.Spec.NodeName, err)
+	}
+	// What the pod garbage collector does after a reclaim: mark the pod,
+	// then delete it.
+	lost.Status.Conditions = append(lost.Status.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+		Reason: "DeletionByPodGC", Message: "PodGC: node no longer exists", LastTransitionTime: metav1.Now()})
+	if _, err := kubeClient.CoreV1().Pods(env.ns).UpdateStatus(t.Context(), lost, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("marking %s: %v", lost.Name, err)
+	}
+	env.deleteAndWait(lost)
+	pg := env.waitForStatus("job", "BelowMinMember names the spot reclaim", func(pg *v1alpha1.PodGroup) bool {
+		return hasCondition(pg, podgroup.ConditionBelowMinMember, metav1.ConditionTrue, podgroup.ReasonMembersLost) &&
+			strings.Contains(conditionMessage(pg, podgroup.ConditionBelowMinMember), lost.Name+" (reclaimed with spot node "+lost.Spec.NodeName+")")
+	})
+	t.Logf("the PodGroup says: %s", conditionMessage(pg, podgroup.ConditionBelowMinMember))
+}
+
 // Fault 10: a node is relabelled between two plans. A gang that needs one
 // leaf of three nodes fits only by the new labels; it must be planned with
 // them, not with a tree cached from the old ones.
