@@ -195,6 +195,8 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 			return 1
 		}
 	}
+	// Occupancy figures compare profiles over one window.
+	metrics.CommonWindow(run.Results)
 	if err := writeOutputs(o.out, run); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -349,6 +351,7 @@ func rerender(results string) int {
 		return 1
 	}
 	out := filepath.Dir(results)
+	metrics.CommonWindow(run.Results)
 	if err := writeOutputs(out, run); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

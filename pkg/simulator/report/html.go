@@ -48,13 +48,16 @@ func WriteHTML(w io.Writer, run *Run) error {
 		})
 	}
 	total := float64(data.Fabric.GPUs)
+	percent := func(n int) float64 {
+		if total == 0 {
+			return 0
+		}
+		return 100 * float64(n) / total
+	}
 	data.Charts = []template.HTML{
-		lineChart("GPU occupancy (% of all GPUs)", run.Results, 100, func(s metrics.Sample) float64 {
-			if total == 0 {
-				return 0
-			}
-			return 100 * float64(s.UsedGPUs) / total
-		}),
+		lineChart("Useful GPU occupancy: complete gangs and plain pods (% of all GPUs)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsefulGPUs) }),
+		lineChart("GPUs held idle by gangs bound in part (% of all GPUs)", run.Results, 10, func(s metrics.Sample) float64 { return percent(s.IdleHeldGPUs) }),
+		lineChart("All GPUs in use, pre-fill included (% of all GPUs)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsedGPUs) }),
 		lineChart("Free whole leaves", run.Results, float64(data.Fabric.Leaves), func(s metrics.Sample) float64 { return float64(s.FreeLeaves) }),
 	}
 	if data.Fabric.Cliques > 0 {
@@ -107,17 +110,24 @@ func comparisonRows(run *Run) []comparisonRow {
 		{"gangs ever partially bound", "lower", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.PartialGangs) }},
 		{"longest first→last bind of a gang (s)", "lower", "%.3f", func(r *metrics.Result) float64 { return r.Summary.BindSpreadMaxSeconds }},
 		{"makespan (s)", "lower", "%.1f", func(r *metrics.Result) float64 { return r.Summary.MakespanSeconds }},
-		{"mean GPU occupancy", "higher", "%.1f%%", func(r *metrics.Result) float64 { return 100 * r.Summary.MeanOccupancy }},
+		{"useful GPU occupancy (complete gangs and plain pods, same window)", "higher", "%.1f%%", func(r *metrics.Result) float64 { return 100 * r.Summary.UsefulOccupancy }},
+		{"idle-held GPU-seconds (gangs bound in part, same window)", "lower", "%.0f", func(r *metrics.Result) float64 { return r.Summary.IdleHeldGPUSeconds }},
+		{"gangs at the joint lower bound", "higher", "%.0f%%", func(r *metrics.Result) float64 {
+			if r.Summary.JointGangs == 0 {
+				return math.NaN()
+			}
+			return 100 * float64(r.Summary.AtJointBound) / float64(r.Summary.JointGangs)
+		}},
 	}
 	for _, name := range levelNames(run) {
 		ms = append(ms,
-			metric{"gangs at the lower bound: " + name, "higher", "%.0f%%", func(r *metrics.Result) float64 {
-				if l := findLevel(r, name); l != nil && l.Gangs > 0 {
-					return 100 * float64(l.AtLowerBound) / float64(l.Gangs)
+			metric{"extra " + name + " domains vs the joint bound (sum over gangs)", "lower", "%.0f", func(r *metrics.Result) float64 {
+				if l := findLevel(r, name); l != nil {
+					return float64(l.ExcessOverJoint)
 				}
 				return math.NaN()
 			}},
-			metric{"extra " + name + " domains (sum over gangs)", "lower", "%.0f", func(r *metrics.Result) float64 {
+			metric{"extra " + name + " domains vs the " + name + " level's own bound", "lower", "%.0f", func(r *metrics.Result) float64 {
 				if l := findLevel(r, name); l != nil {
 					return float64(l.ExcessDomains)
 				}
