@@ -247,9 +247,9 @@ func TestChartValues(t *testing.T) {
 			"replicas": 3, "schedulerName": "gangs",
 			"resources": map[string]any{"requests": map[string]any{"cpu": "1", "memory": "1Gi"}, "limits": map[string]any{"memory": "4Gi"}},
 		},
-		"controller": map[string]any{"replicas": 1, "missingMembersGrace": "5m"},
-		"topology":   map[string]any{"levels": []any{"example.com/rack", "example.com/row"}},
-		"timeouts":   map[string]any{"permitWaitingTimeSeconds": 120, "podGroupBackoffSeconds": 5, "podGroupMaxBackoffSeconds": 300},
+		"controller":     map[string]any{"replicas": 1, "missingMembersGrace": "5m"},
+		"topology":       map[string]any{"levels": []any{"example.com/rack", "example.com/row"}},
+		"timeouts":       map[string]any{"permitWaitingTimeSeconds": 120, "podGroupBackoffSeconds": 5, "podGroupMaxBackoffSeconds": 300},
 		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
 		"nodeSelector":   map[string]any{"node-role.kubernetes.io/control-plane": ""},
 	}
