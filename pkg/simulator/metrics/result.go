@@ -239,6 +239,8 @@ type NodePlacement struct {
 	// Leaf and Clique index the node's leaf and clique (-1 for none).
 	Leaf   int        `json:"leaf"`
 	Clique int        `json:"clique"`
+	// LeafName names the node's leaf for people.
+	LeafName string `json:"leafName,omitempty"`
 	Pods   []PodSlice `json:"pods,omitempty"`
 }
 

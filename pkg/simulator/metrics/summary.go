@@ -14,7 +14,7 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 	r := &Result{Started: t.start, Samples: slices.Clone(t.samples), Placement: t.placement}
 	l := t.layout
 	r.Fabric = FabricSize{
-		Spines: l.Spec.Spines, Leaves: len(l.Leaves), Cliques: len(l.Cliques),
+		Spines: l.Spines, Leaves: len(l.Leaves), Cliques: len(l.Cliques),
 		Nodes: len(l.Nodes), GPUs: l.TotalGPUs(), PrefilledGPUs: t.prefilled,
 	}
 	s := &r.Summary

@@ -401,7 +401,7 @@ func (t *Tracker) Sample(now time.Time) {
 func (t *Tracker) snapshot(now time.Time) *Placement {
 	p := &Placement{T: t.seconds(now), Nodes: make([]NodePlacement, len(t.layout.Nodes))}
 	for i, n := range t.layout.Nodes {
-		p.Nodes[i] = NodePlacement{Name: n.Name, Leaf: n.Domain[fabric.Leaf], Clique: n.Domain[fabric.Clique]}
+		p.Nodes[i] = NodePlacement{Name: n.Name, Leaf: n.Domain[fabric.Leaf], Clique: n.Domain[fabric.Clique], LeafName: n.LeafName}
 	}
 	names := make([]string, 0, len(t.pods))
 	for name, ps := range t.pods {

@@ -235,7 +235,10 @@ func placementSVG(r *metrics.Result, colors map[string]string) template.HTML {
 		y := 4 + float64(li)*(nodeH+4)
 		name := ""
 		if len(row) > 0 {
-			name = leafName(row[0].Name)
+			name = row[0].LeafName
+			if name == "" {
+				name = leafName(row[0].Name)
+			}
 		}
 		fmt.Fprintf(&b, `<text x="0" y="%.1f" class="lbl">%s</text>`, y+nodeH-1, template.HTMLEscapeString(name))
 		x := label
