@@ -275,7 +275,7 @@ func (s *Snapshot) readNodes(nodes []*v1.Node) []error {
 		s.Nodes = append(s.Nodes, Node{Name: n.Name, Labels: labels, GPUs: int(gpus)})
 	}
 	if cpuOnly > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d nodes without %s left out", cpuOnly, fabric.GPU))
+		s.Notes = append(s.Notes, fmt.Sprintf("%d nodes without %s", cpuOnly, fabric.GPU))
 	}
 	return errs
 }
@@ -372,13 +372,13 @@ func (s *Snapshot) readPods(pods []*v1.Pod, groups []*v1alpha1.PodGroup) []error
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	if cpuOnly > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d pods without %s left out", cpuOnly, fabric.GPU))
+		s.Notes = append(s.Notes, fmt.Sprintf("%d pods without %s", cpuOnly, fabric.GPU))
 	}
 	if dropped > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d pending gang members without %s (launchers, say) left out of their gangs", dropped, fabric.GPU))
+		s.Notes = append(s.Notes, fmt.Sprintf("%d pending gang members without %s (launchers, say), from their gangs", dropped, fabric.GPU))
 	}
 	if finished > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d finished or terminating pods left out", finished))
+		s.Notes = append(s.Notes, fmt.Sprintf("%d finished or terminating pods", finished))
 	}
 	return errs
 }

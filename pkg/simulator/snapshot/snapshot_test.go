@@ -156,10 +156,10 @@ func TestParseSortsWhatRunsAndWhatWaits(t *testing.T) {
 	require.Equal(t, []string{"train/big:4", "hpc/mpi:2"}, gangs, "gangs with pending members, in creation order; the launcher left out")
 	require.Equal(t, []string{"early", "notebook"}, []string{s.Pending[0].Name, s.Pending[1].Name})
 	require.Equal(t, []string{
-		"1 nodes without nvidia.com/gpu left out",
-		"1 pods without nvidia.com/gpu left out",
-		"1 pending gang members without nvidia.com/gpu (launchers, say) left out of their gangs",
-		"1 finished or terminating pods left out",
+		"1 nodes without nvidia.com/gpu",
+		"1 pods without nvidia.com/gpu",
+		"1 pending gang members without nvidia.com/gpu (launchers, say), from their gangs",
+		"1 finished or terminating pods",
 	}, s.Notes)
 }
 
