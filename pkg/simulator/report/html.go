@@ -55,9 +55,9 @@ func WriteHTML(w io.Writer, run *Run) error {
 		return 100 * float64(n) / total
 	}
 	data.Charts = []template.HTML{
-		lineChart("Useful GPU occupancy: complete gangs and plain pods (% of all GPUs)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsefulGPUs) }),
-		lineChart("GPUs held idle by gangs bound in part (% of all GPUs)", run.Results, 10, func(s metrics.Sample) float64 { return percent(s.IdleHeldGPUs) }),
-		lineChart("All GPUs in use, pre-fill included (% of all GPUs)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsedGPUs) }),
+		lineChart("Useful GPU occupancy (%)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsefulGPUs) }),
+		lineChart("GPUs held idle by part-bound gangs (%)", run.Results, 10, func(s metrics.Sample) float64 { return percent(s.IdleHeldGPUs) }),
+		lineChart("All GPUs in use, pre-fill too (%)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsedGPUs) }),
 		lineChart("Free whole leaves", run.Results, float64(data.Fabric.Leaves), func(s metrics.Sample) float64 { return float64(s.FreeLeaves) }),
 	}
 	if data.Fabric.Cliques > 0 {
@@ -230,7 +230,7 @@ func placementSVG(r *metrics.Result, colors map[string]string) template.HTML {
 	var b strings.Builder
 	width := label + float64(widest)*(nodeW+2) + 8
 	height := float64(len(rows))*(nodeH+4) + 4
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" class="map">`, width, height)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" class="map" data-profile="%s">`, width, height, template.HTMLEscapeString(r.Profile))
 	for li, row := range rows {
 		y := 4 + float64(li)*(nodeH+4)
 		name := ""
@@ -248,8 +248,8 @@ func placementSVG(r *metrics.Result, colors map[string]string) template.HTML {
 				x += 3
 			}
 			lastClique = n.Clique
-			fmt.Fprintf(&b, `<g><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" class="node"/>`,
-				template.HTMLEscapeString(nodeTitle(n)), x, y, nodeW, nodeH)
+			fmt.Fprintf(&b, `<g class="node-cell" data-node="%s"><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" class="node"/>`,
+				template.HTMLEscapeString(n.Name), template.HTMLEscapeString(nodeTitle(n)), x, y, nodeW, nodeH)
 			slot := 0
 			for _, pod := range n.Pods {
 				color, ok := colors[pod.Job]

@@ -39,9 +39,9 @@ func TestWriteHTML(t *testing.T) {
 	require.NoError(t, WriteHTML(&b, sampleRun()))
 	html := b.String()
 	for _, want := range []string{
-		"<svg", "class=\"map\"", "GPU occupancy", "Free whole leaves", "Free whole NVLink cliques",
+		"<svg", "class=\"map\"", "All GPUs in use", "Free whole leaves", "Free whole NVLink cliques",
 		"a &lt;small&gt; test", "&lt;evil&gt;&amp;", "(×0.50)", "gangs at the joint lower bound", "fill=\"#9e9e9e\"",
-		"extra leaf domains vs the joint bound", "useful GPU occupancy", "idle-held GPU-seconds", "Useful GPU occupancy",
+		"extra leaf domains vs the joint bound", "useful GPU occupancy", "idle-held GPU-seconds", "Useful GPU occupancy (%)",
 	} {
 		require.Contains(t, html, want)
 	}
