@@ -237,11 +237,11 @@ type Placement struct {
 type NodePlacement struct {
 	Name string `json:"name"`
 	// Leaf and Clique index the node's leaf and clique (-1 for none).
-	Leaf   int        `json:"leaf"`
-	Clique int        `json:"clique"`
+	Leaf   int `json:"leaf"`
+	Clique int `json:"clique"`
 	// LeafName names the node's leaf for people.
-	LeafName string `json:"leafName,omitempty"`
-	Pods   []PodSlice `json:"pods,omitempty"`
+	LeafName string     `json:"leafName,omitempty"`
+	Pods     []PodSlice `json:"pods,omitempty"`
 }
 
 // PodSlice is the GPUs one job holds on a node.

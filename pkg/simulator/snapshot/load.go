@@ -2,8 +2,8 @@ package snapshot
 
 import (
 	"bufio"
-	"encoding/json"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
