@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // Set at link time by the Makefile and the image builder; they win over
@@ -27,8 +28,13 @@ var (
 )
 
 // kubernetesModule is the module whose version names the kube-scheduler
-// gpu-gang is built on.
-const kubernetesModule = "k8s.io/kubernetes"
+// gpu-gang is built on. A binary without it (podgroup-controller) reports
+// the release of its Kubernetes client libraries: clientModule v0.X.Y is
+// part of Kubernetes v1.X.Y.
+const (
+	kubernetesModule = "k8s.io/kubernetes"
+	clientModule     = "k8s.io/client-go"
+)
 
 // Unknown stands for a field the build did not record.
 const Unknown = "unknown"
@@ -48,7 +54,8 @@ type Info struct {
 	// Go is the toolchain's version.
 	Go string `json:"go"`
 	// Kubernetes is the version of k8s.io/kubernetes linked in, after any
-	// replace directive.
+	// replace directive, or the Kubernetes release of the k8s.io/client-go
+	// linked in.
 	Kubernetes string `json:"kubernetes"`
 	// Platform is GOOS/GOARCH.
 	Platform string `json:"platform"`
@@ -92,14 +99,21 @@ func fromBuildInfo(bi *debug.BuildInfo, linkedVersion, linkedCommit string) Info
 				info.Commit += "-dirty"
 			}
 		}
+		var client string
 		for _, dep := range bi.Deps {
-			if dep.Path != kubernetesModule {
-				continue
-			}
-			info.Kubernetes = dep.Version
+			v := dep.Version
 			if dep.Replace != nil && dep.Replace.Version != "" {
-				info.Kubernetes = dep.Replace.Version
+				v = dep.Replace.Version
 			}
+			switch dep.Path {
+			case kubernetesModule:
+				info.Kubernetes = v
+			case clientModule:
+				client = v
+			}
+		}
+		if rest, ok := strings.CutPrefix(client, "v0."); ok && info.Kubernetes == Unknown {
+			info.Kubernetes = "v1." + rest
 		}
 	}
 	if linkedVersion != "" {

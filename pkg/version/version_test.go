@@ -57,6 +57,12 @@ func TestFromBuildInfo(t *testing.T) {
 			want: Info{Module: "github.com/gpu-gang/gpu-gang", Version: "(devel)", Commit: Unknown, Go: "go1.26.0", Kubernetes: "v1.37.2", Platform: platform},
 		},
 		{
+			name: "no k8s.io/kubernetes: the release of client-go",
+			bi: &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "github.com/gpu-gang/gpu-gang", Version: "(devel)"},
+				Deps: []*debug.Module{{Path: "k8s.io/client-go", Version: "v0.37.0", Replace: &debug.Module{Path: "k8s.io/client-go", Version: "v0.37.2"}}}},
+			want: Info{Module: "github.com/gpu-gang/gpu-gang", Version: "(devel)", Commit: Unknown, Go: "go1.26.0", Kubernetes: "v1.37.2", Platform: platform},
+		},
+		{
 			name: "no build info at all",
 			want: Info{Module: Unknown, Version: Unknown, Commit: Unknown, Go: runtime.Version(), Kubernetes: Unknown, Platform: platform},
 		},
