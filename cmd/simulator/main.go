@@ -118,7 +118,7 @@ Flags:
 				return
 			}
 			def := ""
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" {
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
 			fmt.Fprintf(w, "  --%s\n    \t%s%s\n", f.Name, f.Usage, def)
