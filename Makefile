@@ -79,8 +79,9 @@ tools: ## Build the pinned helper binaries (controller-gen, kwok, training-opera
 	@source hack/lib/tools.sh && for t in controller-gen kwok training-operator; do tools::ensure $$t >/dev/null; done
 
 .PHONY: test-binaries
-test-binaries: ## Build kwok and training-operator into bin/ for the integration tests (cached).
+test-binaries: ## Build kwok, training-operator and the scheduler into bin/ for the integration tests (cached).
 	@source hack/lib/tools.sh && tools::ensure kwok >/dev/null && tools::ensure training-operator >/dev/null
+	$(GO) build -o $(BIN)/gpu-gang-scheduler ./cmd/scheduler
 
 ##@ Test
 

@@ -26,31 +26,39 @@ const configFile = "../../manifests/scheduler-config.yaml"
 
 // setup runs kube-scheduler's own start-up path (app.Setup, as the command
 // does) on a configuration file, against a stand-in API server that serves
-// an empty PodGroup list, so every plugin is really constructed.
+// empty PodGroup and pod lists, so every plugin is really constructed.
 func setup(t *testing.T, file string) (*schedconfig.KubeSchedulerConfiguration, map[string]*schedconfig.Plugins, error) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
+	// Lists and watches the plugin makes of its own: PodGroups, and the
+	// succeeded pods that count towards quorum.
+	served := map[string][2]string{
+		"/apis/scheduling.x-k8s.io/v1alpha1/podgroups": {"scheduling.x-k8s.io/v1alpha1", "PodGroup"},
+		"/api/v1/pods": {"v1", "Pod"},
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/apis/scheduling.x-k8s.io/v1alpha1/podgroups") {
+		kind, ok := served[r.URL.Path]
+		if !ok {
 			t.Logf("stand-in API server: no %s %s", r.Method, r.URL)
 			http.NotFound(w, r)
 			return
 		}
+		apiVersion, name := kind[0], kind[1]
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Query().Get("watch") == "true" {
 			w.WriteHeader(http.StatusOK)
 			if r.URL.Query().Get("sendInitialEvents") == "true" {
 				// A watch-list stream: no objects, then the bookmark that
 				// ends the initial events.
-				fmt.Fprint(w, `{"type":"BOOKMARK","object":{"kind":"PodGroup","apiVersion":"scheduling.x-k8s.io/v1alpha1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
+				fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", name, apiVersion)
 			}
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 			return
 		}
-		fmt.Fprint(w, `{"kind":"PodGroupList","apiVersion":"scheduling.x-k8s.io/v1alpha1","metadata":{"resourceVersion":"1"},"items":[]}`)
+		fmt.Fprintf(w, `{"kind":"%sList","apiVersion":%q,"metadata":{"resourceVersion":"1"},"items":[]}`, name, apiVersion)
 	}))
 	t.Cleanup(func() {
 		cancel() // ends the informer's watch before the server waits for it

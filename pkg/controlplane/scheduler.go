@@ -167,6 +167,21 @@ func (s *Scheduler) Stop() error {
 // dir with clientConnection.kubeconfig set, and returns the copy's path. The
 // copy loses the original's comments; its content is otherwise the same.
 func configWithKubeconfig(configFile, kubeconfig, dir string) (string, error) {
+	return WriteSchedulerConfig(configFile, dir, func(cfg map[string]any) {
+		conn, _ := cfg["clientConnection"].(map[string]any)
+		if conn == nil {
+			conn = map[string]any{}
+		}
+		conn["kubeconfig"] = kubeconfig
+		cfg["clientConnection"] = conn
+	})
+}
+
+// WriteSchedulerConfig writes a copy of a KubeSchedulerConfiguration file
+// into dir, changed by edits in order, and returns the copy's path. Tests
+// use it to run the shipped configuration with a kubeconfig or shorter
+// leader-election timings. The copy loses the original's comments.
+func WriteSchedulerConfig(configFile, dir string, edits ...func(cfg map[string]any)) (string, error) {
 	data, err := os.ReadFile(configFile)
 	if err != nil {
 		return "", err
@@ -175,12 +190,9 @@ func configWithKubeconfig(configFile, kubeconfig, dir string) (string, error) {
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		return "", fmt.Errorf("parsing %s: %w", configFile, err)
 	}
-	conn, _ := cfg["clientConnection"].(map[string]any)
-	if conn == nil {
-		conn = map[string]any{}
+	for _, edit := range edits {
+		edit(cfg)
 	}
-	conn["kubeconfig"] = kubeconfig
-	cfg["clientConnection"] = conn
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return "", err

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -64,19 +65,19 @@ func BenchmarkCapacityPreCheck(b *testing.B) {
 						UID(fmt.Sprintf("busy-%04d", i)).Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
 				}
 			}
-			gang := members("big", size, "8")
+			job := members("big", size, "8")
 			var opts []envOption
 			if bc.planner == "topology" {
 				opts = append(opts, withTopology(b))
 			}
-			env := newTestEnv(b, nodes, append(running, gang...),
+			env := newTestEnv(b, nodes, append(running, job...),
 				[]*v1alpha1.PodGroup{gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()}, opts...)
-			key := gangKey{testNS, "big"}
+			key := gang.Key{Namespace: testNS, Name: "big"}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				env.pl.gangs.forgetGang(key)
-				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), gang[0])
+				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 				if !status.IsSuccess() {
 					b.Fatalf("pre-check failed: %v", status)
 				}

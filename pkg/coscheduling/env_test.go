@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -71,6 +74,39 @@ type envOption func(*envConfig)
 type envConfig struct {
 	args    *config.CoschedulingArgs
 	planner placement.Planner
+	// filters are more plugins to register at PreFilter and Filter, as a
+	// profile would have them.
+	filters []tf.RegisterPluginFunc
+}
+
+// withFilters registers the named in-tree Filter plugins (with their
+// PreFilter) before the gang plugin, as the default profile orders them.
+func withFilters(t testing.TB, names ...string) envOption {
+	return func(c *envConfig) {
+		for _, name := range names {
+			switch name {
+			case interpodaffinity.Name:
+				c.filters = append(c.filters, tf.RegisterPluginAsExtensions(name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+					return interpodaffinity.New(ctx, &schedconfig.InterPodAffinityArgs{}, fh, feature.Features{})
+				}, "PreFilter", "Filter"))
+			case nodeports.Name:
+				c.filters = append(c.filters, tf.RegisterPluginAsExtensions(name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+					return nodeports.New(ctx, nil, fh, feature.Features{})
+				}, "PreFilter", "Filter"))
+			default:
+				t.Fatalf("withFilters: no constructor for %q", name)
+			}
+		}
+	}
+}
+
+// withFilterPlugin registers a test's own Filter plugin.
+func withFilterPlugin(name string, pl fwk.Plugin) envOption {
+	return func(c *envConfig) {
+		c.filters = append(c.filters, tf.RegisterFilterPlugin(name, func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+			return pl, nil
+		}))
+	}
 }
 
 func withArgs(a config.CoschedulingArgs) envOption { return func(c *envConfig) { c.args = &a } }
@@ -141,11 +177,12 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 			Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
 		}}, fh, feature.Features{})
 	}
-	fh, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
-		tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter"),
+	registrations := []tf.RegisterPluginFunc{tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")}
+	registrations = append(registrations, cfg.filters...)
+	registrations = append(registrations,
 		tf.RegisterPluginAsExtensions(Name, factory, "QueueSort", "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Reserve", "Permit"),
-		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
-	}, testScheduler,
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New))
+	fh, err := tf.NewFramework(ctx, registrations, testScheduler,
 		frameworkruntime.WithInformerFactory(informerFactory),
 		frameworkruntime.WithSnapshotSharedLister(env.snapshot),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
@@ -179,6 +216,23 @@ func gpuNodes(n int) []*v1.Node {
 }
 
 func nodeName(i int) string { return "node-" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// batchPod is a pod outside gangs that finishes on its own (a Job's pod),
+// bound to node and asking for gpus GPUs.
+func batchPod(name, node, gpus string) *v1.Pod {
+	p := st.MakePod().Namespace("other").Name(name).UID("other/" + name).Node(node).
+		Req(map[v1.ResourceName]string{gpu: gpus}).Obj()
+	p.Spec.RestartPolicy = v1.RestartPolicyNever
+	return p
+}
+
+// servicePod is a pod outside gangs that never finishes on its own (a
+// Deployment's or a DaemonSet's pod), bound to node and asking for gpus GPUs.
+func servicePod(name, node, gpus string) *v1.Pod {
+	p := batchPod(name, node, gpus)
+	p.Spec.RestartPolicy = v1.RestartPolicyAlways
+	return p
+}
 
 // member is a gang member asking for gpus GPUs and one CPU.
 func member(group, name string, gpus string) *v1.Pod {
@@ -215,6 +269,12 @@ func (e *testEnv) schedule(pod *v1.Pod) (string, *fwk.Status) {
 		e.t.Fatal(err)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Node().Name < infos[j].Node().Name })
+	// As the scheduler does: nodes PreFilter left out share one status,
+	// the others get their Filter verdict.
+	statuses := framework.NewDefaultNodeToStatus()
+	if res != nil && !res.AllNodes() {
+		statuses.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s) [Coscheduling]"))
+	}
 	node := ""
 	var last *fwk.Status
 	for _, ni := range infos {
@@ -222,6 +282,7 @@ func (e *testEnv) schedule(pod *v1.Pod) (string, *fwk.Status) {
 			continue
 		}
 		if s := e.fh.RunFilterPlugins(e.ctx, state, pod, ni); !s.IsSuccess() {
+			statuses.Set(ni.Node().Name, s)
 			last = s
 			continue
 		}
@@ -229,7 +290,7 @@ func (e *testEnv) schedule(pod *v1.Pod) (string, *fwk.Status) {
 		break
 	}
 	if node == "" {
-		e.fh.RunPostFilterPlugins(e.ctx, state, pod, framework.NewDefaultNodeToStatus())
+		e.fh.RunPostFilterPlugins(e.ctx, state, pod, statuses)
 		if last == nil {
 			last = fwk.NewStatus(fwk.Unschedulable, "no candidate node")
 		}
@@ -312,6 +373,69 @@ func (e *testEnv) syncWatch() {
 	}
 }
 
+// bind records that an assumed member was bound, as the binding cycle and
+// the informer would: the lister shows it on its node.
+func (e *testEnv) bind(pod *v1.Pod, node string) *v1.Pod {
+	e.t.Helper()
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = node
+	bound.ResourceVersion = ""
+	e.update(bound)
+	return bound
+}
+
+// update replaces a pod through the fake clientset and waits until the
+// scheduler's informer has the new version.
+func (e *testEnv) update(pod *v1.Pod) {
+	e.t.Helper()
+	e.syncWatch()
+	updated, err := e.client.CoreV1().Pods(pod.Namespace).Update(e.ctx, pod, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatalf("updating pod %s: %v", pod.Name, err)
+	}
+	e.waitForLister(pod, func(p *v1.Pod) bool { return p.ResourceVersion == updated.ResourceVersion })
+}
+
+// create adds a pod through the fake clientset and waits for the informer.
+func (e *testEnv) create(pod *v1.Pod) {
+	e.t.Helper()
+	e.syncWatch()
+	pod = pod.DeepCopy()
+	pod.ResourceVersion = ""
+	if _, err := e.client.CoreV1().Pods(pod.Namespace).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating pod %s: %v", pod.Name, err)
+	}
+	e.waitForLister(pod, func(p *v1.Pod) bool { return p.UID == pod.UID })
+}
+
+// delete removes a pod through the fake clientset, waits until the informer
+// has dropped it, and forgets it from the snapshot.
+func (e *testEnv) delete(pod *v1.Pod) {
+	e.t.Helper()
+	e.syncWatch()
+	if err := e.client.CoreV1().Pods(pod.Namespace).Delete(e.ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatalf("deleting pod %s: %v", pod.Name, err)
+	}
+	e.waitForLister(pod, nil)
+	e.forget(pod)
+}
+
+// waitForLister waits until the scheduler's pod lister shows pod so that ok
+// holds, or, with ok nil, no longer shows it.
+func (e *testEnv) waitForLister(pod *v1.Pod, ok func(*v1.Pod) bool) {
+	e.t.Helper()
+	lister := e.fh.SharedInformerFactory().Core().V1().Pods().Lister()
+	if err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		p, err := lister.Pods(pod.Namespace).Get(pod.Name)
+		if ok == nil {
+			return err != nil, nil
+		}
+		return err == nil && ok(p), nil
+	}); err != nil {
+		e.t.Fatalf("the pod informer never caught up with pod %s: %v", pod.Name, err)
+	}
+}
+
 // recorded drains the fake recorder and returns "Type Reason Note" lines.
 func (e *testEnv) recorded() []string {
 	var out []string
@@ -359,3 +483,7 @@ func (a *fakeActivator) get() []string {
 	defer a.mu.Unlock()
 	return append([]string(nil), a.activated...)
 }
+
+// lastInQueue is a queue position behind every gang, from which every hold
+// is seen.
+var lastInQueue = queueOrder{priority: math.MinInt32, created: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), group: "~"}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
-	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Event reasons. Each names a situation a person would ask about; the note
@@ -38,6 +38,36 @@ const (
 	ReasonTopologyUnsatisfied = "TopologyUnsatisfied"
 	// ReasonGangScheduled: quorum is reserved and the gang is binding.
 	ReasonGangScheduled = "GangScheduled"
+	// ReasonMemberDeleted: a member was deleted while it waited in Permit;
+	// its siblings give back their nodes and the gang plans again with its
+	// replacement.
+	ReasonMemberDeleted = "MemberDeleted"
+	// ReasonMemberNotBound: a member let go with its gang failed to bind
+	// (the API server refused the binding, or the pod went away); it is
+	// tried again next to the gang.
+	ReasonMemberNotBound = "MemberNotBound"
+	// ReasonMemberPlaced: a running gang's replacement (or an elastic
+	// gang's extra member) was placed next to the gang.
+	ReasonMemberPlaced = "MemberPlaced"
+	// ReasonMemberLost: a running gang lost a member that had not
+	// finished; the note says whether the gang still has minMember placed.
+	ReasonMemberLost = "MemberLost"
+	// ReasonNoFeasibleNodes: a Filter plugin of the profile rejects a
+	// member on every node.
+	ReasonNoFeasibleNodes = "NoFeasibleNodes"
+	// ReasonFilterRejectsPlan: every plan the planner finds puts some
+	// member where a Filter plugin rejects it.
+	ReasonFilterRejectsPlan = "FilterRejectsPlan"
+	// ReasonPermanentPodsInTheWay: the gang would fit an empty cluster but
+	// not beside the pods that never finish on their own; it waits without
+	// holding capacity.
+	ReasonPermanentPodsInTheWay = "PermanentPodsInTheWay"
+	// ReasonGangHolding: the gang heads the queue and holds the free part
+	// of its plan for a bounded time while the rest frees up.
+	ReasonGangHolding = "GangHolding"
+	// ReasonHoldExpired: the head gang's hold ran out; the gangs behind it
+	// use the capacity for as long (backfill) before it may hold again.
+	ReasonHoldExpired = "HoldExpired"
 )
 
 // eventRecorder records Events on pods and PodGroups, once per distinct
@@ -89,30 +119,19 @@ func (er *eventRecorder) pod(pod *v1.Pod, eventType, reason, format string, args
 	}
 }
 
-// podGroup records an Event regarding a PodGroup. A reference is passed
-// rather than the object because the recorder's scheme does not know the
-// PodGroup type. related, if not nil, is the member that prompted the Event:
-// events.k8s.io folds Events with the same regarding and related objects
-// and reason into one series that keeps its first note, so a note that
-// changes as members arrive ("3/8 present") needs the member to show.
-func (er *eventRecorder) podGroup(pg *v1alpha1.PodGroup, related *v1.Pod, eventType, reason, format string, args ...any) {
+// gang records an Event regarding a gang's API object. A reference is
+// passed rather than the object because the recorder's scheme does not
+// know the PodGroup type. related, if not nil, is the member that prompted
+// the Event: events.k8s.io folds Events with the same regarding and related
+// objects and reason into one series that keeps its first note, so a note
+// that changes as members arrive ("3/8 present") needs the member to show.
+func (er *eventRecorder) gang(spec *gang.Spec, related *v1.Pod, eventType, reason, format string, args ...any) {
 	note := fmt.Sprintf(format, args...)
-	if er.shouldRecord("podgroup/"+string(pg.UID)+"/"+reason, note) {
+	if er.shouldRecord("gang/"+string(spec.UID)+"/"+reason, note) {
 		var rel runtime.Object
 		if related != nil {
 			rel = related
 		}
-		er.recorder.Eventf(podGroupRef(pg), rel, eventType, reason, "Scheduling", "%s", note)
-	}
-}
-
-func podGroupRef(pg *v1alpha1.PodGroup) runtime.Object {
-	return &v1.ObjectReference{
-		APIVersion:      v1alpha1.SchemeGroupVersion.String(),
-		Kind:            "PodGroup",
-		Namespace:       pg.Namespace,
-		Name:            pg.Name,
-		UID:             pg.UID,
-		ResourceVersion: pg.ResourceVersion,
+		er.recorder.Eventf(spec.Ref, rel, eventType, reason, "Scheduling", "%s", note)
 	}
 }

@@ -9,93 +9,53 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// gangs is the plugin's memory of gangs in flight. The API objects (PodGroups,
-// pods) say what a gang is; gangs says what this scheduler has promised it:
-// which members it reserved, and which capacity it holds for the rest.
+// gangs is the plugin's memory of gangs. The API objects (PodGroups, pods)
+// say what a gang is; gangs says what this scheduler has promised it: which
+// members it reserved, which capacity it holds for the rest, whether it has
+// run, and what its failed plans taught.
 //
 // The capacity hold is what keeps gangs from deadlocking. A gang's members
 // reserve nodes only after a plan for the whole gang was found in free
-// capacity, and the not-yet-reserved part of that plan is held: other gangs
-// plan around it and other pods do not fit into it. So a gang that holds
-// anything can always complete, and a gang that cannot complete holds nothing.
+// capacity, and the not-yet-reserved part of that plan is held until the
+// attempt's deadline: other gangs plan around it and other pods do not fit
+// into it. So a gang that holds anything can complete, and a gang that
+// cannot complete holds nothing. The one exception, the head hold, is
+// bounded in time (see hold.go).
 type gangs struct {
-	clock clock.PassiveClock
+	clock clock.WithTickerAndDelayedExecution
 
 	mu    sync.Mutex
-	byKey map[gangKey]*gang
+	byKey map[gang.Key]*gangState
 	// gated holds, per gang, the members PreEnqueue is holding back. They
 	// are released when what they wait for arrives: kube-scheduler 1.37
 	// runs queueing hints for new unscheduled pods only with the
 	// GenericWorkload gate on, so the plugin cannot rely on hints for it.
-	gated map[gangKey]map[types.UID]*v1.Pod
+	gated map[gang.Key]map[types.UID]*v1.Pod
 	// releases counts ungate calls per gang, so that a PreEnqueue that
 	// raced with a release can tell it missed one.
-	releases map[gangKey]uint64
-	// head is the one gang that may hold capacity without a plan for all
-	// of its members: the first, in queue order, of the gangs that would
-	// fit the cluster but not its free capacity. It holds the free part of
-	// a plan and gains the rest as other pods finish, so a large gang is
-	// not starved by small ones that keep taking what frees up. Holding
-	// capacity reserves no pod, and only one gang holds partially, so
-	// holds cannot deadlock. Nil when no gang is starved of room.
+	releases map[gang.Key]uint64
+	// head is the gang holding capacity without a plan for all of its
+	// members; see hold.go. Nil when no gang holds that way.
 	head *headHold
+	// blocked are pods turned away because held capacity was in their way.
+	// No cluster event announces the end of a hold, so they are activated
+	// when one ends. Keyed as Activate wants them.
+	blocked map[string]*v1.Pod
+	// stopped is set once the plugin's context ended: no timer starts
+	// after it.
+	stopped bool
 }
 
-// headHold is the capacity the head gang holds while it waits for room.
-type headHold struct {
-	key   gangKey
-	order queueRank
-	// slots are the free places of a plan for part of the gang.
-	slots   []slot
-	expires time.Time
-}
-
-// queueRank orders gangs as QueueSort does: higher priority first, then
-// older, then by key.
-type queueRank struct {
-	priority int32
-	created  time.Time
-	key      string
-}
-
-func (a queueRank) before(b queueRank) bool {
-	if a.priority != b.priority {
-		return a.priority > b.priority
-	}
-	if !a.created.Equal(b.created) {
-		return a.created.Before(b.created)
-	}
-	return a.key < b.key
-}
-
-// holdForHead makes key the head gang holding slots until expires, if no
-// gang is head or key comes before the current head in queue order (or is
-// it). It returns whether key is now the head.
-func (gs *gangs) holdForHead(key gangKey, order queueRank, slots []slot, expires time.Time) bool {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	h := gs.head
-	if h != nil && h.key != key && gs.clock.Now().Before(h.expires) && !order.before(h.order) {
-		return false
-	}
-	gs.head = &headHold{key: key, order: order, slots: slots, expires: expires}
-	return true
-}
-
-// dropHead ends key's partial hold, if it has one.
-func (gs *gangs) dropHead(key gangKey) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if gs.head != nil && gs.head.key == key {
-		gs.head = nil
-	}
-}
-
-// gang is the in-flight state of one gang. Guarded by gangs.mu.
-type gang struct {
+// gangState is what the scheduler knows of one gang. Guarded by gangs.mu.
+type gangState struct {
+	// admitted is set when the gang reached quorum in this scheduler. A
+	// running gang's members that reappear schedule one by one. It is
+	// cleared when no member holds a node any more.
+	admitted bool
 	// attempt counts the plans made for this gang. A reservation remembers
 	// its attempt, so news about an abandoned attempt changes nothing.
 	attempt int
@@ -109,11 +69,35 @@ type gang struct {
 	failures     int
 	backoffUntil time.Time
 	lastFailure  string
+	// yieldUntil is when the gang may hold capacity as the head again,
+	// after its last head hold expired (see hold.go).
+	yieldUntil time.Time
+	// lessons are what Filter taught about the gang's failed plans.
+	lessons lessons
+	// timers are the gang's pending callbacks by purpose, stopped when the
+	// gang is forgotten.
+	timers map[timerKind]clock.Timer
 }
+
+// timerKind names what a gang's timer is for; a gang has at most one timer
+// of each kind.
+type timerKind int
+
+const (
+	// timerBackoff re-activates members when a backoff ends.
+	timerBackoff timerKind = iota
+	// timerRecheck looks again at members gated while a release raced.
+	timerRecheck
+	// timerHoldEnd ends a head hold that ran out of time.
+	timerHoldEnd
+	// timerYieldEnd re-activates a former head when its yield ends.
+	timerYieldEnd
+)
 
 type reservation struct {
 	node    string
 	attempt int
+	request amounts
 }
 
 // claim is the capacity a plan holds for the members still to reserve.
@@ -124,6 +108,8 @@ type claim struct {
 	slots   []slot
 	summary string
 	spans   []placement.Span
+	// fingerprint identifies the plan, for lessons.
+	fingerprint uint64
 }
 
 // slot is one member's planned place. It is designated to the member the
@@ -135,21 +121,28 @@ type slot struct {
 	req  amounts
 }
 
-func newGangs(c clock.PassiveClock) *gangs {
-	return &gangs{clock: c, byKey: map[gangKey]*gang{}, gated: map[gangKey]map[types.UID]*v1.Pod{}, releases: map[gangKey]uint64{}}
+func newGangs(c clock.WithTickerAndDelayedExecution) *gangs {
+	return &gangs{
+		clock:    c,
+		byKey:    map[gang.Key]*gangState{},
+		gated:    map[gang.Key]map[types.UID]*v1.Pod{},
+		releases: map[gang.Key]uint64{},
+		blocked:  map[string]*v1.Pod{},
+	}
 }
 
-func (gs *gangs) get(key gangKey) *gang {
+// get returns the gang's state, creating it. Callers hold mu.
+func (gs *gangs) get(key gang.Key) *gangState {
 	g, ok := gs.byKey[key]
 	if !ok {
-		g = &gang{reserved: map[types.UID]reservation{}}
+		g = &gangState{reserved: map[types.UID]reservation{}}
 		gs.byKey[key] = g
 	}
 	return g
 }
 
 // liveClaim returns the gang's claim if it has one that has not expired.
-func (g *gang) liveClaim(now time.Time) *claim {
+func (g *gangState) liveClaim(now time.Time) *claim {
 	if g.claim == nil || !now.Before(g.claim.deadline) {
 		return nil
 	}
@@ -157,9 +150,9 @@ func (g *gang) liveClaim(now time.Time) *claim {
 }
 
 // heldByOthers sums, per node, the capacity that gangs other than self hold
-// from a pod of queue rank rank: their live claims, and the head gang's
-// partial hold unless the pod comes before the head in queue order.
-func (gs *gangs) heldByOthers(self gangKey, rank queueRank) map[string]amounts {
+// from a pod at queue position order: their live claims, and the head
+// gang's hold unless the pod comes before the head in queue order.
+func (gs *gangs) heldByOthers(self gang.Key, order queueOrder) map[string]amounts {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	now := gs.clock.Now()
@@ -177,7 +170,7 @@ func (gs *gangs) heldByOthers(self gangKey, rank queueRank) map[string]amounts {
 			add(c.slots)
 		}
 	}
-	if h := gs.head; h != nil && h.key != self && now.Before(h.expires) && !rank.before(h.order) {
+	if h := gs.liveHead(now); h != nil && h.key != self && !order.before(h.order) {
 		add(h.slots)
 	}
 	if len(held) == 0 {
@@ -189,7 +182,7 @@ func (gs *gangs) heldByOthers(self gangKey, rank queueRank) map[string]amounts {
 // planSlots returns the nodes a member may take in the gang's live claim:
 // the node of the slot designated to it if there is one, else the nodes of
 // every slot its request fits. ok is false when no claim is live.
-func (gs *gangs) planSlots(key gangKey, uid types.UID, req amounts) (nodes []string, ok bool) {
+func (gs *gangs) planSlots(key gang.Key, uid types.UID, req amounts) (nodes []string, ok bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, found := gs.byKey[key]
@@ -216,20 +209,39 @@ func (gs *gangs) planSlots(key gangKey, uid types.UID, req amounts) (nodes []str
 	return nodes, true
 }
 
-// setClaim starts a new attempt holding slots until deadline.
-func (gs *gangs) setClaim(key gangKey, slots []slot, deadline time.Time, plan *placement.Plan) {
+// setClaim starts a new attempt holding slots until deadline. It reports
+// whether the gang held as the head until now: its whole plan now holds
+// what the head hold did.
+func (gs *gangs) setClaim(key gang.Key, slots []slot, deadline time.Time, plan *placement.Plan, fp uint64) (wasHead bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.get(key)
 	g.attempt++
-	g.claim = &claim{attempt: g.attempt, deadline: deadline, slots: slots, summary: plan.Summary, spans: plan.Spans}
+	g.claim = &claim{attempt: g.attempt, deadline: deadline, slots: slots, summary: plan.Summary, spans: plan.Spans, fingerprint: fp}
 	if gs.head != nil && gs.head.key == key {
-		gs.head = nil // the whole plan now holds what the partial hold did
+		gs.head = nil
+		return true
 	}
+	return false
+}
+
+// failClaimPlan remembers that the plan of the attempt in flight failed
+// under Filter, so that it is never tried again.
+func (gs *gangs) failClaimPlan(key gang.Key) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	if !ok || g.claim == nil {
+		return
+	}
+	if g.lessons.failed == nil {
+		g.lessons.failed = map[uint64]bool{}
+	}
+	g.lessons.failed[g.claim.fingerprint] = true
 }
 
 // backoff reports whether the gang is backing off, until when and why.
-func (gs *gangs) backoff(key gangKey) (until time.Time, reason string, ok bool) {
+func (gs *gangs) backoff(key gang.Key) (until time.Time, reason string, ok bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, found := gs.byKey[key]
@@ -243,11 +255,11 @@ func (gs *gangs) backoff(key gangKey) (until time.Time, reason string, ok bool) 
 // claim: the one designated to it, else one on that node that it fits, else
 // the first it fits anywhere, so the claim never holds more than the members
 // still to come.
-func (gs *gangs) reserve(key gangKey, uid types.UID, node string, req amounts) {
+func (gs *gangs) reserve(key gang.Key, uid types.UID, node string, req amounts) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.get(key)
-	g.reserved[uid] = reservation{node: node, attempt: g.attempt}
+	g.reserved[uid] = reservation{node: node, attempt: g.attempt, request: req}
 	c := g.liveClaim(gs.clock.Now())
 	if c == nil {
 		return
@@ -280,25 +292,31 @@ func pickSlot(slots []slot, uid types.UID, node string, req amounts) int {
 	return anywhere
 }
 
-// unreserve forgets a reservation. It returns true when the pod belonged to
-// the gang's attempt in flight: the gang then fails as a whole.
-func (gs *gangs) unreserve(key gangKey, uid types.UID) bool {
+// unreserve forgets a reservation. inFlight is true when the pod belonged
+// to the gang's attempt in flight: the gang then fails as a whole. released
+// is true when it belonged to an attempt that had already reached quorum:
+// the member failed to bind after its gang was let go.
+func (gs *gangs) unreserve(key gang.Key, uid types.UID) (inFlight, released bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, found := gs.byKey[key]
 	if !found {
-		return false
+		return false, false
 	}
 	r, had := g.reserved[uid]
 	delete(g.reserved, uid)
-	return had && g.claim != nil && g.claim.attempt == r.attempt
+	inFlight = had && g.claim != nil && g.claim.attempt == r.attempt
+	return inFlight, had && !inFlight && g.admitted
 }
 
-// fail ends the attempt in flight, if any, and starts a backoff. It returns
-// the members of the failed attempt that still hold a reservation (their
-// waiting pods must be rejected) and the backoff. A second call for the same
-// attempt changes nothing and returns ok=false.
-func (gs *gangs) fail(key gangKey, reason string, base, max time.Duration) (members []types.UID, backoff time.Duration, ok bool) {
+// fail ends the attempt in flight, if any. A penalized failure (the plan
+// did not work out) starts a backoff that doubles with each consecutive
+// one; an unpenalized one (a member was deleted, or Filter taught the
+// planner something new) lets the gang try again at once. It returns the
+// members of the failed attempt that still hold a reservation (their
+// waiting pods must be rejected) and the backoff. A second call for the
+// same attempt changes nothing and returns ok=false.
+func (gs *gangs) fail(key gang.Key, reason string, penalize bool, base, max time.Duration) (members []types.UID, backoff time.Duration, ok bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.get(key)
@@ -307,13 +325,13 @@ func (gs *gangs) fail(key gangKey, reason string, base, max time.Duration) (memb
 	}
 	failed := g.claim.attempt
 	g.claim = nil
-	g.failures++
-	backoff = base
-	for i := 1; i < g.failures && backoff < max; i++ {
-		backoff *= 2
-	}
-	if backoff > max {
-		backoff = max
+	if penalize {
+		g.failures++
+		backoff = base
+		for i := 1; i < g.failures && backoff < max; i++ {
+			backoff *= 2
+		}
+		backoff = min(backoff, max)
 	}
 	g.backoffUntil = gs.clock.Now().Add(backoff)
 	g.lastFailure = reason
@@ -322,17 +340,20 @@ func (gs *gangs) fail(key gangKey, reason string, base, max time.Duration) (memb
 			members = append(members, uid)
 		}
 	}
-	sort.Slice(members, func(i, j int) bool { return members[i] < members[j] })
+	sortUIDs(members)
 	return members, backoff, true
 }
 
-// succeed ends the attempt in flight because quorum is reserved. It returns
-// the reserved members to allow and the ended claim (for its summary and
-// spans), and ok=false if no attempt was in flight.
-func (gs *gangs) succeed(key gangKey) (members []types.UID, done *claim, ok bool) {
+// succeed ends the attempt in flight because quorum is reserved, and marks
+// the gang admitted. It returns the reserved members to allow and the ended
+// claim (for its summary and spans), and ok=false if no attempt was in
+// flight.
+func (gs *gangs) succeed(key gang.Key) (members []types.UID, done *claim, ok bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g := gs.get(key)
+	g.admitted = true
+	g.lessons = lessons{}
 	if g.claim == nil {
 		return nil, nil, false
 	}
@@ -342,34 +363,36 @@ func (gs *gangs) succeed(key gangKey) (members []types.UID, done *claim, ok bool
 	for uid := range g.reserved {
 		members = append(members, uid)
 	}
-	sort.Slice(members, func(i, j int) bool { return members[i] < members[j] })
+	sortUIDs(members)
 	return members, done, true
 }
 
-// split counts the members that have a node, reserved by this scheduler or
-// bound according to the informer (which also covers binds from before a
-// restart), each once, and returns the others, which still need one.
-func (gs *gangs) split(key gangKey, members []*v1.Pod) (assigned int, pending []*v1.Pod) {
+// admitted reports whether the gang reached quorum in this scheduler and
+// still has a member holding a node.
+func (gs *gangs) admitted(key gang.Key) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	var reserved map[types.UID]reservation
-	if g, ok := gs.byKey[key]; ok {
-		reserved = g.reserved
+	g, ok := gs.byKey[key]
+	return ok && g.admitted
+}
+
+// reservedUIDs returns the gang's reservations by pod UID.
+func (gs *gangs) reservations(key gang.Key) map[types.UID]reservation {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	if !ok {
+		return nil
 	}
-	for _, p := range members {
-		if _, ok := reserved[p.UID]; ok || p.Spec.NodeName != "" {
-			assigned++
-		} else {
-			pending = append(pending, p)
-		}
+	out := make(map[types.UID]reservation, len(g.reserved))
+	for uid, r := range g.reserved {
+		out[uid] = r
 	}
-	// Reserved pods the informer no longer lists (deleted, not yet
-	// forgotten) do not count.
-	return assigned, pending
+	return out
 }
 
 // remaining is how long the attempt in flight has left before it times out.
-func (gs *gangs) remaining(key gangKey) (time.Duration, bool) {
+func (gs *gangs) remaining(key gang.Key) (time.Duration, bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, ok := gs.byKey[key]
@@ -384,7 +407,7 @@ func (gs *gangs) remaining(key gangKey) (time.Duration, bool) {
 }
 
 // expired reports whether the attempt in flight has passed its deadline.
-func (gs *gangs) expired(key gangKey) bool {
+func (gs *gangs) expired(key gang.Key) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, ok := gs.byKey[key]
@@ -405,8 +428,22 @@ func (gs *gangs) waiting() (members, placing int) {
 	return len(gs.gated), placing
 }
 
+// admittedKeys lists the gangs that have run in this scheduler, in key order.
+func (gs *gangs) admittedKeys() []gang.Key {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	var keys []gang.Key
+	for key, g := range gs.byKey {
+		if g.admitted {
+			keys = append(keys, key)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys
+}
+
 // reservedUIDs lists the gang's reserved members in UID order.
-func (gs *gangs) reservedUIDs(key gangKey) []types.UID {
+func (gs *gangs) reservedUIDs(key gang.Key) []types.UID {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g, ok := gs.byKey[key]
@@ -417,16 +454,42 @@ func (gs *gangs) reservedUIDs(key gangKey) []types.UID {
 	for uid := range g.reserved {
 		uids = append(uids, uid)
 	}
-	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+	sortUIDs(uids)
 	return uids
 }
 
-// forgetPod drops a deleted pod's reservation.
-func (gs *gangs) forgetPod(key gangKey, uid types.UID) {
+// inFlightOn lists, in key order, the gangs whose attempt in flight has a
+// member reserved on node.
+func (gs *gangs) inFlightOn(node string) []gang.Key {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	var keys []gang.Key
+	for key, g := range gs.byKey {
+		if g.claim == nil {
+			continue
+		}
+		for _, r := range g.reserved {
+			if r.node == node && r.attempt == g.claim.attempt {
+				keys = append(keys, key)
+				break
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys
+}
+
+// forgetPod drops a deleted pod's reservation and stops holding it back.
+// It returns true when the pod was reserved in the gang's attempt in
+// flight: the attempt cannot complete as planned.
+func (gs *gangs) forgetPod(key gang.Key, uid types.UID) (inFlight bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if g, ok := gs.byKey[key]; ok {
-		delete(g.reserved, uid)
+		if r, had := g.reserved[uid]; had {
+			inFlight = g.claim != nil && g.claim.attempt == r.attempt
+			delete(g.reserved, uid)
+		}
 	}
 	if held := gs.gated[key]; held != nil {
 		delete(held, uid)
@@ -434,11 +497,44 @@ func (gs *gangs) forgetPod(key gangKey, uid types.UID) {
 			delete(gs.gated, key)
 		}
 	}
+	return inFlight
+}
+
+// idle forgets a gang none of whose members exist any more: its claim, its
+// head hold, its admission and its lessons. Its backoff is kept, so a gang
+// whose members are recreated at once does not retry in a hot loop; the
+// state goes when the PodGroup does.
+func (gs *gangs) idle(key gang.Key) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.byKey[key]
+	if !ok {
+		return
+	}
+	if len(g.reserved) == 0 {
+		g.claim = nil
+		g.admitted = false
+		g.lessons = lessons{}
+	}
+	if gs.head != nil && gs.head.key == key {
+		gs.head = nil
+	}
+}
+
+// dropAdmission clears a gang's admission: none of its members holds a
+// node any more, so members that appear are a new run of the job and gather
+// as a whole again.
+func (gs *gangs) dropAdmission(key gang.Key) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g, ok := gs.byKey[key]; ok && len(g.reserved) == 0 {
+		g.admitted = false
+	}
 }
 
 // releaseCount is how many times the gang's held-back members were
 // released so far.
-func (gs *gangs) releaseCount(key gangKey) uint64 {
+func (gs *gangs) releaseCount(key gang.Key) uint64 {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	return gs.releases[key]
@@ -446,7 +542,7 @@ func (gs *gangs) releaseCount(key gangKey) uint64 {
 
 // gate remembers that PreEnqueue holds pod back. It returns false when a
 // release happened since PreEnqueue read seen: the pod may have missed it.
-func (gs *gangs) gate(key gangKey, pod *v1.Pod, seen uint64) bool {
+func (gs *gangs) gate(key gang.Key, pod *v1.Pod, seen uint64) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if gs.gated[key] == nil {
@@ -458,7 +554,7 @@ func (gs *gangs) gate(key gangKey, pod *v1.Pod, seen uint64) bool {
 
 // ungate forgets and returns the members held back for a gang, keyed as
 // Activate wants them.
-func (gs *gangs) ungate(key gangKey) map[string]*v1.Pod {
+func (gs *gangs) ungate(key gang.Key) map[string]*v1.Pod {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	held := gs.gated[key]
@@ -474,16 +570,79 @@ func (gs *gangs) ungate(key gangKey) map[string]*v1.Pod {
 	return out
 }
 
-// forgetGang drops what is known of a gang whose PodGroup was deleted.
-// Held-back members stay held: they wait for the PodGroup to come back.
-func (gs *gangs) forgetGang(key gangKey) {
+// forgetGang drops what is known of a gang whose PodGroup was deleted and
+// stops its timers. Held-back members stay held: they wait for the
+// PodGroup to come back.
+func (gs *gangs) forgetGang(key gang.Key) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
+	if g, ok := gs.byKey[key]; ok {
+		for _, t := range g.timers {
+			t.Stop()
+		}
+	}
 	delete(gs.byKey, key)
 	delete(gs.releases, key)
 	if gs.head != nil && gs.head.key == key {
 		gs.head = nil
 	}
+}
+
+// after runs f after d, replacing the gang's pending timer of the same
+// kind. Timers of forgotten gangs and of a stopped plugin never run.
+func (gs *gangs) after(key gang.Key, kind timerKind, d time.Duration, f func()) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if gs.stopped {
+		return
+	}
+	g := gs.get(key)
+	if g.timers == nil {
+		g.timers = map[timerKind]clock.Timer{}
+	}
+	if t := g.timers[kind]; t != nil {
+		t.Stop()
+	}
+	// f runs on a goroutine of its own: a fake clock fires timers while it
+	// holds its lock, and f reads the clock.
+	g.timers[kind] = gs.clock.AfterFunc(d, func() { go f() })
+}
+
+// stop stops every timer; the plugin's context has ended.
+func (gs *gangs) stop() {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.stopped = true
+	for _, g := range gs.byKey {
+		for _, t := range g.timers {
+			t.Stop()
+		}
+	}
+}
+
+// block remembers a pod that held capacity turned away.
+func (gs *gangs) block(pod *v1.Pod) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if len(gs.blocked) >= maxBlocked {
+		return // they still retry on cluster events and the queue's flush
+	}
+	gs.blocked[pod.Namespace+"/"+pod.Name] = pod
+}
+
+// maxBlocked bounds the pods remembered for activation when a hold ends.
+const maxBlocked = 10000
+
+// unblock returns and forgets the pods held capacity turned away.
+func (gs *gangs) unblock() map[string]*v1.Pod {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if len(gs.blocked) == 0 {
+		return nil
+	}
+	out := gs.blocked
+	gs.blocked = map[string]*v1.Pod{}
+	return out
 }
 
 // fitsSlot reports whether a member with request req can use slot s: it
@@ -495,4 +654,8 @@ func fitsSlot(req, s amounts) bool {
 		}
 	}
 	return true
+}
+
+func sortUIDs(uids []types.UID) {
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
 }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // podGroupResource is the PodGroup CRD as the scheduler's dynamic informers
@@ -43,7 +45,7 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 // isSiblingPod queues a gang member when another member of its gang appears
 // or binds.
 func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	key, ok := gangOf(pod)
+	key, ok := gang.Of(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
@@ -51,7 +53,7 @@ func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj i
 	if !ok {
 		return fwk.Queue, fmt.Errorf("expected a Pod, got %T", newObj)
 	}
-	if otherKey, ok := gangOf(other); ok && otherKey == key && other.UID != pod.UID {
+	if otherKey, ok := gang.Of(other); ok && otherKey == key && other.UID != pod.UID {
 		logger.V(5).Info("Sibling changed, requeueing gang member", "pod", klog.KObj(pod), "sibling", klog.KObj(other))
 		return fwk.Queue, nil
 	}
@@ -88,7 +90,7 @@ func (pl *Plugin) isNodeMoreCapable(logger klog.Logger, pod *v1.Pod, oldObj, new
 
 // isOwnPodGroup queues a member when its own PodGroup is created or changed.
 func (pl *Plugin) isOwnPodGroup(logger klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
-	key, ok := gangOf(pod)
+	key, ok := gang.Of(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
@@ -96,7 +98,7 @@ func (pl *Plugin) isOwnPodGroup(logger klog.Logger, pod *v1.Pod, _, newObj inter
 	if err != nil {
 		return fwk.Queue, fmt.Errorf("reading PodGroup metadata: %w", err)
 	}
-	if obj.GetNamespace() == key.namespace && obj.GetName() == key.name {
+	if obj.GetNamespace() == key.Namespace && obj.GetName() == key.Name {
 		logger.V(5).Info("PodGroup changed, requeueing member", "pod", klog.KObj(pod), "podGroup", key)
 		return fwk.Queue, nil
 	}

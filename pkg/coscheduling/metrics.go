@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Metrics on kube-scheduler's /metrics endpoint. Names follow the Prometheus
@@ -14,9 +16,18 @@ const metricsSubsystem = "gpu_gang"
 
 // Attempt results, the values of the result label.
 const (
-	resultScheduled = "scheduled"
-	resultTimedOut  = "timed_out"
-	resultRejected  = "rejected"
+	resultScheduled     = "scheduled"
+	resultTimedOut      = "timed_out"
+	resultRejected      = "rejected"
+	resultMemberDeleted = "member_deleted"
+)
+
+// How head holds end, the values of the outcome label.
+const (
+	// holdFilled: the gang found room for its whole plan.
+	holdFilled = "filled"
+	// holdExpired: the turn ran out and the gang yielded.
+	holdExpired = "expired"
 )
 
 var (
@@ -32,7 +43,7 @@ var (
 	attempts = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "attempts_total",
-		Help:           "Gang scheduling attempts that ended, by result: scheduled, timed_out (members waited past the schedule timeout) or rejected (a member failed).",
+		Help:           "Gang scheduling attempts that ended, by result: scheduled, timed_out (members waited past the schedule timeout), rejected (a member failed) or member_deleted (a waiting member was deleted).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 	// domainsSpanned: how many domains of each topology level a placed gang
@@ -44,34 +55,117 @@ var (
 		Buckets:        []float64{1, 2, 3, 4, 6, 8, 16, 32, 64, 128},
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"level"})
+	// replacements counts members placed for gangs that were running.
+	replacements = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "running_gang_members_placed_total",
+		Help:           "Members placed one by one for gangs that were running already: replacements of lost members and extra members of elastic gangs.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	// holdsTaken and holdsEnded count head holds.
+	holdsTaken = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "head_holds_total",
+		Help:           "Turns in which the gang at the head of the queue held the free part of its plan while the rest freed up.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	holdsEnded = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "head_holds_ended_total",
+		Help:           "Head holds that ended, by outcome: filled (the gang found room for its whole plan) or expired (its turn ran out and it yielded to the gangs behind it).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"outcome"})
 
 	registerOnce sync.Once
 )
 
-// waitingCollector reports gpu_gang_waiting_gangs from the plugin's state
-// when scraped, so the figure is never stale.
-type waitingCollector struct {
-	metrics.BaseStableCollector
-	gangs *gangs
+// instances are the live plugin instances, one per profile that enables the
+// plugin. The collectors below read them all when scraped.
+var instances = &registry{plugins: map[*Plugin]bool{}}
+
+type registry struct {
+	mu      sync.Mutex
+	plugins map[*Plugin]bool
 }
 
-var waitingDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "waiting_gangs"),
-	"Gangs that are not scheduled yet, by state: members (held until their PodGroup and minMember members exist) or placing (a plan holds capacity while members reserve).",
-	[]string{"state"}, nil, metrics.ALPHA, "")
+func (r *registry) add(pl *Plugin) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.plugins[pl] = true
+}
 
-func (c *waitingCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- waitingDesc }
+func (r *registry) remove(pl *Plugin) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.plugins, pl)
+}
 
-func (c *waitingCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	members, placing := c.gangs.waiting()
+func (r *registry) each(f func(*Plugin)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for pl := range r.plugins {
+		f(pl)
+	}
+}
+
+// gangCollector reports gauges from the plugins' state when scraped, so the
+// figures are never stale.
+type gangCollector struct {
+	metrics.BaseStableCollector
+}
+
+var (
+	waitingDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "waiting_gangs"),
+		"Gangs that are not scheduled yet, by state: members (held until their PodGroup and minMember members exist) or placing (a plan holds capacity while members reserve).",
+		[]string{"state"}, nil, metrics.ALPHA, "")
+	belowMinDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "running_gangs_below_min_member"),
+		"Running gangs with fewer than minMember members placed (bound, reserved or succeeded) because members were lost.",
+		nil, nil, metrics.ALPHA, "")
+)
+
+func (c *gangCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- waitingDesc
+	ch <- belowMinDesc
+}
+
+func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
+	var members, placing, below int
+	instances.each(func(pl *Plugin) {
+		m, p := pl.gangs.waiting()
+		members += m
+		placing += p
+		below += pl.belowMinMember()
+	})
 	ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, float64(members), "members")
 	ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, float64(placing), "placing")
+	ch <- metrics.NewLazyConstMetric(belowMinDesc, metrics.GaugeValue, float64(below))
 }
 
-// registerMetrics registers the metrics once per process; the waiting-gangs
-// collector reads the first plugin instance's state (there is one profile).
-func registerMetrics(gs *gangs) {
+// belowMinMember counts the running gangs that miss members to reach
+// minMember.
+func (pl *Plugin) belowMinMember() int {
+	n := 0
+	for _, key := range pl.gangs.admittedKeys() {
+		pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
+		if err != nil {
+			continue
+		}
+		members, err := pl.members(key)
+		if err != nil {
+			continue
+		}
+		c := pl.census(key, members)
+		if c.Bound+c.Reserved > 0 && !gang.QuorumOf(pg.Spec.MinMember, c).Placed {
+			n++
+		}
+	}
+	return n
+}
+
+// registerMetrics registers the metrics once per process.
+func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(timeToSchedule, attempts, domainsSpanned)
-		legacyregistry.CustomMustRegister(&waitingCollector{gangs: gs})
+		legacyregistry.MustRegister(timeToSchedule, attempts, domainsSpanned, replacements, holdsTaken, holdsEnded)
+		legacyregistry.CustomMustRegister(&gangCollector{})
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -112,10 +113,7 @@ func TestPreEnqueue(t *testing.T) {
 }
 
 func TestCapacityPreCheck(t *testing.T) {
-	occupied := func(name string, gpus string) *v1.Pod {
-		return st.MakePod().Namespace("other").Name(name).UID("other/" + name).Node("node-aa").
-			Req(map[v1.ResourceName]string{gpu: gpus}).Obj()
-	}
+	occupied := func(name string, gpus string) *v1.Pod { return batchPod(name, "node-aa", gpus) }
 	tests := []struct {
 		name      string
 		nodes     []*v1.Node
@@ -155,13 +153,25 @@ func TestCapacityPreCheck(t *testing.T) {
 			wantEvent: ReasonGangTooLarge,
 		},
 		{
-			name:     "fits an empty cluster but not the free capacity",
-			nodes:    gpuNodes(4),
-			existing: []*v1.Pod{occupied("hog", "4")},
-			pg:       gangtest.MakePodGroup("four", testNS).MinMember(4).Obj(),
-			gang:     members("four", 4, "8"),
-			wantCode: fwk.Unschedulable,
-			wantMsg:  "free capacity fits 3 of its 4 members now",
+			name:      "fits an empty cluster but not the free capacity",
+			nodes:     gpuNodes(4),
+			existing:  []*v1.Pod{occupied("hog", "4")},
+			pg:        gangtest.MakePodGroup("four", testNS).MinMember(4).Obj(),
+			gang:      members("four", 4, "8"),
+			wantCode:  fwk.Unschedulable,
+			wantMsg:   "free capacity fits 3 of its 4 members now (no node has cpu=1 nvidia.com/gpu=8 pods=1 free for team-a/four-3); it fits once running jobs finish",
+			wantNodes: 3, // the head of the queue holds the free part of its plan
+			wantEvent: ReasonGangHolding,
+		},
+		{
+			name:      "fits an empty cluster but not beside pods that never finish",
+			nodes:     gpuNodes(4),
+			existing:  []*v1.Pod{servicePod("inference", "node-aa", "4")},
+			pg:        gangtest.MakePodGroup("four", testNS).MinMember(4).Obj(),
+			gang:      members("four", 4, "8"),
+			wantCode:  fwk.Unschedulable,
+			wantMsg:   "it would fit an empty cluster, but pods that do not finish on their own",
+			wantEvent: ReasonPermanentPodsInTheWay,
 		},
 		{
 			name:      "minResources beyond the cluster",
@@ -179,7 +189,7 @@ func TestCapacityPreCheck(t *testing.T) {
 			pg:       gangtest.MakePodGroup("min", testNS).MinMember(1).MinResources(map[v1.ResourceName]string{gpu: "16"}).Obj(),
 			gang:     members("min", 1, "8"),
 			wantCode: fwk.Unschedulable,
-			wantMsg:  "12 free now",
+			wantMsg:  "its placed members hold 0, and 12 is free now",
 		},
 	}
 	for _, tt := range tests {
@@ -190,18 +200,23 @@ func TestCapacityPreCheck(t *testing.T) {
 			if tt.wantMsg != "" {
 				require.Contains(t, status.Message(), tt.wantMsg)
 			}
+			held := env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue)
 			if tt.wantNodes > 0 {
-				require.Len(t, res.NodeNames, 1, "a planned member is pinned to its node")
-				require.Len(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), tt.wantNodes, "nodes the plan holds")
+				if status.IsSuccess() {
+					require.Len(t, res.NodeNames, 1, "a planned member is pinned to its node")
+				}
+				require.Len(t, held, tt.wantNodes, "nodes the plan holds")
+			} else {
+				require.Empty(t, held, "nothing is held")
 			}
 			if tt.wantEvent != "" {
 				require.True(t, hasEvent(env.recorded(), tt.wantEvent, ""), "want a %s Event", tt.wantEvent)
 			}
 			if tt.wantCode != fwk.Success {
-				require.Empty(t, env.pl.gangs.reservedUIDs(gangKey{testNS, tt.pg.Name}), "a gang that does not fit reserves nothing")
+				require.Empty(t, env.pl.gangs.reservedUIDs(gang.Key{Namespace: testNS, Name: tt.pg.Name}), "a gang that does not fit reserves nothing")
 			}
 			if tt.wantCode == fwk.UnschedulableAndUnresolvable {
-				require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a gang that can never fit holds nothing")
+				require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a gang that can never fit holds nothing")
 			}
 		})
 	}
@@ -220,16 +235,16 @@ func TestGangBindsTogether(t *testing.T) {
 	scheduledBefore := counter(t, resultScheduled)
 	spannedBefore, err := testutil.GetHistogramMetricCount(domainsSpanned.WithLabelValues("kubernetes.io/hostname"))
 	require.NoError(t, err)
-	gang := members("job", 4, "8")
-	env := newTestEnv(t, gpuNodes(4), gang, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(4).Obj()})
+	job := members("job", 4, "8")
+	env := newTestEnv(t, gpuNodes(4), job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(4).Obj()})
 
 	var waits []<-chan *fwk.Status
 	nodes := map[string]bool{}
-	for i, p := range gang {
+	for i, p := range job {
 		node, status := env.schedule(p)
 		require.NotEmpty(t, node, "member %d found no node: %v", i, status)
 		nodes[node] = true
-		if i < len(gang)-1 {
+		if i < len(job)-1 {
 			require.Equal(t, fwk.Wait, status.Code(), "member %d: %v", i, status)
 			waits = append(waits, env.waitAsync(p, node))
 		} else {
@@ -250,7 +265,7 @@ func TestGangBindsTogether(t *testing.T) {
 	spannedAfter, err := testutil.GetHistogramMetricCount(domainsSpanned.WithLabelValues("kubernetes.io/hostname"))
 	require.NoError(t, err)
 	require.Equal(t, spannedBefore+1, spannedAfter)
-	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a scheduled gang holds nothing more")
+	require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a scheduled gang holds nothing more")
 }
 
 func TestHeldCapacityKeepsGangsApart(t *testing.T) {
@@ -271,30 +286,30 @@ func TestHeldCapacityKeepsGangsApart(t *testing.T) {
 	_, status = env.schedule(b[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "b must not start while a holds its plan: %v", status)
 	require.Contains(t, status.Message(), "held for other gangs")
-	require.Len(t, env.pl.gangs.reservedUIDs(gangKey{testNS, "b"}), 0)
+	require.Len(t, env.pl.gangs.reservedUIDs(gang.Key{Namespace: testNS, Name: "b"}), 0)
 
 	// b, first in the queue of gangs that wait for room, holds the two
 	// nodes a does not, so that it is not starved. A plain pod queued
 	// before b (here: older) still gets one of them; it never gets a's.
 	node, status := env.schedule(plain)
 	require.True(t, status.IsSuccess(), "plain pod: %v", status)
-	nodesOfA, _ := env.pl.gangs.planSlots(gangKey{testNS, "a"}, "", amounts{})
+	nodesOfA, _ := env.pl.gangs.planSlots(gang.Key{Namespace: testNS, Name: "a"}, "", amounts{})
 	require.NotContains(t, nodesOfA, node, "the plain pod landed on a node gang a holds")
 }
 
 func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 	rejectedBefore := counter(t, resultRejected)
-	gang := members("job", 3, "8")
-	env := newTestEnv(t, gpuNodes(3), gang, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()})
+	job := members("job", 3, "8")
+	env := newTestEnv(t, gpuNodes(3), job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()})
 	var waits []<-chan *fwk.Status
-	for _, p := range gang[:2] {
+	for _, p := range job[:2] {
 		node, status := env.schedule(p)
 		require.Equal(t, fwk.Wait, status.Code(), "%s: %v", p.Name, status)
 		waits = append(waits, env.waitAsync(p, node))
 	}
 	// The second member is rejected while it waits, as the scheduler does
 	// when a waiting pod is deleted: the whole gang gives its nodes back.
-	require.True(t, env.fh.RejectWaitingPod(gang[1].UID))
+	require.True(t, env.fh.RejectWaitingPod(job[1].UID))
 	for i, w := range waits {
 		select {
 		case s := <-w:
@@ -304,8 +319,8 @@ func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 		}
 	}
 	require.True(t, hasEvent(env.recorded(), ReasonGangRejected, "member job-1 gave back its reservation on node node-ab; waiting members rejected: 1; retrying in 2s"))
-	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a rejected gang holds nothing")
-	require.Empty(t, env.pl.gangs.reservedUIDs(gangKey{testNS, "job"}))
+	require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a rejected gang holds nothing")
+	require.Empty(t, env.pl.gangs.reservedUIDs(gang.Key{Namespace: testNS, Name: "job"}))
 	require.Equal(t, rejectedBefore+1, counter(t, resultRejected))
 }
 
@@ -314,15 +329,15 @@ func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 // same pod at the same instant race (the race detector flags it).
 func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	timedOutBefore := counter(t, resultTimedOut)
-	gang := members("job", 2, "8")
+	job := members("job", 2, "8")
 	pg := gangtest.MakePodGroup("job", testNS).MinMember(2).ScheduleTimeoutSeconds(1).Obj()
-	env := newTestEnv(t, gpuNodes(2), gang, []*v1alpha1.PodGroup{pg})
+	env := newTestEnv(t, gpuNodes(2), job, []*v1alpha1.PodGroup{pg})
 
 	// One member reserves and waits; the other does not come to a
 	// scheduling cycle in time.
-	n0, status := env.schedule(gang[0])
+	n0, status := env.schedule(job[0])
 	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
-	w0 := env.waitAsync(gang[0], n0)
+	w0 := env.waitAsync(job[0], n0)
 	// The wait runs on the framework's real timer; the plugin's clock must
 	// agree that the deadline has passed.
 	env.clock.Step(time.Second)
@@ -333,14 +348,14 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	case <-time.After(wait.ForeverTestTimeout):
 		t.Fatal("the member never timed out")
 	}
-	env.forget(gang[0])
+	env.forget(job[0])
 	require.True(t, hasEvent(env.recorded(), ReasonGangTimedOut, "retrying in 2s"))
-	require.Empty(t, env.pl.gangs.heldByOthers(gangKey{}, queueRank{}), "a timed-out gang holds nothing")
+	require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a timed-out gang holds nothing")
 	require.Equal(t, timedOutBefore+1, counter(t, resultTimedOut))
 	members, placing := env.pl.gangs.waiting()
 	require.Equal(t, [2]int{0, 0}, [2]int{members, placing}, "waiting gangs after the timeout")
 
-	_, status = env.schedule(gang[1])
+	_, status = env.schedule(job[1])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "a gang backing off must not plan: %v", status)
 	require.Contains(t, status.Message(), "retries at")
 
@@ -350,10 +365,10 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 		"activated: %v", env.activator.get())
 
 	// The retry succeeds.
-	n0, status = env.schedule(gang[0])
+	n0, status = env.schedule(job[0])
 	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
-	w0 = env.waitAsync(gang[0], n0)
-	_, status = env.schedule(gang[1])
+	w0 = env.waitAsync(job[0], n0)
+	_, status = env.schedule(job[1])
 	require.True(t, status.IsSuccess(), "%v", status)
 	require.True(t, (<-w0).IsSuccess())
 }
@@ -362,9 +377,9 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	// kube-scheduler runs no queueing hint for new pods unless the
 	// GenericWorkload gate is on, so the plugin releases members it held
 	// back itself when the member or PodGroup they wait for arrives.
-	gang := members("job", 3, "8")
-	env := newTestEnv(t, gpuNodes(3), gang[:2], nil)
-	for _, p := range gang[:2] {
+	job := members("job", 3, "8")
+	env := newTestEnv(t, gpuNodes(3), job[:2], nil)
+	for _, p := range job[:2] {
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, p).Code())
 	}
 	// The PodGroup arrives: still only 2 of 3 members, they are looked at
@@ -372,17 +387,17 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	require.NoError(t, env.pgInformer.GetStore().Add(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()))
 	env.pl.onPodGroupChange(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj())
 	require.Equal(t, []string{"team-a/job-0", "team-a/job-1"}, env.activator.get())
-	for _, p := range gang[:2] {
+	for _, p := range job[:2] {
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, p).Code())
 	}
 	env.activator.reset()
 	// The third member arrives and brings quorum: the two are released.
 	env.syncWatch()
-	_, err := env.client.CoreV1().Pods(testNS).Create(env.ctx, gang[2], metav1.CreateOptions{})
+	_, err := env.client.CoreV1().Pods(testNS).Create(env.ctx, job[2], metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return len(env.activator.get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
 		"activated: %v", env.activator.get())
-	for _, p := range gang {
+	for _, p := range job {
 		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess())
 	}
 }
@@ -399,7 +414,7 @@ func TestScheduleTimeoutZeroUsesDefault(t *testing.T) {
 	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, state, launcher)
 	require.True(t, status.IsSuccess(), "%v", status)
 	require.NoError(t, status.AsError())
-	env.pl.gangs.reserve(gangKey{testNS, "mpi"}, launcher.UID, "node-aa", podAmounts(launcher))
+	env.pl.gangs.reserve(gang.Key{Namespace: testNS, Name: "mpi"}, launcher.UID, "node-aa", podAmounts(launcher))
 	got, wait := env.pl.Permit(env.ctx, state, launcher, "node-aa")
 	require.Equal(t, fwk.Wait, got.Code())
 	require.Equal(t, 60*time.Second, wait)
@@ -434,22 +449,22 @@ func TestMixedRolesAndElasticGang(t *testing.T) {
 }
 
 func TestRecreatedMemberDoesNotWedgeGang(t *testing.T) {
-	gang := members("job", 2, "8")
-	env := newTestEnv(t, gpuNodes(2), gang, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()})
-	n0, status := env.schedule(gang[0])
+	job := members("job", 2, "8")
+	env := newTestEnv(t, gpuNodes(2), job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()})
+	n0, status := env.schedule(job[0])
 	require.Equal(t, fwk.Wait, status.Code())
-	w0 := env.waitAsync(gang[0], n0)
+	w0 := env.waitAsync(job[0], n0)
 
 	// The second member is deleted and recreated under a new UID before it
 	// was scheduled; the plan's slot is not tied to the old pod.
-	recreated := gang[1].DeepCopy()
+	recreated := job[1].DeepCopy()
 	recreated.UID = "recreated"
 	recreated.ResourceVersion = ""
 	env.syncWatch()
 	pods := env.client.CoreV1().Pods(testNS)
-	require.NoError(t, pods.Delete(env.ctx, gang[1].Name, metav1.DeleteOptions{}))
+	require.NoError(t, pods.Delete(env.ctx, job[1].Name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
-		_, err := env.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(testNS).Get(gang[1].Name)
+		_, err := env.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(testNS).Get(job[1].Name)
 		return err != nil
 	}, wait.ForeverTestTimeout, 10*time.Millisecond)
 	_, err := pods.Create(env.ctx, recreated, metav1.CreateOptions{})
@@ -515,8 +530,7 @@ func TestLargeGangIsNotStarvedBySmallOnes(t *testing.T) {
 	nodes := gpuNodes(4)
 	var busy []*v1.Pod
 	for i := 0; i < 3; i++ {
-		busy = append(busy, st.MakePod().Namespace("other").Name(fmt.Sprint("busy-", i)).UID(fmt.Sprint("busy-", i)).
-			Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
+		busy = append(busy, batchPod(fmt.Sprint("busy-", i), nodes[i].Name, "8"))
 	}
 	large, small := members("large", 4, "8"), members("small", 1, "8")
 	// The plain pod is queued after the large gang, at the small gang's time.

@@ -1,7 +1,9 @@
 package coscheduling
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -34,6 +36,25 @@ func (a amounts) add(o amounts) {
 	for name, q := range o {
 		a[name] += q
 	}
+}
+
+// describe renders a in name order, skipping pod slots and zeros, in the
+// units people read: "cpu=3 nvidia.com/gpu=24".
+func (a amounts) describe() string {
+	var b strings.Builder
+	for _, name := range sortedNames(a) {
+		if name == v1.ResourcePods || a[name] == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", name, placement.FormatQuantity(string(name), a[name]))
+	}
+	if b.Len() == 0 {
+		return "nothing"
+	}
+	return b.String()
 }
 
 // usesAccelerators reports whether a requests any extended resource, such as

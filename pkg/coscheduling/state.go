@@ -16,9 +16,11 @@ type cycleState struct {
 	// held is, per node, the capacity that other gangs' plans hold. Filter
 	// keeps the pod out of it.
 	held map[string]amounts
-	// followsPlan is true when PreFilter restricted a gang member to its
-	// plan's nodes, so that a failure to place it means the plan is stale.
-	followsPlan bool
+	// planNodes are the nodes PreFilter restricted a gang member to, from
+	// its plan, in name order; empty for pods that follow no plan. A
+	// failure to place the member there teaches the planner or means the
+	// plan went stale.
+	planNodes []string
 }
 
 // Clone returns the same state: nothing writes it after PreFilter, and the

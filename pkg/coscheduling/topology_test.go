@@ -9,11 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
@@ -49,10 +49,7 @@ func fabric() []*v1.Node {
 	return nodes
 }
 
-func busy(node string) *v1.Pod {
-	return st.MakePod().Namespace("other").Name("busy-" + node).UID("busy-" + node).Node(node).
-		Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
-}
+func busy(node string) *v1.Pod { return batchPod("busy-"+node, node, "8") }
 
 // plannedNodes runs PreFilter for every member and returns the nodes each
 // one is restricted to.
@@ -124,7 +121,7 @@ func TestTopologyPlacement(t *testing.T) {
 	t.Run("neighbouring ranks of a PyTorchJob share a leaf", func(t *testing.T) {
 		// Four whole-node members fill one spine: ranks 0-1 must share one
 		// leaf and ranks 2-3 the other, whatever order the pods came in.
-		var gang []*v1.Pod
+		var job []*v1.Pod
 		for i, role := range []string{"worker", "worker", "master", "worker"} {
 			p := member("ptj", fmt.Sprintf("ptj-%s-%d", role, i), "8")
 			p.Labels[scheduling.KubeflowReplicaTypeLabel] = role
@@ -136,11 +133,11 @@ func TestTopologyPlacement(t *testing.T) {
 				idx = 0
 			}
 			p.Labels[scheduling.KubeflowReplicaIndexLabel] = fmt.Sprint(idx)
-			gang = append(gang, p)
+			job = append(job, p)
 		}
 		// Ranks: master-0, worker-0, worker-1, worker-2.
-		byRank := []*v1.Pod{gang[2], gang[0], gang[1], gang[3]}
-		env := newTestEnv(t, fabric(), gang, []*v1alpha1.PodGroup{
+		byRank := []*v1.Pod{job[2], job[0], job[1], job[3]}
+		env := newTestEnv(t, fabric(), job, []*v1alpha1.PodGroup{
 			gangtest.MakePodGroup("ptj", testNS).MinMember(4).Obj(),
 		}, withTopology(t))
 		got := plannedNodes(t, env, byRank)
@@ -163,7 +160,7 @@ func TestLostNodeReplansTheGang(t *testing.T) {
 	n0, status := env.schedule(pair[0])
 	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
 	w0 := env.waitAsync(pair[0], n0)
-	planned, _ := env.pl.gangs.planSlots(gangKey{testNS, "pair"}, pair[1].UID, podAmounts(pair[1]))
+	planned, _ := env.pl.gangs.planSlots(gang.Key{Namespace: testNS, Name: "pair"}, pair[1].UID, podAmounts(pair[1]))
 	require.Len(t, planned, 1)
 
 	// The planned node of the second member is lost.

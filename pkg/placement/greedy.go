@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -64,30 +65,70 @@ func (Greedy) Place(ctx context.Context, req *Request) (nodeOf []int, placed int
 	// Largest first packs best; the stable sort keeps rank order among equals.
 	sort.SliceStable(order, func(a, b int) bool { return size[order[a]] > size[order[b]] })
 
+	// A replacement goes to a node of its running gang first.
+	anchored := make([]bool, len(req.Nodes))
+	for _, a := range req.Anchors {
+		anchored[a] = true
+	}
+	// taken counts, per kind of capped member and node, the members placed.
+	type capKey struct {
+		kind int
+		node int
+	}
+	taken := map[capKey]int{}
+	kinds := capKinds(req)
+
 	nodeOf = make([]int, len(req.Members))
 	for i, mi := range order {
 		if i%64 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
 		}
 		m := &req.Members[mi]
-		best, bestSpare := -1, 0.0
+		best, bestSpare, bestAnchored := -1, 0.0, false
 		for ni := range free {
 			if !m.EligibleOn(ni) || !m.Request.FitsIn(free[ni]) {
 				continue
 			}
+			if m.MaxPerNode > 0 && taken[capKey{kinds[mi], ni}] >= m.MaxPerNode {
+				continue
+			}
 			spare := spareAfter(m.Request, free[ni], scale)
-			if best < 0 || spare < bestSpare {
-				best, bestSpare = ni, spare
+			if best < 0 || anchored[ni] && !bestAnchored || anchored[ni] == bestAnchored && spare < bestSpare {
+				best, bestSpare, bestAnchored = ni, spare, anchored[ni]
 			}
 		}
 		nodeOf[mi] = best
 		if best >= 0 {
 			free[best].Sub(m.Request)
+			taken[capKey{kinds[mi], best}]++
 			placed++
 		}
 	}
 	return nodeOf, placed, nil
 }
+
+// capKinds numbers the kinds of members that MaxPerNode counts together:
+// the same request, eligibility slice and cap.
+func capKinds(req *Request) []int {
+	kinds := make([]int, len(req.Members))
+	for i := range req.Members {
+		kinds[i] = i
+		m := &req.Members[i]
+		if m.MaxPerNode == 0 {
+			continue
+		}
+		for j := range i {
+			o := &req.Members[j]
+			if o.MaxPerNode == m.MaxPerNode && sameSlice(o.Eligible, m.Eligible) && slices.Equal(o.Request, m.Request) {
+				kinds[i] = kinds[j]
+				break
+			}
+		}
+	}
+	return kinds
+}
+
+func sameSlice(a, b []bool) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }
 
 // maxAllocatable is, per dimension, the largest allocatable of any node. It
 // puts dimensions with different units on one scale.

@@ -77,6 +77,11 @@ type Member struct {
 	// Accelerated is true for members that request accelerators. Only they
 	// are bound by topology; the others (an MPI launcher, say) go anywhere.
 	Accelerated bool
+	// MaxPerNode caps how many members of this member's kind (the same
+	// Request, Eligible slice and cap) may share one node; 0 means no cap.
+	// Members that exclude each other set it, such as members with
+	// required anti-affinity on the hostname or the same host port.
+	MaxPerNode int
 }
 
 // EligibleOn reports whether the member may run on node i.
@@ -103,13 +108,23 @@ type Request struct {
 	// Nodes are the candidates, in a deterministic order.
 	Nodes []Node
 	// NodeGeneration changes whenever the node set or any node's labels
-	// change. Planners may cache what they derive from Nodes' names and
-	// labels under it; they must not cache anything derived from Free.
+	// change. Planners may use it to cache what they derive from Nodes'
+	// names and labels, but must check that Nodes still match what they
+	// cached: the snapshot Nodes come from may lag behind the event that
+	// changed the generation. They must not cache anything derived from
+	// Free.
 	NodeGeneration uint64
 	// Members are the members to place, in rank order.
 	Members []Member
 	// Policy is the gang's topology constraint.
 	Policy Policy
+	// Anchors are the nodes (indices into Nodes) that already run members
+	// of this gang, one entry per such member that topology binds. When
+	// set, Members are the gang's replacements or late elastic members:
+	// they go as close to the anchors as they fit, in the tightest domain
+	// around most of them that has room, and never outside the domain of a
+	// required Policy level that holds most of them.
+	Anchors []int
 }
 
 // Plan puts every member of a Request on a node.

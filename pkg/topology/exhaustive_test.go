@@ -100,11 +100,19 @@ func randomRequest(rng *rand.Rand) *placement.Request {
 	if shapes == 2 && req[0] == req[1] {
 		req[1][1] = 3
 	}
+	// Sometimes members of the first shape exclude each other, up to a
+	// cap per node, as members with hostname anti-affinity do.
+	perNode := 0
+	if rng.IntN(3) == 0 {
+		perNode = 1 + rng.IntN(2)
+	}
 	for i := range total {
 		s := i % shapes
 		m := makeMember(fmt.Sprintf("w-%d", i)).gpus(req[s][1]).milliCPU(req[s][0])
 		if s == 1 {
 			m.eligible(elig)
+		} else {
+			m.m.MaxPerNode = perNode
 		}
 		r.members(m)
 	}
@@ -130,6 +138,7 @@ func exhaustive(req *placement.Request) *optimum {
 	type shapeT struct {
 		request placement.Vector
 		elig    []bool
+		perNode int
 		n       int
 	}
 	var shapes []shapeT
@@ -145,7 +154,7 @@ func exhaustive(req *placement.Request) *optimum {
 			}
 		}
 		if !found {
-			shapes = append(shapes, shapeT{request: m.Request, elig: m.Eligible, n: 1})
+			shapes = append(shapes, shapeT{request: m.Request, elig: m.Eligible, perNode: m.MaxPerNode, n: 1})
 		}
 	}
 	need := make([]int, len(shapes))
@@ -207,7 +216,11 @@ func exhaustive(req *placement.Request) *optimum {
 				return
 			}
 			f := free.Clone()
-			for k := 1; k <= need[s]; k++ {
+			most := need[s]
+			if shapes[s].perNode > 0 {
+				most = min(most, shapes[s].perNode)
+			}
+			for k := 1; k <= most; k++ {
 				f.Sub(shapes[s].request)
 				if f[0] < 0 || f[1] < 0 {
 					break
@@ -311,7 +324,11 @@ func roomOf(req *placement.Request, l int, d string) int64 {
 		seen[key] = true
 		for n := range req.Nodes {
 			if domainOf(req, n, l) == d && m.EligibleOn(n) {
-				room += fitCount(m.Request, req.Nodes[n].Free, maxNodeSlots)
+				limit := int64(maxNodeSlots)
+				if m.MaxPerNode > 0 {
+					limit = int64(m.MaxPerNode)
+				}
+				room += fitCount(m.Request, req.Nodes[n].Free, limit)
 			}
 		}
 	}
@@ -324,7 +341,7 @@ func describeRequest(req *placement.Request) string {
 		s += fmt.Sprintf("  node %s %s free %v\n", n.Name, domainOf(req, i, 1), n.Free)
 	}
 	for _, m := range req.Members {
-		s += fmt.Sprintf("  member %s %v eligible %v\n", m.Name, m.Request, m.Eligible)
+		s += fmt.Sprintf("  member %s %v eligible %v per node %d\n", m.Name, m.Request, m.Eligible, m.MaxPerNode)
 	}
 	return s
 }

@@ -111,7 +111,7 @@ func (g *greedy) fillNode(p int32) {
 		if g.need[s] == 0 || !u.eligibleAt(sh, p) {
 			continue
 		}
-		n := fitCount(sh.request, u.freeAt(p), g.need[s])
+		n := fitCount(sh.request, u.freeAt(p), min(g.need[s], sh.perNode))
 		if n == 0 {
 			continue
 		}

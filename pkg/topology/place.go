@@ -94,7 +94,7 @@ func (u *usage) placeLoose(pl []placed, lo, hi int32, nodeOf []int) ([]int32, er
 				return cmp.Compare(a.pos, b.pos)
 			})
 			for _, c := range cands {
-				n := fitCount(sh.request, u.freeAt(c.pos), int64(len(sh.members)-next))
+				n := fitCount(sh.request, u.freeAt(c.pos), min(int64(len(sh.members)-next), sh.perNode))
 				u.take(c.pos, sh.request, n)
 				node := int(t.node[c.pos])
 				for range n {

@@ -151,6 +151,9 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 	if !u.fits(top, 0) {
 		return nil, u.clusterFitError()
 	}
+	if len(u.req.Anchors) > 0 {
+		return p.chooseNear(ctx, logger, u, start)
+	}
 	required := u.req.Policy.Required && u.req.Policy.Level != ""
 	budget := p.budget
 	var cands []int32
@@ -181,6 +184,38 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 		}
 	}
 	return nil, u.packFitError(top)
+}
+
+// chooseNear places members next to the gang's running members, the
+// request's anchors: inside the domain that holds most anchors, at the
+// lowest level where that domain has room, so a replacement takes the place
+// of the member it replaces when it can. A required level bounds the search:
+// when the anchors' domain at that level has no room, the members wait
+// rather than leave it.
+func (p *Planner) chooseNear(ctx context.Context, logger logr.Logger, u *usage, start int) (*choice, error) {
+	t := u.tree
+	home := t.Homes(u.req.Anchors)
+	required := u.req.Policy.Required && u.req.Policy.Level != ""
+	last := t.top()
+	if required {
+		last = start
+	}
+	budget := p.budget
+	for l := 0; l <= last; l++ {
+		k := int32(home[l])
+		if !u.fits(l, k) {
+			logger.V(5).Info("The running gang's domain has no room", "gang", u.req.Gang, "level", t.levels[l].Name, "domain", t.name(l, k))
+			continue
+		}
+		ch, err := p.pick(ctx, logger, u, l, []int32{k}, &budget)
+		if err != nil || ch != nil {
+			return ch, err
+		}
+	}
+	if required {
+		return nil, u.nearFitError(start, int32(home[start]))
+	}
+	return nil, u.packFitError(t.top())
 }
 
 // outcome is one candidate domain's evaluation.
@@ -415,6 +450,19 @@ func (u *usage) requiredFitError(l int) *placement.FitError {
 		Wanted: len(u.req.Members),
 		Reason: fmt.Sprintf("required %s (%s): no %s holds %s; the roomiest, %s, has room for %d",
 			t.levels[l].Name, t.levels[l].Key, t.levels[l].Name, u.describeGang(), t.name(l, k), room),
+	}
+}
+
+// nearFitError says that the domain of the required level l that runs the
+// gang's other members, k, has no room for the new ones.
+func (u *usage) nearFitError(l int, k int32) *placement.FitError {
+	t := u.tree
+	room := u.roomFor(l, k)
+	return &placement.FitError{
+		Placed: int(room),
+		Wanted: len(u.req.Members),
+		Reason: fmt.Sprintf("required %s (%s): %s, the %s that runs the gang's other members, has room for %d of %s",
+			t.levels[l].Name, t.levels[l].Key, t.name(l, k), t.levels[l].Name, room, u.describeGang()),
 	}
 }
 

@@ -270,9 +270,19 @@ func requireValid(t *testing.T, req *placement.Request, plan *placement.Plan) {
 	t.Helper()
 	require.Len(t, plan.NodeOf, len(req.Members))
 	used := make([]placement.Vector, len(req.Nodes))
+	type kind struct {
+		node    int
+		request string
+	}
+	capped := map[kind]int{}
 	for i, n := range plan.NodeOf {
 		m := &req.Members[i]
 		require.True(t, m.EligibleOn(n), "member %s on ineligible node %s", m.Name, req.Nodes[n].Name)
+		if m.MaxPerNode > 0 {
+			k := kind{n, fmt.Sprint(m.Request)}
+			capped[k]++
+			require.LessOrEqual(t, capped[k], m.MaxPerNode, "member %s: more than %d of its kind on node %s", m.Name, m.MaxPerNode, req.Nodes[n].Name)
+		}
 		if used[n] == nil {
 			used[n] = make(placement.Vector, len(req.Resources))
 		}

@@ -14,6 +14,9 @@ import (
 type shape struct {
 	request  placement.Vector
 	eligible []bool
+	// perNode caps the members of this shape on one node; maxNodeSlots
+	// when uncapped.
+	perNode int64
 	// members are indices into Request.Members, in rank order.
 	members []int
 }
@@ -66,11 +69,15 @@ func newUsage(t *Tree, req *placement.Request) (*usage, error) {
 		if m.Accelerated {
 			group = &u.bound
 		}
+		perNode := int64(maxNodeSlots)
+		if m.MaxPerNode > 0 {
+			perNode = int64(m.MaxPerNode)
+		}
 		j := slices.IndexFunc(*group, func(s shape) bool {
-			return sameEligible(s.eligible, m.Eligible) && slices.Equal(s.request, m.Request)
+			return sameEligible(s.eligible, m.Eligible) && slices.Equal(s.request, m.Request) && s.perNode == perNode
 		})
 		if j < 0 {
-			*group = append(*group, shape{request: m.Request, eligible: m.Eligible})
+			*group = append(*group, shape{request: m.Request, eligible: m.Eligible, perNode: perNode})
 			j = len(*group) - 1
 		}
 		(*group)[j].members = append((*group)[j].members, i)
@@ -99,6 +106,14 @@ func validateRequest(req *placement.Request) error {
 		if m.Eligible != nil && len(m.Eligible) != len(req.Nodes) {
 			return fmt.Errorf("member %s: eligibility covers %d nodes, want %d", m.Name, len(m.Eligible), len(req.Nodes))
 		}
+		if m.MaxPerNode < 0 {
+			return fmt.Errorf("member %s: MaxPerNode is %d, want 0 (no cap) or more", m.Name, m.MaxPerNode)
+		}
+	}
+	for _, a := range req.Anchors {
+		if a < 0 || a >= len(req.Nodes) {
+			return fmt.Errorf("anchor %d is not a node index (the request has %d nodes)", a, len(req.Nodes))
+		}
 	}
 	return nil
 }
@@ -124,7 +139,7 @@ func (u *usage) countSlots() {
 			if sh.eligible != nil && !sh.eligible[i] {
 				continue
 			}
-			per[0][p] = fitCount(sh.request, u.req.Nodes[i].Free, maxNodeSlots)
+			per[0][p] = fitCount(sh.request, u.req.Nodes[i].Free, sh.perNode)
 		}
 		for l := 1; l <= top; l++ {
 			per[l] = make([]int64, len(t.dom[l]))

@@ -23,9 +23,11 @@ type Tree struct {
 	// levels has one entry per tree level: the node level, the label
 	// levels tightest first, then the cluster level.
 	levels []scheduling.Level
-	// generation and names identify the node set the tree was built from.
+	// generation, names and values identify the node set the tree was
+	// built from: values[j][i] is node i's label of label level j+1.
 	generation uint64
 	names      []string
+	values     [][]string
 	// dom[l] are the domains of level l in depth-first order.
 	dom [][]domain
 	// anc[l][p] is the index in dom[l] of the domain holding the node at
@@ -82,6 +84,7 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 		levels:     make([]scheduling.Level, 0, top+1),
 		generation: generation,
 		names:      make([]string, len(nodes)),
+		values:     make([][]string, nl),
 		dom:        make([][]domain, top+1),
 		anc:        make([][]int32, top+1),
 		node:       make([]int32, len(nodes)),
@@ -98,6 +101,7 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 	segs[0] = make([]segment, len(nodes))
 	for l := 1; l <= nl; l++ {
 		segs[l] = make([]segment, 0, 64)
+		t.values[l-1] = make([]string, len(nodes))
 	}
 	index := make([]map[segment]int32, top)
 	for l := 1; l <= nl; l++ {
@@ -107,7 +111,8 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 		t.names[i] = nodes[i].Name
 		parent := int32(0)
 		for l := nl; l >= 1; l-- {
-			seg := segment{parent: parent, anchor: int32(l), value: nodes[i].Labels[t.levels[l].Key]}
+			t.values[l-1][i] = nodes[i].Labels[t.levels[l].Key]
+			seg := segment{parent: parent, anchor: int32(l), value: t.values[l-1][i]}
 			if seg.value == "" {
 				seg.anchor, seg.value = t.anchorBelow(l, &nodes[i])
 			}
@@ -235,8 +240,10 @@ func (t *Tree) NumDomains(key string) int {
 func (t *Tree) top() int { return len(t.levels) - 1 }
 
 // matches reports whether nodes are, index by index, the nodes the tree was
-// built from. It guards the cache against a caller that reorders or filters
-// nodes without changing the generation.
+// built from, with the same labels at every level. It guards the cache
+// against a caller that reorders or filters nodes without changing the
+// generation, and against nodes read from a snapshot that had not yet seen
+// the relabel that changed it.
 func (t *Tree) matches(nodes []placement.Node) bool {
 	if len(nodes) != len(t.names) {
 		return false
@@ -244,6 +251,14 @@ func (t *Tree) matches(nodes []placement.Node) bool {
 	for i := range nodes {
 		if nodes[i].Name != t.names[i] {
 			return false
+		}
+	}
+	for j, vals := range t.values {
+		key := t.levels[j+1].Key
+		for i := range nodes {
+			if nodes[i].Labels[key] != vals[i] {
+				return false
+			}
 		}
 	}
 	return true

@@ -206,6 +206,12 @@ func TestPlannerCachesTree(t *testing.T) {
 	second := p.Tree(req)
 	require.NotSame(t, first, second, "a new generation must rebuild")
 
+	relabelled := append([]placement.Node(nil), req.Nodes...)
+	relabelled[0].Labels = map[string]string{leafKey: "elsewhere"}
+	third := p.Tree(&placement.Request{Nodes: relabelled, NodeGeneration: 8})
+	require.NotSame(t, second, third, "a node relabelled under one generation must rebuild: the generation may run ahead of the labels")
+	require.Same(t, third, p.Tree(&placement.Request{Nodes: relabelled, NodeGeneration: 8}))
+
 	req.Nodes = req.Nodes[1:]
-	require.NotSame(t, second, p.Tree(req), "different nodes under one generation must rebuild")
+	require.NotSame(t, third, p.Tree(req), "different nodes under one generation must rebuild")
 }

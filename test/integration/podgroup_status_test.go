@@ -60,15 +60,24 @@ func (env *testEnv) waitForStatus(name, what string, ok func(*v1alpha1.PodGroup)
 	return pg
 }
 
+// expectCondition waits up to eventTimeout until PodGroup pg has the
+// condition, checked against its current generation: the controller may
+// still be catching up with a change (a deletion sets a new generation).
 func (env *testEnv) expectCondition(pg *v1alpha1.PodGroup, condType string, status metav1.ConditionStatus, reason string) {
 	env.t.Helper()
-	c := meta.FindStatusCondition(pg.Status.Conditions, condType)
-	if c == nil || c.Status != status || c.Reason != reason {
-		env.t.Errorf("PodGroup %s condition %s = %+v; want status %s, reason %s", pg.Name, condType, c, status, reason)
-		return
-	}
-	if c.ObservedGeneration != pg.Generation {
-		env.t.Errorf("PodGroup %s condition %s observed generation %d, want %d", pg.Name, condType, c.ObservedGeneration, pg.Generation)
+	var last *metav1.Condition
+	var gen int64
+	err := waitFor(env.t.Context(), eventTimeout, func(ctx context.Context) (bool, error) {
+		cur := &v1alpha1.PodGroup{}
+		if err := statusClient(env.t).Get(ctx, types.NamespacedName{Namespace: env.ns, Name: pg.Name}, cur); err != nil {
+			return false, err
+		}
+		last, gen = meta.FindStatusCondition(cur.Status.Conditions, condType), cur.Generation
+		return last != nil && last.Status == status && last.Reason == reason && last.ObservedGeneration == gen, nil
+	})
+	if err != nil {
+		env.t.Errorf("PodGroup %s condition %s = %+v at generation %d; want status %s, reason %s, observed generation %d: %v",
+			pg.Name, condType, last, gen, status, reason, gen, err)
 	}
 }
 

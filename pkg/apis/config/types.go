@@ -26,4 +26,21 @@ type CoschedulingArgs struct {
 	// TopologyLevels are node label keys, tightest first, that name the
 	// interconnect domains gangs are placed in.
 	TopologyLevels []string
+	// UnlabelledNodes says whether a gang that asks for a minimum CUDA
+	// version or compute capability may use nodes whose labels do not say
+	// theirs: UnlabelledNodesSkip or UnlabelledNodesAllow.
+	UnlabelledNodes string
+	// CapacityTypeLabels are the node label keys that say whether a node
+	// is spot capacity, tried in order; the first one set decides.
+	CapacityTypeLabels []string
 }
+
+// Values of CoschedulingArgs.UnlabelledNodes.
+const (
+	// UnlabelledNodesSkip keeps gangs that ask for a version off nodes
+	// that do not say theirs: such a node may well run an old driver.
+	UnlabelledNodesSkip = "Skip"
+	// UnlabelledNodesAllow lets them use such nodes, for clusters without
+	// GPU feature discovery.
+	UnlabelledNodesAllow = "Allow"
+)

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,6 +64,10 @@ type Reconciler struct {
 	// MissingMembersGrace is how long members may wait with no new member
 	// created before the group is reported as missing members.
 	MissingMembersGrace time.Duration
+
+	// lost remembers members seen leaving while they held a node, to name
+	// them while their gang runs below minMember.
+	lost lostLedger
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -88,9 +93,26 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		// A PodGroup's status is a function of its members: each change
 		// to one that the status reads requeues its group. On an update
 		// that moves a pod between groups, both are requeued.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToPodGroup), builder.WithPredicates(memberChanged)).
+		Watches(&corev1.Pod{}, r.memberHandler(), builder.WithPredicates(memberChanged)).
 		WithOptions(opts).
 		Complete(r)
+}
+
+// memberHandler requeues a member's PodGroup on every change that passes
+// memberChanged, and remembers members that leave while they hold a node.
+func (r *Reconciler) memberHandler() handler.EventHandler {
+	enqueue := handler.EnqueueRequestsFromMapFunc(podToPodGroup)
+	return handler.Funcs{
+		CreateFunc: enqueue.Create,
+		UpdateFunc: enqueue.Update,
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if pod, ok := e.Object.(*corev1.Pod); ok {
+				r.lost.record(pod, r.Clock.Now())
+			}
+			enqueue.Delete(ctx, e, q)
+		},
+		GenericFunc: enqueue.Generic,
+	}
 }
 
 func podToPodGroup(_ context.Context, obj client.Object) []reconcile.Request {
@@ -135,6 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	logger := klog.FromContext(ctx)
 	pg := &v1alpha1.PodGroup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pg); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.lost.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	var pods corev1.PodList
@@ -142,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("listing the members of PodGroup %s: %w", req.NamespacedName, err)
 	}
 
-	want := computeStatus(pg, pods.Items, r.Clock.Now(), r.grace())
+	want := computeStatus(pg, pods.Items, r.lost.of(req.NamespacedName), r.Clock.Now(), r.grace())
 	result := reconcile.Result{RequeueAfter: want.recheckAfter}
 	if equality.Semantic.DeepEqual(pg.Status, want.status) {
 		return result, nil

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -32,6 +33,12 @@ const (
 	// has not been created for longer than the grace period. The note says
 	// what is known about why.
 	EventMembersMissing = ReasonMembersMissing
+	// EventBelowMinMember: a gang that ran has fewer than minMember
+	// members placed; the note names the missing ones.
+	EventBelowMinMember = ConditionBelowMinMember
+	// EventMinMemberRestored: a gang that ran below minMember has its
+	// quorum placed again.
+	EventMinMemberRestored = "MinMemberRestored"
 )
 
 // eventAction is the action of the controller's Events (events.k8s.io/v1
@@ -48,6 +55,15 @@ func recordTransitions(rec events.EventRecorder, before, after *v1alpha1.PodGrou
 		// the plugin says which members it waits for.
 		if reason, eventType, ok := phaseEvent(a.Phase); ok && !(b.Phase == "" && a.Phase == upstream.PodGroupPending) {
 			rec.Eventf(after, nil, eventType, reason, eventAction, "phase %s -> %s: %s", phaseName(b.Phase), a.Phase, phaseNote(after))
+		}
+	}
+	if c := meta.FindStatusCondition(a.Conditions, ConditionBelowMinMember); c != nil {
+		old := meta.FindStatusCondition(b.Conditions, ConditionBelowMinMember)
+		switch {
+		case c.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue):
+			rec.Eventf(after, nil, corev1.EventTypeWarning, EventBelowMinMember, eventAction, "%s", c.Message)
+		case c.Reason == ReasonAtLeastMinMember && old != nil && old.Status == metav1.ConditionTrue:
+			rec.Eventf(after, nil, corev1.EventTypeNormal, EventMinMemberRestored, eventAction, "%s", c.Message)
 		}
 	}
 	if c := meta.FindStatusCondition(a.Conditions, ConditionMembersCreated); c != nil && c.Reason == ReasonMembersMissing {

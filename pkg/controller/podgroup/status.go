@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Condition types the controller sets on a PodGroup.
@@ -24,6 +25,12 @@ const (
 	// ConditionScheduled is True once at least minMember members are bound
 	// to nodes.
 	ConditionScheduled = "Scheduled"
+	// ConditionBelowMinMember is True while a gang that ran has fewer than
+	// minMember members placed (bound, running or succeeded) because
+	// members were lost: deleted, evicted, failed, or gone with their node.
+	// Its message gives the counts and names the missing members, for the
+	// operator or person who restarts or repairs the job.
+	ConditionBelowMinMember = "BelowMinMember"
 )
 
 // Condition reasons.
@@ -43,6 +50,16 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonNotScheduled: fewer than minMember members are bound.
 	ReasonNotScheduled = "NotScheduled"
+	// ReasonMembersLost: the gang runs below minMember and no replacement
+	// exists yet.
+	ReasonMembersLost = "MembersLost"
+	// ReasonReplacementsPending: the gang runs below minMember and
+	// replacements wait for a node.
+	ReasonReplacementsPending = "ReplacementsPending"
+	// ReasonAtLeastMinMember: the running gang has minMember placed.
+	ReasonAtLeastMinMember = "AtLeastMinMember"
+	// ReasonNotRunning: no member of the gang holds a node any more.
+	ReasonNotRunning = "NotRunning"
 )
 
 // maxMessage bounds a condition message copied from a pod's condition; a
@@ -126,6 +143,8 @@ func started(phase upstream.PodGroupPhase) bool {
 //   - minMember members are running or have succeeded: Running;
 //   - some member failed and the members that have not cannot make
 //     minMember: Failed (a replacement member brings the group back);
+//   - the group had started and members still run: Running, below
+//     minMember (the BelowMinMember condition says so);
 //   - minMember members exist: Scheduling;
 //   - otherwise: Pending.
 func phaseOf(prev upstream.PodGroupPhase, minMember int32, pods int, o observation) upstream.PodGroupPhase {
@@ -141,6 +160,8 @@ func phaseOf(prev upstream.PodGroupPhase, minMember int32, pods int, o observati
 		return upstream.PodGroupRunning
 	case o.failed > 0 && o.active()+o.succeeded < minMember && wasStarted:
 		return upstream.PodGroupFailed
+	case wasStarted && o.running > 0:
+		return upstream.PodGroupRunning
 	case int32(len(o.present)) >= minMember:
 		return upstream.PodGroupScheduling
 	default:
@@ -161,8 +182,11 @@ type desired struct {
 // pg's current status, so conditions of other types and fields it does not
 // own (occupiedBy) are kept, and a condition's lastTransitionTime moves only
 // when its status does.
-func computeStatus(pg *v1alpha1.PodGroup, pods []corev1.Pod, now time.Time, grace time.Duration) desired {
+func computeStatus(pg *v1alpha1.PodGroup, pods []corev1.Pod, lost []lostMember, now time.Time, grace time.Duration) desired {
 	minMember := max(pg.Spec.MinMember, 1)
+	// A gang ran if it was scheduled, as this or an earlier status says.
+	ran := meta.IsStatusConditionTrue(pg.Status.Conditions, ConditionScheduled) ||
+		meta.FindStatusCondition(pg.Status.Conditions, ConditionBelowMinMember) != nil
 	o := observe(pods)
 	st := *pg.Status.DeepCopy()
 	st.Running, st.Succeeded, st.Failed = o.running, o.succeeded, o.failed
@@ -231,15 +255,106 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []corev1.Pod, now time.Time, grac
 			}
 		}
 	}
+	ran = ran || meta.IsStatusConditionTrue(st.Conditions, ConditionScheduled)
+	belowMinMember(&st, ran, minMember, pods, lost, set)
 	// A condition kept as it was has still been checked against this
 	// generation.
 	for i := range st.Conditions {
-		if c := &st.Conditions[i]; c.Type == ConditionMembersCreated || c.Type == ConditionScheduled {
+		if c := &st.Conditions[i]; c.Type == ConditionMembersCreated || c.Type == ConditionScheduled || c.Type == ConditionBelowMinMember {
 			c.ObservedGeneration = pg.Generation
 		}
 	}
 	out.status = st
 	return out
+}
+
+// belowMinMember sets ConditionBelowMinMember on a gang that ran: True while
+// it has fewer than minMember members placed, with the counts and the
+// missing members. Quorum is decided by the gang package, as the scheduler
+// decides it.
+func belowMinMember(st *v1alpha1.PodGroupStatus, ran bool, minMember int32, pods []corev1.Pod, lost []lostMember,
+	set func(condType string, status metav1.ConditionStatus, reason, message string)) {
+	if !ran {
+		return
+	}
+	ptrs := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		ptrs[i] = &pods[i]
+	}
+	c := gang.Count(ptrs)
+	q := gang.QuorumOf(minMember, c)
+	switch {
+	case c.Bound == 0:
+		if meta.IsStatusConditionTrue(st.Conditions, ConditionBelowMinMember) || meta.FindStatusCondition(st.Conditions, ConditionBelowMinMember) == nil {
+			set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonNotRunning,
+				fmt.Sprintf("no member holds a node (%d succeeded, %d failed)", c.Succeeded, c.Failed))
+		}
+	case q.Placed:
+		set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonAtLeastMinMember,
+			fmt.Sprintf("%d of minMember %d placed (%d bound, %d succeeded)", c.Placed(), minMember, c.Bound, c.Succeeded))
+	default:
+		reason := ReasonMembersLost
+		if c.Waiting > 0 {
+			reason = ReasonReplacementsPending
+		}
+		set(ConditionBelowMinMember, metav1.ConditionTrue, reason, truncate(fmt.Sprintf(
+			"%d of minMember %d placed (%d bound, %d succeeded); %d replacement(s) waiting for a node; missing: %s",
+			c.Placed(), minMember, c.Bound, c.Succeeded, c.Waiting, describeMissing(pods, lost, q.Missing)), maxMessage))
+	}
+}
+
+// lostMember is a member that left while it held a node and had not
+// finished, as the controller saw it go.
+type lostMember struct {
+	name string
+	node string
+	// why is how it went: "deleted", "evicted", "node lost".
+	why string
+	at  time.Time
+}
+
+// describeMissing names the members a gang below minMember misses: failed
+// ones that are still listed, then those the controller saw deleted that no
+// pod of the same name replaced, newest first. Names it cannot know (pods
+// deleted before this controller started) are counted.
+func describeMissing(pods []corev1.Pod, lost []lostMember, missing int32) string {
+	present := map[string]bool{}
+	var named []string
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			named = append(named, fmt.Sprintf("%s (being deleted)", p.Name))
+			continue
+		}
+		present[p.Name] = true
+		if p.Status.Phase == corev1.PodFailed {
+			why := "failed"
+			if p.Status.Reason != "" {
+				why += ": " + p.Status.Reason
+			}
+			named = append(named, fmt.Sprintf("%s (%s)", p.Name, why))
+		}
+	}
+	sort.Strings(named)
+	recent := append([]lostMember(nil), lost...)
+	sort.SliceStable(recent, func(i, j int) bool { return recent[i].at.After(recent[j].at) })
+	for _, l := range recent {
+		if int32(len(named)) >= missing {
+			break
+		}
+		if present[l.name] {
+			continue
+		}
+		present[l.name] = true
+		named = append(named, fmt.Sprintf("%s (%s from node %s)", l.name, l.why, l.node))
+	}
+	if n := missing - int32(len(named)); n > 0 {
+		named = append(named, fmt.Sprintf("%d more whose names this controller did not see", n))
+	}
+	if len(named) == 0 {
+		return "none named"
+	}
+	return strings.Join(named, ", ")
 }
 
 // unschedulable returns the first waiting member, by name, whose

@@ -246,11 +246,11 @@ func TestComputeStatus(t *testing.T) {
 			want: counts{Phase: upstream.PodGroupFailed, Running: 3, Failed: 1},
 		},
 		{
-			name: "a replacement for the failed member brings the gang back to scheduling",
+			name: "a replacement for the failed member: the gang runs on below minMember",
 			pg:   pg(4).Phase(upstream.PodGroupFailed),
 			pods: concat(repeat(3, "a", running), repeat(1, "b", failed), repeat(1, "c", pending)),
 			now:  t0,
-			want: counts{Phase: upstream.PodGroupScheduling, Running: 3, Failed: 1},
+			want: counts{Phase: upstream.PodGroupRunning, Running: 3, Failed: 1},
 		},
 		{
 			name: "a finished gang whose pods were cleaned up stays finished",
@@ -274,7 +274,7 @@ func TestComputeStatus(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pg := extended(tc.pg.Obj())
-			got := computeStatus(pg, pods(tc.pods...), tc.now, grace)
+			got := computeStatus(pg, pods(tc.pods...), nil, tc.now, grace)
 			s := got.status
 			if diff := cmp.Diff(tc.want, counts{Phase: s.Phase, Running: s.Running, Succeeded: s.Succeeded, Failed: s.Failed}); diff != "" {
 				t.Errorf("phase and counts (-want,+got):\n%s", diff)
@@ -313,14 +313,14 @@ func TestComputeStatus(t *testing.T) {
 func TestComputeStatusKeepsTimes(t *testing.T) {
 	pg := extended(gangtest.MakePodGroup("train", testNS).MinMember(2).Obj())
 
-	first := computeStatus(pg, pods(repeat(2, "w", pending)...), t0, grace).status
+	first := computeStatus(pg, pods(repeat(2, "w", pending)...), nil, t0, grace).status
 	if !first.ScheduleStartTime.Time.Equal(t0) {
 		t.Fatalf("scheduleStartTime = %v, want %v", first.ScheduleStartTime, t0)
 	}
 	pg.Status = first
 
 	later := t0.Add(time.Minute)
-	second := computeStatus(pg, pods(repeat(2, "w", bound)...), later, grace).status
+	second := computeStatus(pg, pods(repeat(2, "w", bound)...), nil, later, grace).status
 	if !second.ScheduleStartTime.Time.Equal(t0) {
 		t.Errorf("scheduleStartTime moved to %v; want it kept at %v", second.ScheduleStartTime, t0)
 	}
@@ -339,10 +339,10 @@ func TestComputeStatusKeepsTimes(t *testing.T) {
 // after it finished.
 func TestComputeStatusKeptConditionsFollowTheGeneration(t *testing.T) {
 	pg := extended(gangtest.MakePodGroup("train", testNS).MinMember(2).Generation(1).Obj())
-	pg.Status = computeStatus(pg, pods(repeat(2, "w", running)...), t0, grace).status
-	pg.Status = computeStatus(pg, pods(repeat(2, "w", succeeded)...), t0, grace).status
+	pg.Status = computeStatus(pg, pods(repeat(2, "w", running)...), nil, t0, grace).status
+	pg.Status = computeStatus(pg, pods(repeat(2, "w", succeeded)...), nil, t0, grace).status
 	pg.Generation = 2
-	got := computeStatus(pg, pods(repeat(2, "w", succeeded)...), t0.Add(time.Minute), grace).status
+	got := computeStatus(pg, pods(repeat(2, "w", succeeded)...), nil, t0.Add(time.Minute), grace).status
 	for _, condType := range []string{ConditionMembersCreated, ConditionScheduled} {
 		c := meta.FindStatusCondition(got.Conditions, condType)
 		if c == nil || c.ObservedGeneration != 2 || !c.LastTransitionTime.Time.Equal(t0) {
@@ -356,8 +356,99 @@ func TestComputeStatusKeepsOtherConditions(t *testing.T) {
 	pg := extended(gangtest.MakePodGroup("train", testNS).MinMember(1).Obj())
 	other := metav1.Condition{Type: "example.com/Audited", Status: metav1.ConditionTrue, Reason: "Audited", LastTransitionTime: metav1.NewTime(t0)}
 	pg.Status.Conditions = []metav1.Condition{other}
-	got := computeStatus(pg, pods(running(member("w"))), t0.Add(time.Hour), grace).status
+	got := computeStatus(pg, pods(running(member("w"))), nil, t0.Add(time.Hour), grace).status
 	if c := meta.FindStatusCondition(got.Conditions, other.Type); c == nil || *c != other {
 		t.Errorf("condition %s = %+v; want it unchanged: %+v", other.Type, c, other)
+	}
+}
+
+func TestComputeStatusBelowMinMember(t *testing.T) {
+	// ran is a gang of 4 whose last status says it was scheduled.
+	ran := func() *v1alpha1.PodGroup {
+		pg := extended(gangtest.MakePodGroup("train", testNS).MinMember(4).Generation(3).Obj())
+		pg.Status.Phase = upstream.PodGroupRunning
+		pg.Status.Conditions = []metav1.Condition{{Type: ConditionScheduled, Status: metav1.ConditionTrue, Reason: ReasonQuorumScheduled}}
+		return pg
+	}
+	lostW3 := []lostMember{{name: "w-3", node: "n7", why: "evicted", at: t0}}
+	tests := []struct {
+		name     string
+		pg       *v1alpha1.PodGroup
+		pods     []*st.PodWrapper
+		lost     []lostMember
+		want     *cond
+		wantNote string
+	}{
+		{
+			name: "a gang that never ran has no such condition",
+			pg:   extended(gangtest.MakePodGroup("train", testNS).MinMember(4).Obj()),
+			pods: repeat(3, "w", running),
+		},
+		{
+			name:     "a running gang with its quorum",
+			pg:       ran(),
+			pods:     repeat(4, "w", running),
+			want:     &cond{metav1.ConditionFalse, ReasonAtLeastMinMember},
+			wantNote: "4 of minMember 4 placed",
+		},
+		{
+			name:     "a member lost and not replaced: named",
+			pg:       ran(),
+			pods:     repeat(3, "w", running),
+			lost:     lostW3,
+			want:     &cond{metav1.ConditionTrue, ReasonMembersLost},
+			wantNote: "3 of minMember 4 placed (3 bound, 0 succeeded); 0 replacement(s) waiting for a node; missing: w-3 (evicted from node n7)",
+		},
+		{
+			name:     "the replacement waits",
+			pg:       ran(),
+			pods:     concat(repeat(3, "w", running), []*st.PodWrapper{pending(member("w-3b"))}),
+			lost:     lostW3,
+			want:     &cond{metav1.ConditionTrue, ReasonReplacementsPending},
+			wantNote: "1 replacement(s) waiting for a node; missing: w-3 (evicted from node n7)",
+		},
+		{
+			name:     "a replacement of the same name brings it back",
+			pg:       ran(),
+			pods:     concat(repeat(3, "w", running), []*st.PodWrapper{running(member("w-3"))}),
+			lost:     lostW3,
+			want:     &cond{metav1.ConditionFalse, ReasonAtLeastMinMember},
+			wantNote: "4 of minMember 4 placed",
+		},
+		{
+			name:     "succeeded members count; failed ones are named; unknown ones are counted",
+			pg:       ran(),
+			pods:     concat(repeat(1, "s", succeeded), repeat(1, "r", running), []*st.PodWrapper{failed(member("f-0"))}),
+			want:     &cond{metav1.ConditionTrue, ReasonMembersLost},
+			wantNote: "2 of minMember 4 placed (1 bound, 1 succeeded); 0 replacement(s) waiting for a node; missing: f-0 (failed), 1 more whose names this controller did not see",
+		},
+		{
+			name:     "nothing holds a node any more",
+			pg:       ran(),
+			pods:     repeat(4, "w", succeeded),
+			want:     &cond{metav1.ConditionFalse, ReasonNotRunning},
+			wantNote: "no member holds a node (4 succeeded, 0 failed)",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := computeStatus(tc.pg, pods(tc.pods...), tc.lost, t0, grace).status
+			c := meta.FindStatusCondition(got.Conditions, ConditionBelowMinMember)
+			if tc.want == nil {
+				if c != nil {
+					t.Fatalf("unexpected condition %+v", c)
+				}
+				return
+			}
+			if c == nil {
+				t.Fatalf("no %s condition in %+v", ConditionBelowMinMember, got.Conditions)
+			}
+			if diff := cmp.Diff(*tc.want, cond{Status: c.Status, Reason: c.Reason}); diff != "" {
+				t.Errorf("condition (-want,+got):\n%s\nmessage: %s", diff, c.Message)
+			}
+			if !strings.Contains(c.Message, tc.wantNote) {
+				t.Errorf("message %q does not contain %q", c.Message, tc.wantNote)
+			}
+		})
 	}
 }

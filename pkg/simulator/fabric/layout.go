@@ -46,12 +46,15 @@ type NodeInfo struct {
 	// Domain[t] is the index of the node's domain at tier t in Leaves,
 	// Cliques or among spines; -1 for a clique when there are none.
 	Domain [numTiers]int
-	// Labels are the node's labels: hostname and the preset's levels.
+	// Labels are the node's labels: hostname, the preset's levels, and
+	// the fleet's GPU labels when the fabric has a fleet.
 	Labels map[string]string
 	// LeafName names the node's leaf for people: "s0-l1", or the leaf
 	// label's value.
 	LeafName string
-	// GPUs is the node's GPU capacity.
+	// GPUs is the node's nvidia.com/gpu capacity: gpusPerNode, times the
+	// replicas on a node that shares its GPUs; for a real node, its
+	// allocatable.
 	GPUs int
 }
 
@@ -103,10 +106,13 @@ func NewLayout(f scenario.Fabric) (*Layout, error) {
 			}
 		}
 	}
+	if f.Fleet != nil {
+		l.labelFleet(f.Fleet)
+	}
 	return l, nil
 }
 
-// TotalGPUs is the fabric's GPU capacity.
+// TotalGPUs is the fabric's nvidia.com/gpu capacity.
 func (l *Layout) TotalGPUs() int {
 	total := 0
 	for _, n := range l.Nodes {

@@ -91,15 +91,15 @@ func (l *Layout) Prefill(seed int64) []PrefillPod {
 	if p == nil || p.Fraction <= 0 {
 		return nil
 	}
-	per := l.Spec.GPUsPerNode
-	target := int(p.Fraction * float64(l.TotalGPUs()))
+	total := l.TotalGPUs()
+	target := int(p.Fraction * float64(total))
 	rng := rand.New(rand.NewPCG(uint64(seed), 3))
 	used := make([]int, len(l.Nodes))
 	switch p.Layout {
 	case scenario.PrefillPacked:
 		order := rng.Perm(len(l.Nodes))
 		for _, n := range order {
-			take := min(per, target)
+			take := min(l.Nodes[n].GPUs, target)
 			used[n] = take
 			target -= take
 			if target == 0 {
@@ -107,9 +107,17 @@ func (l *Layout) Prefill(seed int64) []PrefillPod {
 			}
 		}
 	default:
-		slots := rng.Perm(l.TotalGPUs())
+		// GPU slots are numbered node by node, so slot s belongs to
+		// owner[s]; nodes that share GPUs own more slots.
+		owner := make([]int, 0, total)
+		for n := range l.Nodes {
+			for range l.Nodes[n].GPUs {
+				owner = append(owner, n)
+			}
+		}
+		slots := rng.Perm(total)
 		for _, s := range slots[:target] {
-			used[s/per]++
+			used[owner[s]]++
 		}
 	}
 	var pods []PrefillPod

@@ -28,6 +28,8 @@ type Job struct {
 	Priority int32
 	// Topology is the gang's constraint, or nil.
 	Topology *Topology
+	// GPU is the gang's GPU fleet policy, or nil for gpu-gang's defaults.
+	GPU *GPURequirements
 }
 
 // GPUs is the job's whole GPU request.
@@ -52,13 +54,14 @@ func Expand(s *Scenario) []Job {
 				Duration:   g.Duration.Draw(rng),
 				Priority:   g.Priority,
 				Topology:   g.Topology,
+				GPU:        g.GPU,
 			})
 		}
 	}
 	for _, j := range s.Workload.Jobs {
 		jobs = append(jobs, Job{
 			Name: j.Name, Gang: true, At: j.At.Duration, Pods: j.Pods, GPUsPerPod: j.GPUsPerPod,
-			Duration: j.Duration.Duration, Priority: j.Priority, Topology: j.Topology,
+			Duration: j.Duration.Duration, Priority: j.Priority, Topology: j.Topology, GPU: j.GPU,
 		})
 	}
 	for i, c := range s.Workload.Pods {

@@ -52,6 +52,7 @@ func SetDefaults(s *Scenario) {
 	if p := s.Fabric.Prefill; p != nil && p.Layout == "" {
 		p.Layout = PrefillScattered
 	}
+	setFleetDefaults(s)
 	for i := range s.Workload.Gangs {
 		g := &s.Workload.Gangs[i]
 		if g.Name == "" {
@@ -122,6 +123,7 @@ func validateFabric(f *Fabric, path *field.Path) field.ErrorList {
 			errs = append(errs, field.NotSupported(pp.Child("layout"), p.Layout, []string{PrefillScattered, PrefillPacked}))
 		}
 	}
+	errs = append(errs, validateFleet(f, path.Child("fleet"))...)
 	return errs
 }
 
@@ -153,6 +155,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		errs = append(errs, validateIntRange(&g.GPUsPerPod, 0, p.Child("gpusPerPod"))...)
 		errs = append(errs, validateDurationRange(&g.Duration, p.Child("duration"))...)
 		errs = append(errs, validateTopology(g.Topology, p.Child("topology"))...)
+		errs = append(errs, validateGPU(g.GPU, p.Child("gpu"))...)
 		errs = append(errs, validateArrival(&g.Arrival, p.Child("arrival"))...)
 	}
 	for i := range w.Jobs {
@@ -172,6 +175,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("duration"), j.Duration.String(), "must not be negative"))
 		}
 		errs = append(errs, validateTopology(j.Topology, p.Child("topology"))...)
+		errs = append(errs, validateGPU(j.GPU, p.Child("gpu"))...)
 	}
 	for i := range w.Pods {
 		c := &w.Pods[i]

@@ -46,6 +46,9 @@ type Fabric struct {
 	Preset string `json:"preset,omitempty"`
 	// Prefill occupies part of the fabric before the workload starts.
 	Prefill *Prefill `json:"prefill,omitempty"`
+	// Fleet labels the nodes' GPUs, drivers, sharing and capacity type;
+	// without it nodes carry only topology labels.
+	Fleet *Fleet `json:"fleet,omitempty"`
 }
 
 // Prefill occupies GPUs with pods bound straight to nodes, which run until
@@ -92,6 +95,8 @@ type GangClass struct {
 	Priority int32 `json:"priority,omitempty"`
 	// Topology is the gang's placement constraint, if any.
 	Topology *Topology `json:"topology,omitempty"`
+	// GPU is the gang's GPU fleet policy, if any.
+	GPU *GPURequirements `json:"gpu,omitempty"`
 	// Arrival says when the gangs arrive.
 	Arrival Arrival `json:"arrival,omitempty"`
 }
@@ -102,12 +107,14 @@ type JobSpec struct {
 	Name string `json:"name,omitempty"`
 	// At is the arrival time after the run starts.
 	At Duration `json:"at,omitempty"`
-	// Pods, GPUsPerPod, Duration, Priority and Topology are as in GangClass.
-	Pods       int       `json:"pods"`
-	GPUsPerPod int       `json:"gpusPerPod"`
-	Duration   Duration  `json:"duration,omitempty"`
-	Priority   int32     `json:"priority,omitempty"`
-	Topology   *Topology `json:"topology,omitempty"`
+	// Pods, GPUsPerPod, Duration, Priority, Topology and GPU are as in
+	// GangClass.
+	Pods       int              `json:"pods"`
+	GPUsPerPod int              `json:"gpusPerPod"`
+	Duration   Duration         `json:"duration,omitempty"`
+	Priority   int32            `json:"priority,omitempty"`
+	Topology   *Topology        `json:"topology,omitempty"`
+	GPU        *GPURequirements `json:"gpu,omitempty"`
 }
 
 // PodClass is a stream of plain pods, each outside any gang.

@@ -6,7 +6,9 @@
 //   - GangPlugin (profile gpu-gang): a scheduling.x-k8s.io/v1alpha1 PodGroup
 //     with minMember = pods and, for a job with a topology level, the
 //     annotation gpu-gang.x-k8s.io/topology-required or -preferred set to
-//     the level's label key; pods labelled
+//     the level's label key, and the job's GPU fleet policy as the
+//     gpu-gang.x-k8s.io/min-cuda, min-compute-capability, uniform,
+//     capacity-type and allow-shared-gpus annotations; pods labelled
 //     scheduling.x-k8s.io/pod-group=<job> for schedulerName gpu-gang.
 //   - Plain (profile default): the same pods with no group, for
 //     default-scheduler; a gang is just pods arriving together.
@@ -16,6 +18,10 @@
 //     [{key: <the level's label key>}]; pods name it in
 //     spec.schedulingGroup.podGroupName. The in-tree constraint is always
 //     hard, so a preferred level maps to no constraint at all.
+//
+// Neither baseline can express a GPU fleet policy (node affinity compares
+// only whole numbers, so "CUDA >= 12.4" has no form), so a job's GPU
+// policy reaches gpu-gang alone.
 //
 // Plain single pods of the workload are the same pods without any group in
 // every profile.
@@ -116,6 +122,12 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 				annotation = scheduling.AnnotationTopologyRequired
 			}
 			out.GangGroup.Annotations = map[string]string{annotation: key}
+		}
+		for k, v := range job.GPU.Annotations() {
+			if out.GangGroup.Annotations == nil {
+				out.GangGroup.Annotations = map[string]string{}
+			}
+			out.GangGroup.Annotations[k] = v
 		}
 		for _, p := range out.Pods {
 			p.Labels[v1alpha1.PodGroupLabel] = job.Name

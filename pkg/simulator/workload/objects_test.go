@@ -90,3 +90,32 @@ func TestPriorityClasses(t *testing.T) {
 	require.Equal(t, "sim-priority-10", pcs[0].Name)
 	require.Equal(t, int32(-3), pcs[1].Value)
 }
+
+func TestBuildGPURequirements(t *testing.T) {
+	job := scenario.Job{Name: "j", Gang: true, Pods: 2, GPUsPerPod: 8, Topology: &scenario.Topology{Level: scenario.TierLeaf},
+		GPU: &scenario.GPURequirements{MinCUDA: "12.4", CapacityType: "spot", AllowSharedGPUs: true}}
+
+	b := &Builder{Namespace: "sim", Flavor: GangPlugin, SchedulerName: "gpu-gang", TierKeys: tierKeys}
+	o, err := b.Build(&job)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{
+		scheduling.AnnotationTopologyPreferred: "network.topology.nvidia.com/leaf",
+		scheduling.AnnotationMinCUDA:           "12.4",
+		scheduling.AnnotationCapacityType:      "spot",
+		scheduling.AnnotationAllowSharedGPUs:   "true",
+	}, o.GangGroup.Annotations)
+
+	job.Topology = nil
+	o, err = b.Build(&job)
+	require.NoError(t, err)
+	require.Len(t, o.GangGroup.Annotations, 3, "GPU annotations without a topology level")
+
+	for _, flavor := range []Flavor{Plain, Native} {
+		b := &Builder{Namespace: "sim", Flavor: flavor, SchedulerName: "default-scheduler", TierKeys: tierKeys}
+		o, err := b.Build(&job)
+		require.NoError(t, err)
+		for _, p := range o.Pods {
+			require.NotContains(t, p.Annotations, scheduling.AnnotationMinCUDA, "baselines cannot express a GPU policy")
+		}
+	}
+}

@@ -2,6 +2,9 @@ package v1
 
 import (
 	"k8s.io/utils/ptr"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // Defaults for CoschedulingArgs. Each default is handed out as a fresh
@@ -13,6 +16,9 @@ const (
 	// DefaultTopologyPreset reads NVLink cliques under leaf and spine
 	// switches; nodes without those labels are simply their own domains.
 	DefaultTopologyPreset = "nvidia"
+	// DefaultUnlabelledNodes skips nodes that do not say their CUDA
+	// version when a gang asks for one.
+	DefaultUnlabelledNodes = config.UnlabelledNodesSkip
 )
 
 // SetDefaultsCoschedulingArgs fills the fields a user left unset.
@@ -28,5 +34,11 @@ func SetDefaultsCoschedulingArgs(args *CoschedulingArgs) {
 	}
 	if args.TopologyPreset == nil && len(args.TopologyLevels) == 0 {
 		args.TopologyPreset = ptr.To(DefaultTopologyPreset)
+	}
+	if args.UnlabelledNodes == nil {
+		args.UnlabelledNodes = ptr.To(DefaultUnlabelledNodes)
+	}
+	if args.CapacityTypeLabels == nil {
+		args.CapacityTypeLabels = scheduling.DefaultCapacityTypeLabels()
 	}
 }

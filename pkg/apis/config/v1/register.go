@@ -59,6 +59,11 @@ func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.Cosched
 		out.TopologyPreset = *in.TopologyPreset
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
+	out.UnlabelledNodes = ""
+	if in.UnlabelledNodes != nil {
+		out.UnlabelledNodes = *in.UnlabelledNodes
+	}
+	out.CapacityTypeLabels = cloneStrings(in.CapacityTypeLabels)
 }
 
 // ConvertCoschedulingArgsFromInternal converts internal args to v1.
@@ -71,6 +76,20 @@ func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *Cosch
 		out.TopologyPreset = ptr.To(in.TopologyPreset)
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
+	out.UnlabelledNodes = nil
+	if in.UnlabelledNodes != "" {
+		out.UnlabelledNodes = ptr.To(in.UnlabelledNodes)
+	}
+	out.CapacityTypeLabels = cloneStrings(in.CapacityTypeLabels)
+}
+
+// cloneStrings copies s, keeping nil and empty apart: an empty
+// capacityTypeLabels is the user's choice and must reach validation.
+func cloneStrings(s []string) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string{}, s...)
 }
 
 func deref(p *int64) int64 {

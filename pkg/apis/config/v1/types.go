@@ -31,4 +31,14 @@ type CoschedulingArgs struct {
 	// TopologyLevels lists node label keys, tightest first, for fabrics no
 	// preset describes. The node itself is always the lowest level.
 	TopologyLevels []string `json:"topologyLevels,omitempty"`
+	// UnlabelledNodes is Skip (the default) or Allow: whether a gang whose
+	// PodGroup or pods set gpu-gang.x-k8s.io/min-cuda or
+	// min-compute-capability may use nodes that GPU feature discovery has
+	// not labelled with a CUDA version or compute capability.
+	UnlabelledNodes *string `json:"unlabelledNodes,omitempty"`
+	// CapacityTypeLabels lists node label keys that say whether a node is
+	// spot capacity, tried in order; the first one set on a node decides.
+	// Defaults to karpenter.sh/capacity-type, cloud.google.com/gke-spot,
+	// eks.amazonaws.com/capacityType and node.kubernetes.io/lifecycle.
+	CapacityTypeLabels []string `json:"capacityTypeLabels,omitempty"`
 }

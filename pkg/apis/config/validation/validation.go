@@ -2,6 +2,7 @@
 package validation
 
 import (
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
@@ -32,6 +33,35 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 			errs = append(errs, field.Invalid(path.Child("topologyLevels"), args.TopologyLevels, err.Error()))
 		default:
 			errs = append(errs, field.NotSupported(path.Child("topologyPreset"), args.TopologyPreset, scheduling.PresetNames()))
+		}
+	}
+	errs = append(errs, validateFleetArgs(path, args)...)
+	return errs
+}
+
+// validateFleetArgs checks the args that say how GPU nodes are read.
+func validateFleetArgs(path *field.Path, args *config.CoschedulingArgs) field.ErrorList {
+	var errs field.ErrorList
+	switch args.UnlabelledNodes {
+	case config.UnlabelledNodesSkip, config.UnlabelledNodesAllow:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("unlabelledNodes"), args.UnlabelledNodes,
+			[]string{config.UnlabelledNodesSkip, config.UnlabelledNodesAllow}))
+	}
+	labels := path.Child("capacityTypeLabels")
+	if len(args.CapacityTypeLabels) == 0 {
+		errs = append(errs, field.Required(labels,
+			"list at least one node label key (leave the field out for the common ones): with none, every node counts as on-demand and gangs that ask for spot capacity never start"))
+	}
+	seen := make(map[string]bool, len(args.CapacityTypeLabels))
+	for i, key := range args.CapacityTypeLabels {
+		if seen[key] {
+			errs = append(errs, field.Duplicate(labels.Index(i), key))
+			continue
+		}
+		seen[key] = true
+		for _, msg := range validation.IsQualifiedName(key) {
+			errs = append(errs, field.Invalid(labels.Index(i), key, "must be a node label key: "+msg))
 		}
 	}
 	return errs

@@ -1,0 +1,81 @@
+package podgroup
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+)
+
+// maxLostPerGroup bounds the members remembered per PodGroup; the oldest
+// go first.
+const maxLostPerGroup = 256
+
+// lostLedger remembers members that left while they held a node and had not
+// finished. The API keeps no trace of a deleted pod, and a person repairing
+// a job needs to know which ranks are gone. It lives in memory: after a
+// restart the controller can count missing members but not name those it
+// did not see go.
+type lostLedger struct {
+	mu      sync.Mutex
+	byGroup map[types.NamespacedName][]lostMember
+}
+
+// record remembers pod if it was a member that held a node and had not
+// finished.
+func (l *lostLedger) record(pod *corev1.Pod, now time.Time) {
+	key, ok := gang.Of(pod)
+	if !ok || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
+		return
+	}
+	m := lostMember{name: pod.Name, node: pod.Spec.NodeName, why: howLost(pod), at: now}
+	group := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byGroup == nil {
+		l.byGroup = map[types.NamespacedName][]lostMember{}
+	}
+	ms := append(l.byGroup[group], m)
+	if len(ms) > maxLostPerGroup {
+		ms = ms[len(ms)-maxLostPerGroup:]
+	}
+	l.byGroup[group] = ms
+}
+
+// of returns a copy of what is remembered of a group.
+func (l *lostLedger) of(group types.NamespacedName) []lostMember {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]lostMember(nil), l.byGroup[group]...)
+}
+
+// forget drops a deleted group's members.
+func (l *lostLedger) forget(group types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.byGroup, group)
+}
+
+// howLost says how a member went, from what its last state shows.
+func howLost(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			switch c.Reason {
+			case "PreemptionByScheduler":
+				return "preempted"
+			case "DeletionByTaintManager", "DeletionByPodGC":
+				return "lost with its node"
+			case "EvictionByEvictionAPI":
+				return "evicted"
+			}
+			return "disrupted (" + c.Reason + ")"
+		}
+	}
+	if pod.Status.Phase == corev1.PodFailed {
+		return "failed and deleted"
+	}
+	return "deleted"
+}

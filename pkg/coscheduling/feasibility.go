@@ -1,0 +1,517 @@
+package coscheduling
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// A plan is only as good as the nodes it may use. The planner counts
+// resources; whether a member may run on a node at all is what the
+// profile's Filter plugins decide: taints, node affinity and selectors, host
+// ports, inter-pod affinity and anti-affinity, topology spread, volume
+// limits, DRA claims, and any out-of-tree filter. So the plugin asks them.
+//
+//   - Eligibility: members are grouped into templates (members that Filter
+//     plugins cannot tell apart: the same requests, affinity, ports,
+//     volumes...). Each template runs the profile's PreFilter plugins once
+//     and its Filter plugins on every node. A node is eligible unless a
+//     Filter plugin other than the resource fit rejects it: capacity is the
+//     planner's to count, and counts what will free up too.
+//   - Verification: members can exclude each other (anti-affinity between
+//     ranks, the same host port, topology spread among themselves). When a
+//     template has such constraints, the plan is replayed member by member
+//     in rank order on copies of the planned nodes, each placed member added
+//     to the later members' view, and every member run through Filter where
+//     the plan puts it.
+//   - Lessons: a member that fails beside its siblings but not on the bare
+//     node teaches a cap per node for its template; any other failure
+//     excludes that node for the template. The planner then plans again. A
+//     plan that failed is never tried again, and a Filter rejection in a
+//     real scheduling cycle (PostFilter) teaches the same way.
+
+// simulatingKey marks a context in which the plugin runs the profile's
+// PreFilter plugins for members it plans: its own PreFilter then stays out
+// of the way.
+type simulatingKey struct{}
+
+func simulating(ctx context.Context) bool {
+	v, _ := ctx.Value(simulatingKey{}).(bool)
+	return v
+}
+
+// preFilterRunner runs the profile's PreFilter plugins. The scheduling
+// framework that hands out the plugin's Handle implements it; a handle
+// that does not (a test double, another framework) leaves the plugin with
+// the static checks of eligibleNodes.
+type preFilterRunner interface {
+	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
+}
+
+// maxReplans bounds how often one PreFilter plans again after verification
+// failed. Each replan follows a new lesson, so the bound is only reached
+// by gangs whose members exclude each other in ways a cap per node does not
+// capture; they are reported as unschedulable with the last rejection.
+const maxReplans = 8
+
+// lessonTTL is how long a node stays excluded for a template after Filter
+// rejected it there: what repelled the member (another pod, a port in use)
+// may go away.
+const lessonTTL = 5 * time.Minute
+
+// lessons are what Filter rejections taught about a gang. Guarded by
+// gangs.mu; cleared when the gang reaches quorum or goes idle.
+type lessons struct {
+	// perNode caps a template's members on one node.
+	perNode map[string]int
+	// excluded maps template to node to when the node was excluded.
+	excluded map[string]map[string]time.Time
+	// failed are fingerprints of plans that Filter rejected.
+	failed map[uint64]bool
+}
+
+// lessonView is a copy of a gang's lessons for one planning pass.
+type lessonView struct {
+	perNode  map[string]int
+	excluded map[string]sets.Set[string]
+	failed   map[uint64]bool
+}
+
+// lessonsFor copies the gang's live lessons.
+func (gs *gangs) lessonsFor(key gang.Key) lessonView {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	v := lessonView{perNode: map[string]int{}, excluded: map[string]sets.Set[string]{}, failed: map[uint64]bool{}}
+	g, ok := gs.byKey[key]
+	if !ok {
+		return v
+	}
+	now := gs.clock.Now()
+	for t, n := range g.lessons.perNode {
+		v.perNode[t] = n
+	}
+	for t, nodes := range g.lessons.excluded {
+		for node, at := range nodes {
+			if now.Sub(at) < lessonTTL {
+				if v.excluded[t] == nil {
+					v.excluded[t] = sets.New[string]()
+				}
+				v.excluded[t].Insert(node)
+			}
+		}
+	}
+	for fp := range g.lessons.failed {
+		v.failed[fp] = true
+	}
+	return v
+}
+
+// learnCap caps a template's members per node. It reports whether that is
+// news.
+func (gs *gangs) learnCap(key gang.Key, template string, perNode int) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.get(key)
+	if g.lessons.perNode == nil {
+		g.lessons.perNode = map[string]int{}
+	}
+	if have, ok := g.lessons.perNode[template]; ok && have <= perNode {
+		return false
+	}
+	g.lessons.perNode[template] = perNode
+	return true
+}
+
+// learnExclusion keeps a template's members off a node for lessonTTL. It
+// reports whether that is news.
+func (gs *gangs) learnExclusion(key gang.Key, template, node string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.get(key)
+	if g.lessons.excluded == nil {
+		g.lessons.excluded = map[string]map[string]time.Time{}
+	}
+	if g.lessons.excluded[template] == nil {
+		g.lessons.excluded[template] = map[string]time.Time{}
+	}
+	now := gs.clock.Now()
+	at, had := g.lessons.excluded[template][node]
+	g.lessons.excluded[template][node] = now
+	return !had || now.Sub(at) >= lessonTTL
+}
+
+// learnFailedPlan remembers a plan Filter rejected.
+func (gs *gangs) learnFailedPlan(key gang.Key, fp uint64) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.get(key)
+	if g.lessons.failed == nil {
+		g.lessons.failed = map[uint64]bool{}
+	}
+	g.lessons.failed[fp] = true
+}
+
+// template is a group of members that Filter plugins cannot tell apart.
+type template struct {
+	sig string
+	// pod is the template's first member in rank order; it stands for
+	// all of them in PreFilter.
+	pod *v1.Pod
+	// state is pod's CycleState after the profile's PreFilter plugins;
+	// nil when no runner is available.
+	state fwk.CycleState
+	// nodes restricts the template to these nodes (a PreFilterResult);
+	// nil means all.
+	nodes sets.Set[string]
+	// rejected is set when a PreFilter plugin rejected the template
+	// outright; no node is eligible then.
+	rejected *fwk.Status
+	// relational is set when the template's members can exclude each
+	// other or their siblings through Filter, so plans are verified.
+	relational bool
+	// perNode is the cap on the template's members per node, 0 for none.
+	perNode int
+	// eligible[i] says whether the template may run on node i.
+	eligible []bool
+	// rejections counts, by plugin and message, why nodes were not
+	// eligible, for people.
+	rejections map[string]int
+	// members are indices into the planned members, in rank order.
+	members []int
+}
+
+// templatesOf groups members (in rank order) into templates.
+func templatesOf(members []*v1.Pod) (templates []*template, of []int) {
+	of = make([]int, len(members))
+	bySig := map[string]int{}
+	for i, p := range members {
+		sig := filterSignature(p)
+		t, ok := bySig[sig]
+		if !ok {
+			t = len(templates)
+			bySig[sig] = t
+			templates = append(templates, &template{sig: sig, pod: p, relational: isRelational(p), perNode: staticPerNode(p)})
+		}
+		templates[t].members = append(templates[t].members, i)
+		of[i] = t
+	}
+	return templates, of
+}
+
+// filterSignature identifies what Filter plugins read of a pod, except its
+// name and labels: members of one job differ in their rank labels only,
+// and sharing one Filter pass per template is what keeps large gangs cheap.
+// Constraints that match a member's own labels are checked member by member
+// during verification.
+func filterSignature(pod *v1.Pod) string {
+	type container struct {
+		Ports []v1.ContainerPort `json:"p,omitempty"`
+	}
+	sig := struct {
+		Amounts         amounts                       `json:"a"`
+		NodeName        string                        `json:"n,omitempty"`
+		Selector        map[string]string             `json:"s,omitempty"`
+		Affinity        *v1.Affinity                  `json:"af,omitempty"`
+		Tolerations     []v1.Toleration               `json:"t,omitempty"`
+		Spread          []v1.TopologySpreadConstraint `json:"sp,omitempty"`
+		Volumes         []v1.Volume                   `json:"v,omitempty"`
+		Claims          []v1.PodResourceClaim         `json:"c,omitempty"`
+		Containers      []container                   `json:"ct,omitempty"`
+		RuntimeClass    *string                       `json:"rc,omitempty"`
+		Priority        *int32                        `json:"pr,omitempty"`
+		SchedulingGates []v1.PodSchedulingGate        `json:"g,omitempty"`
+		Overhead        v1.ResourceList               `json:"o,omitempty"`
+		Readiness       []v1.PodReadinessGate         `json:"rg,omitempty"`
+		HostNetwork     bool                          `json:"hn,omitempty"`
+		OS              *v1.PodOS                     `json:"os,omitempty"`
+	}{
+		Amounts: podAmounts(pod), NodeName: pod.Spec.NodeName, Selector: pod.Spec.NodeSelector,
+		Affinity: pod.Spec.Affinity, Tolerations: pod.Spec.Tolerations, Spread: pod.Spec.TopologySpreadConstraints,
+		Volumes: pod.Spec.Volumes, Claims: pod.Spec.ResourceClaims, RuntimeClass: pod.Spec.RuntimeClassName,
+		Priority: pod.Spec.Priority, SchedulingGates: pod.Spec.SchedulingGates, Overhead: pod.Spec.Overhead,
+		HostNetwork: pod.Spec.HostNetwork, OS: pod.Spec.OS,
+	}
+	for _, c := range pod.Spec.Containers {
+		sig.Containers = append(sig.Containers, container{Ports: c.Ports})
+	}
+	b, err := json.Marshal(sig)
+	if err != nil {
+		return string(pod.UID) // never shared, never wrong
+	}
+	return string(b)
+}
+
+// isRelational reports whether members like pod can exclude each other, or
+// their siblings, through Filter: inter-pod affinity and anti-affinity,
+// hard topology spread, host ports, and volumes (limits per node, access
+// modes).
+func isRelational(pod *v1.Pod) bool {
+	if a := pod.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return true
+	}
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == v1.DoNotSchedule {
+			return true
+		}
+	}
+	if hostPorts(pod) {
+		return true
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func hostPorts(pod *v1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// staticPerNode is the cap per node that a template's spec shows on its
+// face: members that ask for the same host port, or that repel pods like
+// themselves from their node, run one per node.
+func staticPerNode(pod *v1.Pod) int {
+	if hostPorts(pod) {
+		return 1
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil {
+		return 0
+	}
+	for _, term := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		if term.TopologyKey != v1.LabelHostname || term.LabelSelector == nil {
+			continue
+		}
+		if len(term.Namespaces) > 0 && !slices.Contains(term.Namespaces, pod.Namespace) {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err == nil && sel.Matches(labels.Set(pod.Labels)) {
+			return 1
+		}
+	}
+	return 0
+}
+
+// eligibility fills each template's eligible nodes: the profile's Filter
+// plugins, run on every node, less the nodes the gang's lessons exclude.
+// Without a PreFilter runner it falls back to eligibleNodes.
+func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, lv lessonView) {
+	logger := klog.FromContext(ctx)
+	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	for _, t := range templates {
+		if n, ok := lv.perNode[t.sig]; ok && (t.perNode == 0 || n < t.perNode) {
+			t.perNode = n
+		}
+		excluded := lv.excluded[t.sig]
+		if pl.runner == nil {
+			t.eligible = eligibleNodes(logger, t.pod, nodeInfos)
+			for i, ni := range nodeInfos {
+				if excluded.Has(ni.Node().Name) {
+					t.eligible[i] = false
+				}
+			}
+			continue
+		}
+		t.state = framework.NewCycleState()
+		res, status, _ := pl.runner.RunPreFilterPlugins(simCtx, t.state, t.pod)
+		t.eligible = make([]bool, len(nodeInfos))
+		if !status.IsSuccess() && !status.IsSkip() {
+			t.rejected = status
+			continue
+		}
+		if res != nil && !res.AllNodes() {
+			t.nodes = res.NodeNames
+		}
+		statuses := make([]*fwk.Status, len(nodeInfos))
+		pl.handle.Parallelizer().Until(ctx, len(nodeInfos), func(i int) {
+			ni := nodeInfos[i]
+			name := ni.Node().Name
+			switch {
+			case excluded.Has(name):
+				statuses[i] = fwk.NewStatus(fwk.Unschedulable, "a plan that put a member here failed Filter").WithPlugin(Name)
+			case t.nodes != nil && !t.nodes.Has(name):
+				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "excluded by a PreFilter plugin")
+			default:
+				s := pl.handle.RunFilterPlugins(simCtx, t.state, t.pod, ni)
+				t.eligible[i] = acceptable(s)
+				statuses[i] = s
+			}
+		}, Name)
+		for i, s := range statuses {
+			if !t.eligible[i] && s != nil {
+				if t.rejections == nil {
+					t.rejections = map[string]int{}
+				}
+				t.rejections[s.Plugin()+": "+s.Message()]++
+			}
+		}
+	}
+}
+
+// why summarises, for people, why nodes were not eligible: the most common
+// rejections first.
+func (t *template) why() string {
+	if len(t.rejections) == 0 {
+		return ""
+	}
+	type entry struct {
+		what  string
+		count int
+	}
+	var es []entry
+	for what, n := range t.rejections {
+		es = append(es, entry{what, n})
+	}
+	slices.SortFunc(es, func(a, b entry) int {
+		if a.count != b.count {
+			return b.count - a.count
+		}
+		return strings.Compare(a.what, b.what)
+	})
+	parts := make([]string, 0, 3)
+	for i, e := range es {
+		if i == 3 {
+			parts = append(parts, fmt.Sprintf("and %d other reasons", len(es)-3))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d node(s) %s", e.count, e.what))
+	}
+	return ": " + strings.Join(parts, "; ")
+}
+
+// acceptable reports whether a Filter status lets the planner use the
+// node: success, or a rejection for resources alone, which the planner
+// counts itself (and counts what will free up).
+func acceptable(s *fwk.Status) bool {
+	return s.IsSuccess() || s.Plugin() == names.NodeResourcesFit
+}
+
+// failure is a member that Filter rejected where a plan put it.
+type failure struct {
+	member int
+	node   int
+	status *fwk.Status
+	// beside counts the member's template siblings already on the node.
+	beside int
+}
+
+// verify replays a plan member by member in rank order and returns the
+// members Filter rejects where the plan puts them. Members placed earlier
+// are added to the copies of their nodes and to every template's PreFilter
+// state, as the scheduler's own preemption does when it simulates pods.
+func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement.Plan, nodeInfos []fwk.NodeInfo, templates []*template, of []int) []failure {
+	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	states := make([]fwk.CycleState, len(templates))
+	for i, t := range templates {
+		states[i] = t.state.Clone()
+	}
+	copies := map[int]fwk.NodeInfo{}
+	beside := map[[2]int]int{} // (template, node) -> members placed
+	var failures []failure
+	for i, m := range members {
+		n := plan.NodeOf[i]
+		ni, ok := copies[n]
+		if !ok {
+			ni = nodeInfos[n].Snapshot()
+			copies[n] = ni
+		}
+		t := of[i]
+		if s := pl.handle.RunFilterPlugins(simCtx, states[t], m, ni); !acceptable(s) {
+			failures = append(failures, failure{member: i, node: n, status: s, beside: beside[[2]int{t, n}]})
+			continue
+		}
+		placed := m.DeepCopy()
+		placed.Spec.NodeName = ni.Node().Name
+		pi, err := framework.NewPodInfo(placed)
+		if err != nil {
+			failures = append(failures, failure{member: i, node: n, status: fwk.AsStatus(err)})
+			continue
+		}
+		ni.AddPodInfo(pi)
+		for j, o := range templates {
+			if s := pl.handle.RunPreFilterExtensionAddPod(simCtx, states[j], o.pod, pi, ni); !s.IsSuccess() {
+				klog.FromContext(ctx).V(4).Info("Could not add a planned member to a sibling's view", "member", klog.KObj(m), "status", s)
+			}
+		}
+		beside[[2]int{t, n}]++
+	}
+	return failures
+}
+
+// learn turns verification failures into lessons: a member that passes on
+// the bare node but fails beside k of its template's siblings caps the
+// template at k per node; anything else excludes the node for the
+// template. It reports whether anything new was learned.
+func (pl *Plugin) learn(ctx context.Context, key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, templates []*template, of []int, failures []failure) bool {
+	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	logger := klog.FromContext(ctx)
+	news := false
+	for _, f := range failures {
+		t := templates[of[f.member]]
+		node := nodeInfos[f.node].Node().Name
+		bare := pl.handle.RunFilterPlugins(simCtx, t.state, members[f.member], nodeInfos[f.node])
+		if f.beside > 0 && acceptable(bare) {
+			if pl.gangs.learnCap(key, t.sig, f.beside) {
+				logger.V(3).Info("Members exclude each other on a node: capping them", "podGroup", key, "member", klog.KObj(members[f.member]),
+					"node", node, "perNode", f.beside, "plugin", f.status.Plugin(), "reason", f.status.Message())
+				news = true
+			}
+			continue
+		}
+		if pl.gangs.learnExclusion(key, t.sig, node) {
+			logger.V(3).Info("Filter rejects the plan's node for a member: excluding it", "podGroup", key, "member", klog.KObj(members[f.member]),
+				"node", node, "plugin", f.status.Plugin(), "reason", f.status.Message())
+			news = true
+		}
+	}
+	return news
+}
+
+// fingerprint identifies a plan: which member goes where.
+func fingerprint(members []*v1.Pod, plan *placement.Plan, req *placement.Request) uint64 {
+	h := fnv.New64a()
+	for i, m := range members {
+		fmt.Fprintf(h, "%s=%s;", m.UID, req.Nodes[plan.NodeOf[i]].Name)
+	}
+	return h.Sum64()
+}
+
+// unfitError says that Filter rejects every plan the planner could find,
+// with the last rejection. Waiting for capacity does not help such a gang.
+type unfitError struct {
+	member types.NamespacedName
+	node   string
+	status *fwk.Status
+}
+
+func (e *unfitError) Error() string {
+	return fmt.Sprintf("Filter plugin %s rejects member %s on node %s, the last place the plan could put it: %s",
+		e.status.Plugin(), e.member, e.node, e.status.Message())
+}

@@ -1,0 +1,173 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+)
+
+// Reserve counts the member and takes its place in the gang's plan.
+func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	key, ok := gang.Of(pod)
+	if !ok {
+		return nil
+	}
+	s, err := readState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	pl.gangs.reserve(key, pod.UID, nodeName, s.request)
+	return nil
+}
+
+// Unreserve forgets the member. A member of the attempt in flight that gives
+// back its node (its Permit wait timed out, it failed to bind, it was
+// deleted) fails the whole attempt.
+func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	key, ok := gang.Of(pod)
+	if !ok {
+		return
+	}
+	inFlight, released := pl.gangs.unreserve(key, pod.UID)
+	if released {
+		// Binding is one API call per member: the API server refused this
+		// one, or the pod went away, after its siblings were let go. The
+		// member is retried next to its running gang.
+		if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
+			pl.events.gang(gang.FromPodGroup(pg), pod, v1.EventTypeWarning, ReasonMemberNotBound,
+				"member %s was let go with its gang but did not bind to node %s (see its FailedScheduling Event); it is tried again next to the gang", pod.Name, nodeName)
+		}
+		return
+	}
+	if !inFlight {
+		return
+	}
+	if pl.gangs.expired(key) {
+		pl.failGang(ctx, key, ReasonGangTimedOut, "the gang did not reach quorum within its schedule timeout", true)
+		return
+	}
+	pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s gave back its reservation on node %s", pod.Name, nodeName), true)
+}
+
+// Permit lets a member bind once quorum is reserved, and then all its waiting
+// siblings too. A running gang's member binds at once. Until then the member
+// waits, at most until its gang's attempt times out.
+func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	key, ok := gang.Of(pod)
+	if !ok {
+		return nil, 0
+	}
+	logger := klog.FromContext(ctx)
+	spec, status := pl.spec(pod, key)
+	if status != nil {
+		return status, 0
+	}
+	members, err := pl.members(key)
+	if err != nil {
+		return fwk.AsStatus(err), 0
+	}
+	wasRunning := pl.gangs.admitted(key)
+	census := pl.census(key, members)
+	q := gang.QuorumOf(spec.MinMember, census)
+	if q.Placed || wasRunning {
+		pl.allowGang(logger, spec, pod, nodeName, census, wasRunning)
+		return nil, 0
+	}
+	wait, ok := pl.gangs.remaining(key)
+	if !ok {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no plan in flight", key)), 0
+	}
+	logger.V(4).Info("Member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "placed", census.Placed(), "minMember", spec.MinMember, "wait", wait)
+	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d/%d members placed", key, census.Placed(), spec.MinMember)), wait
+}
+
+// allowGang ends the gang's attempt in success and releases its waiting
+// members. For a gang that was running already, pod is a replacement or an
+// elastic member, and the Event says where it went.
+func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, nodeName string, c gang.Census, wasRunning bool) {
+	uids, done, started := pl.gangs.succeed(spec.Key)
+	for _, uid := range uids {
+		if wp := pl.handle.GetWaitingPod(uid); wp != nil {
+			wp.Allow(Name)
+		}
+	}
+	if !started {
+		return
+	}
+	if wasRunning {
+		replacements.Inc()
+		logger.V(2).Info("Running gang's member placed", "podGroup", spec.Key, "pod", klog.KObj(pod), "node", nodeName, "plan", done.summary)
+		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberPlaced, "member %s placed next to its running gang: %s; %d of minMember %d placed",
+			pod.Name, done.summary, c.Placed(), spec.MinMember)
+		return
+	}
+	for _, sp := range done.spans {
+		domainsSpanned.WithLabelValues(sp.Level).Observe(float64(sp.Domains))
+	}
+	attempts.WithLabelValues(resultScheduled).Inc()
+	timeToSchedule.Observe(pl.clock.Since(spec.Created).Seconds())
+	logger.V(2).Info("Gang reached quorum", "podGroup", spec.Key, "placed", c.Placed(), "plan", done.summary)
+	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", c.Placed(), spec.MinMember, done.summary)
+}
+
+// failGang ends the gang's attempt in flight: waiting members are rejected,
+// the held capacity is released, and the members are retried, after a
+// backoff if penalize is set. Calls for an attempt that already ended do
+// nothing.
+func (pl *Plugin) failGang(ctx context.Context, key gang.Key, reason, why string, penalize bool) {
+	base := time.Duration(pl.args.PodGroupBackoffSeconds) * time.Second
+	max := time.Duration(pl.args.PodGroupMaxBackoffSeconds) * time.Second
+	uids, backoff, ok := pl.gangs.fail(key, why, penalize, base, max)
+	if !ok {
+		return
+	}
+	switch reason {
+	case ReasonGangTimedOut:
+		attempts.WithLabelValues(resultTimedOut).Inc()
+	case ReasonMemberDeleted:
+		attempts.WithLabelValues(resultMemberDeleted).Inc()
+	default:
+		attempts.WithLabelValues(resultRejected).Inc()
+	}
+	msg := fmt.Sprintf("gang %s: %s", key, why)
+	for _, uid := range uids {
+		if wp := pl.handle.GetWaitingPod(uid); wp != nil {
+			wp.Reject(Name, msg)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Gang gave back its reservations", "podGroup", key, "reason", why, "rejected", len(uids), "backoff", backoff)
+	if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
+		spec := gang.FromPodGroup(pg)
+		if backoff > 0 {
+			pl.events.gang(spec, nil, v1.EventTypeWarning, reason, "%s; waiting members rejected: %d; retrying in %s", why, len(uids), backoff)
+		} else {
+			pl.events.gang(spec, nil, v1.EventTypeWarning, reason, "%s; waiting members rejected: %d; retrying now", why, len(uids))
+		}
+	}
+	pl.activateBlocked()
+	pl.gangs.after(key, timerBackoff, backoff, func() { pl.activate(key) })
+}
+
+// activate moves a gang's unscheduled members back to the active queue when
+// its backoff ends, instead of waiting for an unrelated cluster event.
+func (pl *Plugin) activate(key gang.Key) {
+	members, err := pl.members(key)
+	if err != nil {
+		return
+	}
+	pods := map[string]*v1.Pod{}
+	for _, p := range members {
+		if p.Spec.NodeName == "" {
+			pods[p.Namespace+"/"+p.Name] = p
+		}
+	}
+	if len(pods) > 0 {
+		pl.handle.Activate(pl.logger, pods)
+	}
+}

@@ -1,0 +1,152 @@
+package coscheduling
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+)
+
+// queueOrder is where a pod's gang stands in the queue: higher priority
+// first, then the gang created first, then by name. A pod outside gangs is a
+// gang of its own, dated by its own creation. QueueSort and the head hold
+// both order by it, so the gang that heads the queue is the one that may
+// hold capacity.
+type queueOrder struct {
+	priority int32
+	created  time.Time
+	// group names the gang ("pg/<namespace>/<name>") or the lone pod
+	// ("pod/<namespace>/<name>").
+	group string
+}
+
+func (a queueOrder) compare(b queueOrder) int {
+	if c := cmp.Compare(b.priority, a.priority); c != 0 {
+		return c
+	}
+	if c := a.created.Compare(b.created); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.group, b.group)
+}
+
+func (a queueOrder) before(b queueOrder) bool { return a.compare(b) < 0 }
+
+// queueOrderOf places a pod in queue order. It reads only the PodGroup
+// lister.
+func (pl *Plugin) queueOrderOf(pod *v1.Pod) queueOrder {
+	o := queueOrder{priority: corev1helpers.PodPriority(pod), created: pod.CreationTimestamp.Time, group: "pod/" + pod.Namespace + "/" + pod.Name}
+	if key, ok := gang.Of(pod); ok {
+		o.group = "pg/" + key.String()
+		if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
+			o.created = pg.CreationTimestamp.Time
+		}
+	}
+	return o
+}
+
+type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
+
+func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
+	if g, ok := e.(podInfoGetter); ok && g.GetPodInfo() != nil {
+		return g.GetPodInfo().GetPod()
+	}
+	return nil
+}
+
+// Less orders the queue by queueOrder, then by rank within a gang, so a
+// gang's members leave the queue one after another, in the order the plan
+// places them.
+func (pl *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
+	pa, pb := podOf(a), podOf(b)
+	if pa == nil || pb == nil {
+		if pa, pb := a.GetPriority(), b.GetPriority(); pa != pb {
+			return pa > pb
+		}
+		return a.GetTimestamp().Before(b.GetTimestamp())
+	}
+	oa, ob := pl.queueOrderOf(pa), pl.queueOrderOf(pb)
+	if c := oa.compare(ob); c != 0 {
+		return c < 0
+	}
+	if ra, rb := gang.RankOf(pa), gang.RankOf(pb); ra != rb {
+		return ra.Less(rb)
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+// PreEnqueue holds a member until its PodGroup exists, is valid, and has at
+// least minMember members that all name the same scheduler. Members of a
+// running gang (replacements, elastic extras) are not held. A held member
+// is remembered, so that the member or PodGroup it waits for releases it.
+func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	key, ok := gang.Of(pod)
+	if !ok {
+		return nil
+	}
+	seen := pl.gangs.releaseCount(key)
+	status := pl.preEnqueue(ctx, pod, key)
+	if !status.IsSuccess() && !pl.gangs.gate(key, pod, seen) {
+		// What this pod waits for arrived while it was being looked at;
+		// look again once the queue has parked it.
+		pl.gangs.after(key, timerRecheck, recheckDelay, func() { pl.releaseGated(key) })
+	}
+	return status
+}
+
+// recheckDelay is how long after a missed release a held member is looked
+// at again: long enough for the queue to have parked it.
+const recheckDelay = 100 * time.Millisecond
+
+func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fwk.Status {
+	spec, status := pl.spec(pod, key)
+	if status != nil {
+		return status
+	}
+	members, err := pl.members(key)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if names := schedulerNames(members); len(names) > 1 {
+		pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
+			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod labelled %s=%s",
+			names, pod.Spec.SchedulerName, scheduling.PodGroupLabel, key.Name)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
+	}
+	census := pl.census(key, members)
+	if pl.running(key, spec, census) {
+		return nil
+	}
+	if q := gang.QuorumOf(spec.MinMember, census); !q.Gathered {
+		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers,
+			"waiting for members: %d/%d present", census.Present(), spec.MinMember)
+		klog.FromContext(ctx).V(5).Info("Gang has no quorum yet", "pod", klog.KObj(pod), "podGroup", key, "present", census.Present(), "minMember", spec.MinMember)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for members of PodGroup %s: %d/%d present", key, census.Present(), spec.MinMember))
+	}
+	return nil
+}
+
+func schedulerNames(pods []*v1.Pod) []string {
+	names := sets.New[string]()
+	for _, p := range pods {
+		names.Insert(p.Spec.SchedulerName)
+	}
+	return sets.List(names)
+}
+
+// releaseGated lets PreEnqueue look again at a gang's held-back members.
+func (pl *Plugin) releaseGated(key gang.Key) {
+	if pods := pl.gangs.ungate(key); len(pods) > 0 {
+		pl.logger.V(5).Info("Releasing held-back gang members", "podGroup", key, "pods", len(pods))
+		pl.handle.Activate(pl.logger, pods)
+	}
+}

@@ -1,0 +1,165 @@
+package fleet
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+)
+
+// GroupKey identifies a node's uniform group for one gang: the node's values
+// of the gang's uniform keys, followed by its capacity type when the gang's
+// capacity policy is uniform. All GPU members of a gang go to nodes of one
+// group. Keys compare with ==; they are only meaningful among keys built
+// from the same Requirements.
+//
+// A node that lacks one of the keys is in the group of nodes that lack it
+// (and agree on the other keys): "unset" is a value of its own, never equal
+// to a real one. A gang thus never mixes a labelled node with an unlabelled
+// one, while a cluster without GPU feature discovery is one group, as if
+// there were no rule.
+type GroupKey struct {
+	// enc holds each component as '-' (unset) or '=' and the quoted value.
+	// Quoting makes it unambiguous whatever the values hold.
+	enc string
+	// text is the key for people, built from the same components.
+	text string
+}
+
+// GroupValue is one component of a GroupKey.
+type GroupValue struct {
+	// Key is the uniform key, or "capacity type".
+	Key string
+	// Value is the node's value; "" when unset.
+	Value string
+	// Set is false when the node lacks the key.
+	Set bool
+}
+
+// capacityComponent names the capacity-type component of a GroupKey.
+const capacityComponent = "capacity type"
+
+// GroupKey returns the node's group for a gang with requirements r, from the
+// node's labels and facts.
+func (r Requirements) GroupKey(labels map[string]string, f *NodeFacts) GroupKey {
+	return groupKeyOf(r.groupValues(labels, f))
+}
+
+// GroupValues returns the components GroupKey is built from, in order.
+func (r Requirements) GroupValues(labels map[string]string, f *NodeFacts) []GroupValue {
+	return r.groupValues(labels, f)
+}
+
+func (r Requirements) groupValues(labels map[string]string, f *NodeFacts) []GroupValue {
+	keys := r.Uniform.Keys()
+	vals := make([]GroupValue, 0, len(keys)+1)
+	for _, key := range keys {
+		v := GroupValue{Key: key}
+		if key == scheduling.UniformKeyDriverMajorMinor {
+			if !f.Driver.IsZero() {
+				// Numeric, so that "550.054" and "550.54" are one driver.
+				v.Value, v.Set = fmt.Sprintf("%d.%d", f.Driver.Part(0), f.Driver.Part(1)), true
+			}
+		} else if lv := labels[key]; lv != "" {
+			v.Value, v.Set = lv, true
+		}
+		vals = append(vals, v)
+	}
+	if r.Capacity == CapacityPolicyUniform {
+		vals = append(vals, GroupValue{Key: capacityComponent, Value: string(f.Capacity), Set: true})
+	}
+	return vals
+}
+
+func groupKeyOf(vals []GroupValue) GroupKey {
+	var enc, text strings.Builder
+	for i, v := range vals {
+		if i > 0 {
+			text.WriteString(", ")
+		}
+		if !v.Set {
+			enc.WriteByte('-')
+			if v.Key == scheduling.UniformKeyDriverMajorMinor {
+				text.WriteString("driver unset")
+			} else {
+				text.WriteString(v.Key + " unset")
+			}
+			continue
+		}
+		enc.WriteByte('=')
+		enc.WriteString(strconv.Quote(v.Value))
+		if v.Key == scheduling.UniformKeyDriverMajorMinor {
+			text.WriteString("driver " + v.Value)
+		} else if v.Key == capacityComponent {
+			text.WriteString(v.Value + " capacity")
+		} else {
+			text.WriteString(v.Key + "=" + v.Value)
+		}
+	}
+	if len(vals) == 0 {
+		text.WriteString("all nodes")
+	}
+	return GroupKey{enc: enc.String(), text: text.String()}
+}
+
+// String describes the group for people, such as
+// "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, driver 550.54, spot capacity".
+func (k GroupKey) String() string { return k.text }
+
+// Compare orders keys, deterministically and independently of any node
+// order: by their components in turn, unset before set, values as strings.
+func (k GroupKey) Compare(o GroupKey) int { return strings.Compare(k.enc, o.enc) }
+
+// Grouping partitions a node set into the uniform groups of one gang. The
+// planner treats a group as an extra, outermost domain: it places the
+// gang's GPU members inside the best group that holds them, by the same
+// rules it picks any domain, and never across groups.
+type Grouping struct {
+	// Of[i] is the index in Groups of node i's group.
+	Of []int
+	// Groups are in GroupKey order.
+	Groups []Group
+}
+
+// Group is one uniform group.
+type Group struct {
+	Key GroupKey
+	// Nodes are the indices of its nodes, ascending.
+	Nodes []int
+}
+
+// Trivial reports whether every node is in one group, so that grouping
+// constrains nothing.
+func (g *Grouping) Trivial() bool { return len(g.Groups) <= 1 }
+
+// group builds a Grouping from each node's key.
+func group(keys []GroupKey) *Grouping {
+	index := make(map[GroupKey]int, 8)
+	var groups []Group
+	for i, k := range keys {
+		gi, ok := index[k]
+		if !ok {
+			gi = len(groups)
+			index[k] = gi
+			groups = append(groups, Group{Key: k})
+		}
+		groups[gi].Nodes = append(groups[gi].Nodes, i)
+	}
+	// Order groups by key, then renumber: the order must not depend on
+	// which node came first.
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return groups[a].Key.Compare(groups[b].Key) })
+	out := &Grouping{Of: make([]int, len(keys)), Groups: make([]Group, len(groups))}
+	for newIdx, old := range order {
+		out.Groups[newIdx] = groups[old]
+		for _, n := range groups[old].Nodes {
+			out.Of[n] = newIdx
+		}
+	}
+	return out
+}

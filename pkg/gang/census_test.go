@@ -1,0 +1,64 @@
+package gang
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+)
+
+func pod(name string) *st.PodWrapper { return st.MakePod().Namespace("ns").Name(name) }
+
+func TestCount(t *testing.T) {
+	deleting := pod("d").Node("n1").Obj()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	pods := []*v1.Pod{
+		pod("w").Obj(),
+		pod("b").Node("n1").Obj(),
+		pod("r").Node("n1").Phase(v1.PodRunning).Obj(),
+		pod("s").Node("n2").Phase(v1.PodSucceeded).Obj(),
+		pod("f").Node("n2").Phase(v1.PodFailed).Obj(),
+		deleting,
+	}
+	want := Census{Waiting: 1, Bound: 2, Succeeded: 1, Failed: 1, Deleting: 1}
+	if diff := cmp.Diff(want, Count(pods)); diff != "" {
+		t.Errorf("Count (-want,+got):\n%s", diff)
+	}
+}
+
+func TestQuorumOf(t *testing.T) {
+	tests := []struct {
+		name      string
+		minMember int32
+		census    Census
+		want      Quorum
+	}{
+		{name: "nothing yet", minMember: 4, census: Census{}, want: Quorum{Missing: 4, Absent: 4}},
+		{name: "gathered, none placed", minMember: 4, census: Census{Waiting: 4}, want: Quorum{Gathered: true, Missing: 4}},
+		{name: "reserved count as placed", minMember: 4, census: Census{Waiting: 1, Reserved: 3}, want: Quorum{Gathered: true, Missing: 1}},
+		{name: "placed", minMember: 4, census: Census{Reserved: 1, Bound: 3}, want: Quorum{Gathered: true, Placed: true}},
+		{name: "succeeded members count", minMember: 8, census: Census{Waiting: 1, Bound: 6, Succeeded: 1},
+			want: Quorum{Gathered: true, Missing: 1}},
+		{name: "failed and deleting members do not count", minMember: 4, census: Census{Bound: 2, Failed: 1, Deleting: 1},
+			want: Quorum{Missing: 2, Absent: 2}},
+		{name: "elastic: more than minMember", minMember: 2, census: Census{Waiting: 3, Bound: 2},
+			want: Quorum{Gathered: true, Placed: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, QuorumOf(tt.minMember, tt.census)); diff != "" {
+				t.Errorf("QuorumOf (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReserve(t *testing.T) {
+	c := Census{Waiting: 2, Bound: 1}
+	c.Reserve(3)
+	if diff := cmp.Diff(Census{Reserved: 2, Bound: 1}, c); diff != "" {
+		t.Errorf("Reserve takes at most the waiting members (-want,+got):\n%s", diff)
+	}
+}

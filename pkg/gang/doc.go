@@ -1,0 +1,14 @@
+// Package gang is gpu-gang's model of a gang, shared by the scheduler
+// plugin, the PodGroup status controller and the simulator.
+//
+// A gang is a group of pods that start together or not at all. Which API
+// defines it (scheduler-plugins' PodGroup today) is an adapter's concern: an
+// adapter turns the API object into a Spec, and everything downstream works
+// on Specs. The rules that must mean the same thing everywhere live here and
+// nowhere else:
+//   - membership: which gang a pod belongs to (Of);
+//   - quorum: whether a gang has enough members (QuorumOf), counted the same
+//     way by the scheduler and the status controller (Census);
+//   - rank: the order members are placed in (RankOf);
+//   - topology policy: the placement constraint a gang asks for (PolicyOf).
+package gang

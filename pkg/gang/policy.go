@@ -1,0 +1,31 @@
+package gang
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// PolicyOf reads a gang's topology policy: the gang's own annotations first,
+// then Kueue's pod-template annotations on its first member in rank order.
+// Required wins over preferred when both are set. No annotation means
+// preferred from the tightest level, the planner's default.
+func PolicyOf(s *Spec, first *v1.Pod) placement.Policy {
+	sources := []struct{ required, preferred string }{
+		{s.Annotations[scheduling.AnnotationTopologyRequired], s.Annotations[scheduling.AnnotationTopologyPreferred]},
+	}
+	if first != nil {
+		a := first.Annotations
+		sources = append(sources, struct{ required, preferred string }{a[scheduling.KueueRequiredTopologyAnnotation], a[scheduling.KueuePreferredTopologyAnnotation]})
+	}
+	for _, src := range sources {
+		if src.required != "" {
+			return placement.Policy{Level: src.required, Required: true}
+		}
+		if src.preferred != "" {
+			return placement.Policy{Level: src.preferred}
+		}
+	}
+	return placement.Policy{}
+}

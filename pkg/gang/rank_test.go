@@ -1,0 +1,32 @@
+package gang
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+)
+
+func TestSortByRank(t *testing.T) {
+	pods := []*v1.Pod{
+		pod("worker-10").Label(scheduling.KubeflowReplicaTypeLabel, "worker").Label(scheduling.KubeflowReplicaIndexLabel, "10").Obj(),
+		pod("worker-2").Label(scheduling.KubeflowReplicaTypeLabel, "worker").Label(scheduling.KubeflowReplicaIndexLabel, "2").Obj(),
+		pod("launcher").Label(scheduling.KubeflowReplicaTypeLabel, "launcher").Obj(),
+		pod("job-b").Label(scheduling.JobCompletionIndexLabel, "1").Obj(),
+		pod("job-a").Label(scheduling.JobCompletionIndexLabel, "not-a-number").Obj(),
+		pod("own").Label(scheduling.RankLabel, "0").Obj(),
+	}
+	SortByRank(pods)
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.Name)
+	}
+	// Role 0 first (no replica type, or launcher): unindexed, then by index,
+	// then by name; workers after, by index.
+	want := []string{"job-a", "launcher", "own", "job-b", "worker-2", "worker-10"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order (-want,+got):\n%s", diff)
+	}
+}
