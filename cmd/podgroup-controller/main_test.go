@@ -56,4 +56,10 @@ func TestParseFlags(t *testing.T) {
 	if s, err := parseFlags("podgroup-controller", []string{"--missing-members-grace=90s"}); err != nil || s.opts.MissingMembersGrace != 90*time.Second {
 		t.Errorf("--missing-members-grace=90s: %v, %v", s, err)
 	}
+	if s.version {
+		t.Error("--version is on without the flag")
+	}
+	if s, err := parseFlags("podgroup-controller", []string{"--version"}); err != nil || !s.version {
+		t.Errorf("--version: %v, %v", s, err)
+	}
 }
