@@ -29,9 +29,11 @@ profiles:
           - name: Coscheduling
       preFilter:
         enabled:
+          - name: GPUFleet
           - name: Coscheduling
       filter:
         enabled:
+          - name: GPUFleet
           - name: Coscheduling
       postFilter:
         enabled:
@@ -56,4 +58,11 @@ profiles:
           {{- else }}
           topologyPreset: {{ .Values.topology.preset }}
           {{- end }}
+      - name: GPUFleet
+        args:
+          apiVersion: kubescheduler.config.k8s.io/v1
+          kind: GPUFleetArgs
+          unlabelledNodes: {{ .Values.gpuFleet.unlabelledNodes }}
+          capacityTypeLabels:
+            {{- toYaml .Values.gpuFleet.capacityTypeLabels | nindent 12 }}
 {{- end -}}
