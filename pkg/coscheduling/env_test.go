@@ -77,6 +77,9 @@ type envConfig struct {
 	// filters are more plugins to register at PreFilter and Filter, as a
 	// profile would have them.
 	filters []tf.RegisterPluginFunc
+	// native, if not nil, has the plugin schedule native PodGroups, these
+	// to start with (see withNativePodGroups).
+	native []runtime.Object
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -134,6 +137,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	for _, p := range pods {
 		objs = append(objs, p)
 	}
+	objs = append(objs, cfg.native...)
 	cs := fake.NewClientset(objs...)
 	informerFactory := informers.NewSharedInformerFactory(cs, 0)
 	// The PodGroup informer is fed through its store rather than started:
@@ -167,6 +171,9 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 
 	factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 		pl, err := newPlugin(ctx, cfg.args, fh, pgInformer.Lister(), pgInformer.Informer(), env.clock, cfg.planner)
+		if err == nil && cfg.native != nil {
+			err = pl.scheduleNative(fh.SharedInformerFactory().Scheduling().V1beta1().PodGroups())
+		}
 		env.pl = pl
 		return pl, err
 	}
