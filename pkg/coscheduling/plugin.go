@@ -203,14 +203,14 @@ func (pl *Plugin) ignoreNative(note string) {
 func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, pgLister pglisters.PodGroupLister,
 	pgInformer cache.SharedIndexInformer, c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
 	pl := &Plugin{
-		handle:   handle,
-		args:     args,
-		clock:    c,
-		sources:  sources{gang.XK8s: xk8sSource{lister: pgLister}, gang.Native: unwatched{why: "native PodGroups are not watched"}},
-		planner:  planner,
-		gangs:    newGangs(c),
-		events:   newEventRecorder(handle.EventRecorder(), c),
-		logger:   klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:  handle,
+		args:    args,
+		clock:   c,
+		sources: sources{gang.XK8s: xk8sSource{lister: pgLister}, gang.Native: unwatched{why: "native PodGroups are not watched"}},
+		planner: planner,
+		gangs:   newGangs(c),
+		events:  newEventRecorder(handle.EventRecorder(), c),
+		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
