@@ -9,12 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 
@@ -111,10 +108,6 @@ func (u unwatched) spec(gang.Key) (*gang.Spec, error) {
 
 func (u unwatched) created(gang.Key) (time.Time, bool) { return time.Time{}, false }
 
-// nativePodGroupResource is the resource discovery must serve, with list
-// and watch, for gpu-gang to schedule native PodGroups.
-const nativePodGroupResource = "podgroups"
-
 // discoveryTimeout bounds how long New retries a discovery request that
 // fails for another reason than the API not being served.
 const discoveryTimeout = 30 * time.Second
@@ -137,25 +130,9 @@ func decideNative(ctx context.Context, disc discovery.DiscoveryInterface, generi
 		return false, "this scheduler runs with the GenericWorkload feature gate on, which hands pods that set spec.schedulingGroup to kube-scheduler's own PodGroup cycle; " +
 			"run gpu-gang-scheduler with --feature-gates=GenericWorkload=false (the Kubernetes 1.37 default; the API server keeps its own gates) to have gpu-gang schedule them", nil
 	}
-	var served bool
-	pollErr := wait.PollUntilContextTimeout(ctx, time.Second, discoveryTimeout, true, func(context.Context) (bool, error) {
-		list, err := disc.ServerResourcesForGroupVersion(gv)
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err != nil {
-			return false, nil // retried; the last error is reported below
-		}
-		for _, r := range list.APIResources {
-			if r.Name == nativePodGroupResource && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "watch") {
-				served = true
-			}
-		}
-		return true, nil
-	})
-	if pollErr != nil {
-		_, last := disc.ServerResourcesForGroupVersion(gv)
-		return false, "", fmt.Errorf("asking the API server whether it serves %s podgroups: %w", gv, errors.Join(pollErr, last))
+	served, err := gang.NativeServed(ctx, disc, discoveryTimeout)
+	if err != nil {
+		return false, "", err
 	}
 	if !served {
 		return false, fmt.Sprintf("the API server does not serve %s podgroups (it needs the GenericWorkload feature gate and --runtime-config=%s=true); restart gpu-gang-scheduler once it does",

@@ -1,11 +1,53 @@
 package gang
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
+
+// NativeServed asks discovery whether the API server serves native
+// PodGroups (scheduling.k8s.io/v1beta1 podgroups, with list and watch).
+// They are served only with the GenericWorkload feature gate on and
+// --runtime-config=scheduling.k8s.io/v1beta1=true on the API server. An
+// error other than "not served" (the server is starting, a network blip) is
+// retried every second for up to timeout, then returned. The scheduler
+// plugin and the status controller both decide with it, once, at start-up.
+func NativeServed(ctx context.Context, disc discovery.DiscoveryInterface, timeout time.Duration) (bool, error) {
+	gv := schedulingv1beta1.SchemeGroupVersion.String()
+	var served bool
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
+		list, err := disc.ServerResourcesForGroupVersion(gv)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		for _, r := range list.APIResources {
+			if r.Name == "podgroups" && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "watch") {
+				served = true
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("asking the API server whether it serves %s podgroups: %w", gv, errors.Join(err, last))
+	}
+	return served, nil
+}
 
 // FromNativePodGroup adapts a Kubernetes PodGroup (scheduling.k8s.io/v1beta1):
 //   - a gang policy's minCount is the quorum; a basic policy (pods that

@@ -24,11 +24,12 @@ type lostLedger struct {
 	byGroup map[types.NamespacedName][]lostMember
 }
 
-// record remembers pod if it was a member that held a node and had not
-// finished.
-func (l *lostLedger) record(pod *corev1.Pod, now time.Time) {
+// record remembers pod if it was a member of a gang of api that held a node
+// and had not finished. Each API's reconciler keeps a ledger of its own, so
+// that two gangs of one name, one per API, keep theirs apart.
+func (l *lostLedger) record(pod *corev1.Pod, api gang.API, now time.Time) {
 	key, ok := gang.Of(pod)
-	if !ok || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
+	if !ok || key.API != api || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
 		return
 	}
 	m := lostMember{name: pod.Name, node: pod.Spec.NodeName, why: howLost(pod), at: now}
