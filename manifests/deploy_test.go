@@ -216,14 +216,40 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 			want = append(want, g)
 		}
 	}
-	for _, verb := range []string{"get", "list", "watch"} {
-		want = append(want, grant{"scheduling.x-k8s.io", "podgroups", "", verb})
+	// Both PodGroup APIs alike: the plugin and the controller read them,
+	// the controller patches their status. Nothing writes a PodGroup or
+	// its finalizers, and nothing reads Workloads.
+	for _, group := range []string{"scheduling.x-k8s.io", "scheduling.k8s.io"} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			want = append(want, grant{group, "podgroups", "", verb})
+		}
+		want = append(want, grant{group, "podgroups/status", "", "patch"})
 	}
-	want = append(want, grant{"scheduling.x-k8s.io", "podgroups/status", "", "patch"})
 
 	got := grants(one[*rbacv1.ClusterRole](t, in, "gpu-gang-scheduler").Rules)
 	if diff := cmp.Diff(normalize(want), got); diff != "" {
 		t.Errorf("ClusterRole gpu-gang-scheduler grants (-want,+got):\n%s", diff)
+	}
+}
+
+// The scheduler runs with the GenericWorkload feature gate off, so that
+// kube-scheduler's own PodGroup cycle never takes native gangs from the
+// plugin, and the controller reports on the native PodGroups of exactly the
+// profiles the scheduler runs.
+func TestNativePodGroupSettings(t *testing.T) {
+	in := build(t)
+	d := one[*appsv1.Deployment](t, in, "gpu-gang-scheduler")
+	gates := flagValue(t, container(t, d, "scheduler"), "--feature-gates")
+	if !slices.Contains(strings.Split(gates, ","), "GenericWorkload=false") {
+		t.Errorf("scheduler --feature-gates=%s; want GenericWorkload=false among them", gates)
+	}
+	var profiles []string
+	for _, p := range schedulerConfig(t).Profiles {
+		profiles = append(profiles, p.SchedulerName)
+	}
+	names := strings.Split(flagValue(t, container(t, d, "podgroup-controller"), "--scheduler-names"), ",")
+	if diff := cmp.Diff(profiles, names); diff != "" {
+		t.Errorf("podgroup-controller --scheduler-names against the configuration's profiles (-profiles,+flag):\n%s", diff)
 	}
 }
 
@@ -508,6 +534,9 @@ func schedulerConfig(t *testing.T) (cfg struct {
 		ResourceNamespace string `json:"resourceNamespace"`
 		ResourceName      string `json:"resourceName"`
 	} `json:"leaderElection"`
+	Profiles []struct {
+		SchedulerName string `json:"schedulerName"`
+	} `json:"profiles"`
 }) {
 	t.Helper()
 	data, err := os.ReadFile(configFile)
