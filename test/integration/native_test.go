@@ -16,9 +16,9 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strings"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
