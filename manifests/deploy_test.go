@@ -209,9 +209,6 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 			// Leases are granted by name in the namespaced Role instead;
 			// leasecandidates serve coordinated leader election, which is
 			// off.
-		case g.Group == "" && g.Resource == "pods" && g.Verb == "delete":
-			// Only preemption deletes pods, and the configuration turns
-			// DefaultPreemption off.
 		default:
 			want = append(want, g)
 		}
@@ -250,6 +247,26 @@ func TestNativePodGroupSettings(t *testing.T) {
 	names := strings.Split(flagValue(t, container(t, d, "podgroup-controller"), "--scheduler-names"), ",")
 	if diff := cmp.Diff(profiles, names); diff != "" {
 		t.Errorf("podgroup-controller --scheduler-names against the configuration's profiles (-profiles,+flag):\n%s", diff)
+	}
+}
+
+// Gang preemption, which replaces DefaultPreemption in the configuration,
+// can do what it needs: evict victims, mark them first, and read the
+// disruption budgets it respects.
+func TestClusterRoleGrantsPreemption(t *testing.T) {
+	got := map[grant]bool{}
+	for _, g := range grants(one[*rbacv1.ClusterRole](t, build(t), "gpu-gang-scheduler").Rules) {
+		got[g] = true
+	}
+	for _, g := range []grant{
+		{Group: "", Resource: "pods", Verb: "delete"},
+		{Group: "", Resource: "pods/status", Verb: "patch"},
+		{Group: "policy", Resource: "poddisruptionbudgets", Verb: "list"},
+		{Group: "policy", Resource: "poddisruptionbudgets", Verb: "watch"},
+	} {
+		if !got[g] {
+			t.Errorf("the scheduler's ClusterRole lacks %s, which gang preemption needs", g)
+		}
 	}
 }
 

@@ -105,14 +105,14 @@ func TestShippedConfiguration(t *testing.T) {
 
 	// Which plugins run at each extension point, in order. The gang plugin
 	// sorts the queue alone, gates the queue, and checks capacity and holds
-	// plans after the in-tree filters; default preemption is off everywhere
-	// until it is gang-aware, so after DRA's clean-up the gang plugin is the
-	// only PostFilter.
+	// plans after the in-tree filters and GPUFleet's GPU rules; default
+	// preemption is off everywhere until it is gang-aware, so after DRA's
+	// clean-up the gang plugin is the only PostFilter.
 	want := map[string][]string{
 		"QueueSort":  {"Coscheduling"},
 		"PreEnqueue": {"SchedulingGates", "DynamicResources", "Coscheduling"},
-		"PreFilter":  {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "Coscheduling"},
-		"Filter":     {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "Coscheduling"},
+		"PreFilter":  {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "GPUFleet", "Coscheduling"},
+		"Filter":     {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "GPUFleet", "Coscheduling"},
 		"PostFilter": {"DynamicResources", "Coscheduling"},
 		"Reserve":    {"VolumeBinding", "DynamicResources", "Coscheduling"},
 		"Permit":     {"Coscheduling"},
@@ -156,6 +156,16 @@ func TestInvalidPluginArgsFailStartup(t *testing.T) {
 			name:    "misspelt field",
 			replace: [2]string{"podGroupBackoffSeconds: 2", "podGroupBackofSeconds: 2"},
 			wantErr: `unknown field "podGroupBackofSeconds"`,
+		},
+		{
+			name:    "unknown unlabelled-nodes policy",
+			replace: [2]string{"unlabelledNodes: Skip", "unlabelledNodes: Ignore"},
+			wantErr: `pluginConfig[GPUFleet].args.unlabelledNodes: Unsupported value: "Ignore": supported values: "Skip", "Allow"`,
+		},
+		{
+			name:    "capacity label that is no label key",
+			replace: [2]string{"- node.kubernetes.io/lifecycle", "- node lifecycle"},
+			wantErr: `pluginConfig[GPUFleet].args.capacityTypeLabels[3]: Invalid value: "node lifecycle": must be a node label key`,
 		},
 	}
 	for _, tt := range tests {

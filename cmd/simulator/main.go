@@ -184,10 +184,12 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 	}
 	fmt.Fprintf(os.Stderr, "scenario %s: profiles %s; output in %s\n", sc.Name, strings.Join(profiles, ", "), o.out)
 	run := &report.Run{Scenario: sc.Name, Description: sc.Description}
+	var preemption []metrics.PreemptionSummary
 	failed := false
 	for _, p := range profiles {
 		resultFile := simulator.ResultFile(o.out, p)
 		_ = os.Remove(resultFile)
+		_ = os.Remove(simulator.PreemptionFile(o.out, p))
 		started := time.Now()
 		cmd := exec.CommandContext(ctx, self, append(append([]string{}, args...), "--child-profile="+p, "--child-result="+resultFile)...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -206,7 +208,13 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 		if err := report.WriteGangs(os.Stdout, res, o.gangLines); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
+		if err := writeFleetCounts(os.Stdout, sc, res); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
 		run.Results = append(run.Results, res)
+		if ps, err := readPreemption(simulator.PreemptionFile(o.out, p)); err == nil {
+			preemption = append(preemption, *ps)
+		}
 		if ctx.Err() != nil {
 			return 1
 		}
@@ -220,11 +228,42 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if hasUrgentJobs(preemption) {
+		fmt.Println()
+		if err := metrics.WritePreemption(os.Stdout, preemption); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	fmt.Printf("report: %s\n", filepath.Join(o.out, "report.html"))
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// readPreemption reads what a child wrote to simulator.PreemptionFile.
+func readPreemption(path string) (*metrics.PreemptionSummary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &metrics.PreemptionSummary{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// hasUrgentJobs reports whether a run had jobs of more than the lowest
+// priority, so that preemption is worth reporting.
+func hasUrgentJobs(sums []metrics.PreemptionSummary) bool {
+	for _, s := range sums {
+		if s.UrgentJobs > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // runChild runs one profile in this process and writes its result.
@@ -296,6 +335,11 @@ func runChild(ctx context.Context, o *options, sc *scenario.Scenario, klogFlags 
 		ExtraFeatureGates: extraGates,
 		SchedulerCommand:  []string{self, schedulerCommand},
 		SchedulerLog:      schedulerLog,
+		Preemption: func(s metrics.PreemptionSummary) {
+			if err := writeJSON(simulator.PreemptionFile(o.out, o.childProfile), s); err != nil {
+				fmt.Fprintln(progressOut, err)
+			}
+		},
 	})
 	klog.Flush()
 	if res == nil {

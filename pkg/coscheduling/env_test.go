@@ -60,6 +60,7 @@ type testEnv struct {
 	clock     *testingclock.FakeClock
 	recorder  *events.FakeRecorder
 	activator *fakeActivator
+	nominator *fakeNominator
 	snapshot  *internalcache.Snapshot
 	client    *fake.Clientset
 	probes    int
@@ -157,6 +158,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		clock:     testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
 		recorder:  events.NewFakeRecorder(1000),
 		activator: &fakeActivator{},
+		nominator: &fakeNominator{},
 		client:    cs,
 		nodes:     nodes,
 	}
@@ -194,6 +196,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		frameworkruntime.WithSnapshotSharedLister(env.snapshot),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
 		frameworkruntime.WithPodActivator(env.activator),
+		frameworkruntime.WithPodNominator(env.nominator),
 		frameworkruntime.WithEventRecorder(env.recorder),
 		frameworkruntime.WithClientSet(cs),
 	)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -72,8 +73,8 @@ type preFilterRunner interface {
 const maxReplans = 8
 
 // lessonTTL is how long a node stays excluded for a template after Filter
-// rejected it there: what repelled the member (another pod, a port in use)
-// may go away.
+// rejected it there, and a rejected plan stays rejected: what repelled the
+// member (another pod, a port in use) may go away.
 const lessonTTL = 5 * time.Minute
 
 // lessons are what Filter rejections taught about a gang. Guarded by
@@ -83,8 +84,9 @@ type lessons struct {
 	perNode map[string]int
 	// excluded maps template to node to when the node was excluded.
 	excluded map[string]map[string]time.Time
-	// failed are fingerprints of plans that Filter rejected.
-	failed map[uint64]bool
+	// failed are fingerprints of plans that Filter rejected, with when;
+	// they lapse with the exclusions that came with them.
+	failed map[uint64]time.Time
 }
 
 // lessonView is a copy of a gang's lessons for one planning pass.
@@ -117,8 +119,10 @@ func (gs *gangs) lessonsFor(key gang.Key) lessonView {
 			}
 		}
 	}
-	for fp := range g.lessons.failed {
-		v.failed[fp] = true
+	for fp, at := range g.lessons.failed {
+		if now.Sub(at) < lessonTTL {
+			v.failed[fp] = true
+		}
 	}
 	return v
 }
@@ -163,9 +167,9 @@ func (gs *gangs) learnFailedPlan(key gang.Key, fp uint64) {
 	defer gs.mu.Unlock()
 	g := gs.get(key)
 	if g.lessons.failed == nil {
-		g.lessons.failed = map[uint64]bool{}
+		g.lessons.failed = map[uint64]time.Time{}
 	}
-	g.lessons.failed[fp] = true
+	g.lessons.failed[fp] = gs.clock.Now()
 }
 
 // template is a group of members that Filter plugins cannot tell apart.
@@ -197,12 +201,13 @@ type template struct {
 	members []int
 }
 
-// templatesOf groups members (in rank order) into templates.
-func templatesOf(members []*v1.Pod) (templates []*template, of []int) {
+// templatesOf groups members (in rank order) into templates. reqs are the
+// members' requests (podAmounts), computed once by the caller.
+func templatesOf(members []*v1.Pod, reqs []amounts) (templates []*template, of []int) {
 	of = make([]int, len(members))
 	bySig := map[string]int{}
 	for i, p := range members {
-		sig := filterSignature(p)
+		sig := filterSignature(p, reqs[i])
 		t, ok := bySig[sig]
 		if !ok {
 			t = len(templates)
@@ -220,7 +225,7 @@ func templatesOf(members []*v1.Pod) (templates []*template, of []int) {
 // and sharing one Filter pass per template is what keeps large gangs cheap.
 // Constraints that match a member's own labels are checked member by member
 // during verification.
-func filterSignature(pod *v1.Pod) string {
+func filterSignature(pod *v1.Pod, request amounts) string {
 	type container struct {
 		Ports []v1.ContainerPort `json:"p,omitempty"`
 	}
@@ -241,8 +246,10 @@ func filterSignature(pod *v1.Pod) string {
 		Readiness       []v1.PodReadinessGate         `json:"rg,omitempty"`
 		HostNetwork     bool                          `json:"hn,omitempty"`
 		OS              *v1.PodOS                     `json:"os,omitempty"`
+		// Fleet holds the GPU requirement annotations GPUFleet reads.
+		Fleet map[string]string `json:"fl,omitempty"`
 	}{
-		Amounts: podAmounts(pod), NodeName: pod.Spec.NodeName, Selector: pod.Spec.NodeSelector,
+		Amounts: request, NodeName: pod.Spec.NodeName, Selector: pod.Spec.NodeSelector,
 		Affinity: pod.Spec.Affinity, Tolerations: pod.Spec.Tolerations, Spread: pod.Spec.TopologySpreadConstraints,
 		Volumes: pod.Spec.Volumes, Claims: pod.Spec.ResourceClaims, RuntimeClass: pod.Spec.RuntimeClassName,
 		Priority: pod.Spec.Priority, SchedulingGates: pod.Spec.SchedulingGates, Overhead: pod.Spec.Overhead,
@@ -250,6 +257,14 @@ func filterSignature(pod *v1.Pod) string {
 	}
 	for _, c := range pod.Spec.Containers {
 		sig.Containers = append(sig.Containers, container{Ports: c.Ports})
+	}
+	for _, k := range fleet.AnnotationKeys() {
+		if v, ok := pod.Annotations[k]; ok {
+			if sig.Fleet == nil {
+				sig.Fleet = map[string]string{}
+			}
+			sig.Fleet[k] = v
+		}
 	}
 	b, err := json.Marshal(sig)
 	if err != nil {
@@ -349,6 +364,10 @@ func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeIn
 		if res != nil && !res.AllNodes() {
 			t.nodes = res.NodeNames
 		}
+		// Capacity is the planner's to count, and it counts what will free
+		// up too: the resource fit is skipped, so the plugins after it
+		// still say what else would turn the member away.
+		t.state.SetSkipFilterPlugins(t.state.GetSkipFilterPlugins().Union(capacityFilters))
 		statuses := make([]*fwk.Status, len(nodeInfos))
 		pl.handle.Parallelizer().Until(ctx, len(nodeInfos), func(i int) {
 			ni := nodeInfos[i]
@@ -406,11 +425,15 @@ func (t *template) why() string {
 	return ": " + strings.Join(parts, "; ")
 }
 
+// capacityFilters are the Filter plugins that judge capacity alone, which
+// the planner counts itself.
+var capacityFilters = sets.New(names.NodeResourcesFit)
+
 // acceptable reports whether a Filter status lets the planner use the
-// node: success, or a rejection for resources alone, which the planner
+// node: success, or a rejection for capacity alone, which the planner
 // counts itself (and counts what will free up).
 func acceptable(s *fwk.Status) bool {
-	return s.IsSuccess() || s.Plugin() == names.NodeResourcesFit
+	return s.IsSuccess() || capacityFilters.Has(s.Plugin())
 }
 
 // failure is a member that Filter rejected where a plan put it.

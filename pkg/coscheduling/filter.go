@@ -49,6 +49,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	var nodes []string
 	if pl.running(key, spec, census) {
 		if status := pl.planGang(ctx, spec, []*v1.Pod{pod}, s.held); !status.IsSuccess() {
+			s.unplaced, s.spec, s.unplacedStatus = []*v1.Pod{pod}, spec, status
 			return nil, status
 		}
 		nodes, _ = pl.gangs.planSlots(key, pod.UID, s.request)
@@ -67,6 +68,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			}
 			gang.SortByRank(pending)
 			if status := pl.planGang(ctx, spec, pending[:q.Missing], s.held); !status.IsSuccess() {
+				s.unplaced, s.spec, s.unplacedStatus = pending[:q.Missing], spec, status
 				return nil, status
 			}
 			nodes, _ = pl.gangs.planSlots(key, pod.UID, s.request)
@@ -114,7 +116,10 @@ func (pl *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk
 	return nil
 }
 
-// PostFilter runs when a pod found no node. A member that followed its
+// PostFilter runs when a pod found no node. A pod whose gang (or which)
+// preempted and waits for its victims to go keeps waiting: the victims'
+// deletions requeue it. A gang that does not fit, or a plain pod, may
+// preempt pods of lower priority (preempt.go). A member that followed its
 // gang's plan and was turned away by a Filter plugin other than the
 // resource fit teaches the planner: its template is kept off those nodes,
 // and the gang gives back what it reserved and plans again at once. A member
@@ -127,14 +132,18 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	if n, waiting := pl.gangs.awaitingVictims(preemptorID(pod)); waiting {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %d of the pods preempted for %s have not gone yet; their room is held for it",
+			ErrReasonAwaitingVictims, n, preemptorName(pod)))
+	}
 	key, isMember := gang.Of(pod)
 	if !isMember || len(s.planNodes) == 0 {
 		if len(s.held) > 0 {
 			pl.gangs.block(pod)
 		}
-		return nil, fwk.NewStatus(fwk.Unschedulable)
+		return pl.preempt(ctx, s, pod, statuses)
 	}
-	sig := filterSignature(pod)
+	sig := filterSignature(pod, s.request)
 	learned := false
 	var why []string
 	for _, node := range s.planNodes {
@@ -157,6 +166,9 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 			"pod", klog.KObj(pod), "podGroup", key, "rejections", why)
 		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s was rejected where the plan put it (%v); planning again without those nodes", pod.Name, why), false)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s plans again: %v", key, why))
+	}
+	if pl.gangs.preempting(preemptorID(pod)) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the room preempted for gang %s does not show free yet", ErrReasonAwaitingVictims, key))
 	}
 	pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s could not be placed on any node of the gang's plan", pod.Name), true)
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s gave back its reservations to try a new plan", key))

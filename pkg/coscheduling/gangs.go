@@ -45,6 +45,11 @@ type gangs struct {
 	// No cluster event announces the end of a hold, so they are activated
 	// when one ends. Keyed as Activate wants them.
 	blocked map[string]*v1.Pod
+	// preemptions are the preemptions this scheduler carried out whose
+	// preemptor has not bound yet, keyed by preemptor (see preemptorID).
+	// They keep a preemptor from preempting twice for one placement, and
+	// other preemptors from counting on the room its victims free.
+	preemptions map[string]*preemptionRecord
 	// stopped is set once the plugin's context ended: no timer starts
 	// after it.
 	stopped bool
@@ -128,6 +133,8 @@ func newGangs(c clock.WithTickerAndDelayedExecution) *gangs {
 		gated:    map[gang.Key]map[types.UID]*v1.Pod{},
 		releases: map[gang.Key]uint64{},
 		blocked:  map[string]*v1.Pod{},
+
+		preemptions: map[string]*preemptionRecord{},
 	}
 }
 
@@ -235,9 +242,9 @@ func (gs *gangs) failClaimPlan(key gang.Key) {
 		return
 	}
 	if g.lessons.failed == nil {
-		g.lessons.failed = map[uint64]bool{}
+		g.lessons.failed = map[uint64]time.Time{}
 	}
-	g.lessons.failed[g.claim.fingerprint] = true
+	g.lessons.failed[g.claim.fingerprint] = gs.clock.Now()
 }
 
 // backoff reports whether the gang is backing off, until when and why.
@@ -544,6 +551,7 @@ func (gs *gangs) idle(key gang.Key) {
 		g.claim = nil
 		g.admitted = false
 		g.lessons = lessons{}
+		delete(gs.preemptions, gangPreemptorID(key))
 	}
 	if gs.head != nil && gs.head.key == key {
 		gs.head = nil
@@ -612,6 +620,7 @@ func (gs *gangs) forgetGang(key gang.Key) {
 	}
 	delete(gs.byKey, key)
 	delete(gs.releases, key)
+	delete(gs.preemptions, gangPreemptorID(key))
 	if gs.head != nil && gs.head.key == key {
 		gs.head = nil
 	}
@@ -687,4 +696,134 @@ func fitsSlot(req, s amounts) bool {
 
 func sortUIDs(uids []types.UID) {
 	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+}
+
+// preemptionRecord is one preemption this scheduler carried out, kept until
+// its preemptor binds or goes away.
+type preemptionRecord struct {
+	// victims are the evicted pods not yet seen gone. While any is left,
+	// the preemptor waits for them rather than deciding again, and other
+	// preemptors count their room as taken.
+	victims map[types.UID]bool
+	// created is when the preemptor was created, for its time to bound.
+	created time.Time
+	// unbound are the members it preempted for that have not bound yet.
+	// The preemptor counts as bound when none is left, or, for a gang,
+	// once minMember of its members are bound (a member may be replaced
+	// by one of another UID that takes its place).
+	unbound map[types.UID]bool
+	// minMember is the gang's minMember; 0 for a plain pod.
+	minMember int32
+	// until bounds the wait for the victims: past it, a victim that still
+	// has not gone (its node is down, its grace period is long) no longer
+	// keeps the preemptor from deciding again.
+	until time.Time
+}
+
+// preemptorID names a preemptor: its gang's PodGroup, or the pod itself
+// when it belongs to no gang.
+func preemptorID(pod *v1.Pod) string {
+	if key, ok := gang.Of(pod); ok {
+		return gangPreemptorID(key)
+	}
+	return "pod/" + pod.Namespace + "/" + pod.Name
+}
+
+func gangPreemptorID(key gang.Key) string { return "pg/" + key.String() }
+
+// preemptorName names a preemptor for people: its PodGroup's or its own
+// namespace/name.
+func preemptorName(pod *v1.Pod) string {
+	if key, ok := gang.Of(pod); ok {
+		return key.String()
+	}
+	return pod.Namespace + "/" + pod.Name
+}
+
+// startPreemption records a preemption that was just carried out. A record
+// the preemptor had from an earlier placement is replaced.
+func (gs *gangs) startPreemption(id string, r *preemptionRecord) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	gs.preemptions[id] = r
+}
+
+// awaitingVictims reports how many of the preemptor's victims have not gone
+// yet, if it is still waiting for them.
+func (gs *gangs) awaitingVictims(id string) (int, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	r, ok := gs.preemptions[id]
+	if !ok || len(r.victims) == 0 || !gs.clock.Now().Before(r.until) {
+		return 0, false
+	}
+	return len(r.victims), true
+}
+
+// preempting reports whether the preemptor preempted for the placement it
+// holds now: its record has not timed out. Until its room shows free in
+// the snapshot (the scheduler's cache may trail the informer), a member
+// turned away from it waits instead of failing its gang.
+func (gs *gangs) preempting(id string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	r, ok := gs.preemptions[id]
+	return ok && gs.clock.Now().Before(r.until)
+}
+
+// pendingVictims returns the victims of every preemption still waiting for
+// them. They are gone as far as preemption is concerned: no other
+// preemptor may choose them again, and the room they free is counted as
+// free (less what their preemptors hold).
+func (gs *gangs) pendingVictims() map[types.UID]bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	now := gs.clock.Now()
+	var out map[types.UID]bool
+	for _, r := range gs.preemptions {
+		if !now.Before(r.until) {
+			continue
+		}
+		for uid := range r.victims {
+			if out == nil {
+				out = map[types.UID]bool{}
+			}
+			out[uid] = true
+		}
+	}
+	return out
+}
+
+// victimGone notes that a pod left: if it was a victim, its preemptor waits
+// for one fewer.
+func (gs *gangs) victimGone(uid types.UID) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for _, r := range gs.preemptions {
+		delete(r.victims, uid)
+	}
+}
+
+// memberBound notes that a member of a preemptor bound. It returns the
+// preemptor's creation time, its minMember and whether every member it
+// preempted for is bound now; ok is false without a record.
+func (gs *gangs) memberBound(id string, uid types.UID) (created time.Time, minMember int32, all, ok bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	r, ok := gs.preemptions[id]
+	if !ok {
+		return time.Time{}, 0, false, false
+	}
+	delete(r.unbound, uid)
+	return r.created, r.minMember, len(r.unbound) == 0, true
+}
+
+// endPreemption forgets a preemptor's record: it bound, or went away. It
+// reports whether there was one.
+func (gs *gangs) endPreemption(id string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	_, ok := gs.preemptions[id]
+	delete(gs.preemptions, id)
+	return ok
 }

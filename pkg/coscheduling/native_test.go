@@ -322,3 +322,52 @@ func TestDecideNative(t *testing.T) {
 		require.ErrorContains(t, err, "connection refused")
 	})
 }
+
+// native makes pods members of the native PodGroup group instead of the
+// scheduler-plugins one their label names.
+func native(group string, pods []*v1.Pod) []*v1.Pod {
+	for _, p := range pods {
+		delete(p.Labels, scheduling.PodGroupLabel)
+		gangtest.InNativeGroup(p, group)
+	}
+	return pods
+}
+
+// A running native gang with disruptionMode all offers no member above
+// minCount to preemption: a plain pod of higher priority that needs one node
+// evicts the whole gang, not one member.
+func TestNativeDisruptionModeAllIsEvictedWhole(t *testing.T) {
+	nodes := gpuNodes(4)
+	running := native("elastic", runningGang("elastic", 0, t0, nodes[0].Name, nodes[1].Name, nodes[2].Name, nodes[3].Name))
+	plain := st.MakePod().Namespace("other").Name("urgent").UID("other/urgent").SchedulerName(testScheduler).
+		Priority(100).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	env := newTestEnv(t, nodes, append(running, plain), nil, withTopology(t),
+		withNativePodGroups(gangtest.MakeNativePodGroup("elastic", testNS).MinCount(3).DisruptAll().Obj()))
+	rec := env.record()
+	env.syncWatch()
+
+	_, status := env.attempt(plain)
+	require.True(t, status.IsSuccess(), "%v", status)
+	req := rec.last()
+	require.Len(t, req.Units, 1)
+	require.Zero(t, req.Units[0].Surplus, "no member may go alone")
+	require.Len(t, env.deleted(), 4, "the gang goes whole")
+	require.True(t, hasEvent(env.recorded(), ReasonPreempted, "all 4 of its running pods evicted"))
+}
+
+// A native gang preempts with its PodGroup's priority and preemption
+// policy: preemptionPolicy Never on the PodGroup keeps its members, whose
+// own policy says otherwise, from evicting anything.
+func TestNativePreemptionPolicyNever(t *testing.T) {
+	nodes, running, pgs := fullFabric()
+	job := native("urgent", urgent("urgent", 2, 100))
+	env := newTestEnv(t, nodes, append(running, job...), pgs, withTopology(t),
+		withNativePodGroups(gangtest.MakeNativePodGroup("urgent", testNS).MinCount(2).Priority("urgent", 100).
+			PreemptionPolicy(schedulingv1beta1.PreemptNever).Created(t0.Add(time.Hour)).Obj()))
+	env.syncWatch()
+	res, status := env.attempt(job[0])
+	require.Nil(t, res)
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	require.Contains(t, status.Message(), "has preemptionPolicy Never")
+	require.Empty(t, env.deleted())
+}

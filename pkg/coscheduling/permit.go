@@ -107,7 +107,7 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 // podGone reports whether the scheduler's informer no longer has pod, or
 // has it being deleted.
 func (pl *Plugin) podGone(pod *v1.Pod) bool {
-	p, err := pl.handle.SharedInformerFactory().Core().V1().Pods().Lister().Pods(pod.Namespace).Get(pod.Name)
+	p, err := pl.podLister.Pods(pod.Namespace).Get(pod.Name)
 	return err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil
 }
 

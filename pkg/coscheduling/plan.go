@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -44,12 +45,13 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		return status
 	}
 
-	templates, of := templatesOf(members)
+	reqs := requestsOf(members)
+	templates, of := templatesOf(members, reqs)
 	pl.eligibility(ctx, templates, sorted, pl.gangs.lessonsFor(key))
 	if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
 		return status
 	}
-	req, reqs := pl.buildRequest(key, members, sorted, held, templates, of)
+	req := pl.buildRequest(key, members, reqs, sorted, held, templates, of)
 	req.Policy = gang.PolicyOf(spec, members[0])
 	req.Anchors = anchors(sorted, placed)
 	plan, fp, err := pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
@@ -89,19 +91,27 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 // informer no longer has: a cycle's snapshot can lag behind a node's
 // deletion, and the API server binds pods to nodes that do not exist.
 func (pl *Plugin) liveNodes(nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
-	out := make([]fwk.NodeInfo, 0, len(nodeInfos))
+	type named struct {
+		name string
+		ni   fwk.NodeInfo
+	}
+	live := make([]named, 0, len(nodeInfos))
 	for _, ni := range nodeInfos {
-		if pl.nodeExists(ni.Node().Name) {
-			out = append(out, ni)
+		if name := ni.Node().Name; pl.nodeExists(name) {
+			live = append(live, named{name, ni})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Node().Name < out[j].Node().Name })
+	slices.SortFunc(live, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	out := make([]fwk.NodeInfo, len(live))
+	for i, n := range live {
+		out[i] = n.ni
+	}
 	return out
 }
 
 // nodeExists reports whether the node informer has the node.
 func (pl *Plugin) nodeExists(name string) bool {
-	_, err := pl.handle.SharedInformerFactory().Core().V1().Nodes().Lister().Get(name)
+	_, err := pl.nodeLister.Get(name)
 	return err == nil
 }
 
@@ -213,14 +223,19 @@ func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) []int {
 	return out
 }
 
-// buildRequest describes the members and the nodes to a planner. Nodes come
-// in name order; each member's requests are returned alongside, for slots.
-func (pl *Plugin) buildRequest(key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, held map[string]amounts,
-	templates []*template, of []int) (*placement.Request, []amounts) {
+// requestsOf is what each member takes from a node (podAmounts).
+func requestsOf(members []*v1.Pod) []amounts {
 	reqs := make([]amounts, len(members))
 	for i, p := range members {
 		reqs[i] = podAmounts(p)
 	}
+	return reqs
+}
+
+// buildRequest describes the members and the nodes to a planner. Nodes come
+// in name order; reqs are the members' requests (requestsOf).
+func (pl *Plugin) buildRequest(key gang.Key, members []*v1.Pod, reqs []amounts, nodeInfos []fwk.NodeInfo, held map[string]amounts,
+	templates []*template, of []int) *placement.Request {
 	dims := dimensions(reqs)
 	nodes := make([]placement.Node, len(nodeInfos))
 	for i, ni := range nodeInfos {
@@ -251,7 +266,36 @@ func (pl *Plugin) buildRequest(key gang.Key, members []*v1.Pod, nodeInfos []fwk.
 		Nodes:          nodes,
 		NodeGeneration: pl.nodeGeneration.Load(),
 		Members:        ms,
-	}, reqs
+		Groups:         gangGroups(templates, of, reqs, nodes),
+	}
+}
+
+// gangGroups asks for the groups of nodes the gang's accelerated members
+// must not mix. A PreFilter plugin whose policy groups nodes (GPUFleet's
+// uniform gangs: one GPU product, driver and capacity type) leaves a
+// placement.Grouper in the CycleState of the members it binds; eligibility
+// ran the profile's PreFilter plugins for each template, so the state of
+// the gang's first accelerated member holds it. Nil when no plugin does,
+// or when the framework could not run PreFilter plugins for the plugin.
+func gangGroups(templates []*template, of []int, reqs []amounts, nodes []placement.Node) *placement.Groups {
+	for i, r := range reqs {
+		if !r.usesAccelerators() {
+			continue
+		}
+		state := templates[of[i]].state
+		if state == nil {
+			return nil
+		}
+		data, err := state.Read(placement.GroupsStateKey)
+		if err != nil {
+			return nil // no plugin groups this member's nodes
+		}
+		if g, ok := data.(placement.Grouper); ok {
+			return g.NodeGroups(nodes)
+		}
+		return nil
+	}
+	return nil
 }
 
 // explainIneligible fails a gang some of whose members no node accepts at

@@ -17,6 +17,10 @@
 //     except the head of the queue, for a bounded time (hold.go). Filter
 //     keeps other pods out of held capacity; PostFilter learns from a
 //     member that Filter turned away where its plan put it.
+//   - preempt.go, evict.go: a gang that does not fit, or a plain pod,
+//     preempts pods of strictly lower priority in PostFilter, whole gangs
+//     only (or members above minMember), inside one topology domain
+//     (package preemption decides), and holds the freed room for itself.
 //   - permit.go: Reserve/Unreserve count members; Permit holds them until
 //     quorum is reserved, then lets them all bind. A timeout, a failed or a
 //     deleted member rejects every waiting sibling.
@@ -45,6 +49,8 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -62,6 +68,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
@@ -93,12 +100,21 @@ type Plugin struct {
 	finished cache.Indexer
 	// sources reads gangs, one API each (source.go).
 	sources sources
-	planner placement.Planner
+	// nodeLister and podLister read the scheduler's informers, which run
+	// ahead of a cycle's snapshot.
+	nodeLister corelisters.NodeLister
+	podLister  corelisters.PodLister
+	planner    placement.Planner
 	// runner runs the profile's PreFilter plugins for members being
 	// planned; nil when the handle cannot (see feasibility.go).
 	runner preFilterRunner
 	gangs  *gangs
 	events *eventRecorder
+	// decider chooses preemption victims (preempt.go); nil when the
+	// planner cannot give it a topology tree, and then nothing is
+	// preempted.
+	decider   decider
+	pdbLister policylisters.PodDisruptionBudgetLister
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -215,6 +231,14 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
 	}
+	if trees, ok := planner.(preemption.TreeSource); ok {
+		pl.decider = preemption.NewEngine(planner, trees)
+	}
+	// Asking for the lister registers the informer, which the scheduler
+	// starts with its others once every plugin is built.
+	pl.pdbLister = handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister()
+	pl.nodeLister = handle.SharedInformerFactory().Core().V1().Nodes().Lister()
+	pl.podLister = handle.SharedInformerFactory().Core().V1().Pods().Lister()
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
 	// index keeps that from scanning the whole namespace.
@@ -432,13 +456,20 @@ func (pl *Plugin) onPodAdd(obj interface{}) {
 	}
 }
 
-// onPodUpdate follows a pod whose gang changed (its label did, and it names
-// no native PodGroup, which would win): it leaves the old gang's held-back
+// onPodUpdate follows a pod that was bound, which may complete a
+// preemptor, and a pod whose gang changed (its label did, and it names no
+// native PodGroup, which would win): it leaves the old gang's held-back
 // members and may complete the new gang.
 func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 	o, ok1 := oldObj.(*v1.Pod)
 	n, ok2 := newObj.(*v1.Pod)
-	if !ok1 || !ok2 || sameGang(o, n) {
+	if !ok1 || !ok2 {
+		return
+	}
+	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
+		pl.preemptorBound(n)
+	}
+	if sameGang(o, n) {
 		return
 	}
 	if key, ok := gang.Of(o); ok {
@@ -457,8 +488,36 @@ func (pl *Plugin) onPodDelete(obj interface{}) {
 	if !ok {
 		return
 	}
+	pl.gangs.victimGone(pod.UID)
 	if key, ok := gang.Of(pod); ok {
 		pl.memberGone(key, pod)
+		return
+	}
+	// A plain preemptor that goes away gives up what it preempted for.
+	pl.gangs.endPreemption(preemptorID(pod))
+}
+
+// preemptorBound observes a preemptor's time to bound once the members it
+// preempted for are bound (for a gang, or minMember of its members), and
+// forgets its preemption.
+func (pl *Plugin) preemptorBound(pod *v1.Pod) {
+	id := preemptorID(pod)
+	created, minMember, all, ok := pl.gangs.memberBound(id, pod.UID)
+	if !ok {
+		return
+	}
+	if key, isMember := gang.Of(pod); isMember && !all {
+		members, err := pl.members(key)
+		if err != nil {
+			return
+		}
+		if c := pl.census(key, members); c.Bound+c.Succeeded < minMember {
+			return
+		}
+	}
+	if pl.gangs.endPreemption(id) {
+		preemptorTimeToBound.Observe(pl.clock.Since(created).Seconds())
+		pl.logger.V(2).Info("Preemptor bound", "preemptor", id, "sinceCreated", pl.clock.Since(created))
 	}
 }
 

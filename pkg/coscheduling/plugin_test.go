@@ -360,6 +360,7 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	require.Contains(t, status.Message(), "retries at")
 
 	// When the backoff ends, the members are moved back to the active queue.
+	env.activator.reset()
 	env.clock.Step(2 * time.Second)
 	require.Eventually(t, func() bool { return len(env.activator.get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
 		"activated: %v", env.activator.get())

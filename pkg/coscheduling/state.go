@@ -3,7 +3,10 @@ package coscheduling
 import (
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 const stateKey fwk.StateKey = "PreFilter" + Name
@@ -21,6 +24,13 @@ type cycleState struct {
 	// failure to place the member there teaches the planner or means the
 	// plan went stale.
 	planNodes []string
+	// unplaced are the members PreFilter planned and could not place (the
+	// gang's next members in rank order, or a running gang's replacement),
+	// and spec their gang; unplacedStatus says why. PostFilter preempts for
+	// exactly these members when evicting pods could help.
+	unplaced       []*v1.Pod
+	spec           *gang.Spec
+	unplacedStatus *fwk.Status
 }
 
 // Clone returns the same state: nothing writes it after PreFilter, and the

@@ -38,36 +38,26 @@
 // and, under the default uniform capacity policy, its capacity type. A
 // gang's GPU members all go to one group.
 //
-// # Wiring it into the plugin
+// # Who calls it
 //
-// The integrator calls it as follows (names of the plugin's own helpers are
-// today's):
+// The GPUFleet scheduler plugin (pkg/gpufleet) applies these rules:
 //
-//   - New (plugin): opts := fleet.OptionsFromArgs(args), once.
-//   - Per node-set generation: fl := fleet.New(req.Nodes, opts), cached under
-//     req.NodeGeneration like the planner's tree (a Fleet reads only names
-//     and labels). Record fl.Problems() as Warning Events on the nodes, once
-//     per generation.
-//   - planGang (PreFilter): gang, err := fleet.ParseRequirements(pg.Annotations,
-//     chosen[0].Annotations) for the gang-wide parts. On error, an Event on
-//     the PodGroup (or on the pod when AnnotationError.OnPod) and
-//     UnschedulableAndUnresolvable: only an edit fixes it.
-//   - buildRequest, per member: req, err := fleet.ParseRequirements(pg.Annotations,
-//     pod.Annotations); d := fleet.DemandOf(resourcehelper.PodRequests(pod, ...));
-//     Member.Eligible = fl.Eligible(req, d, eligibleNodes(...)).
-//     Requirements and Demand are comparable: add them to the key members
-//     share an eligibility slice under.
-//   - Planner: g := fl.Group(gang). Unless g.Trivial(), the group is an extra,
-//     outermost domain: plan the accelerated members inside each group
-//     (g.Groups[k].Nodes), keep the best by the planner's usual best-fit
-//     order, break ties by group order, and never mix groups. Members that
-//     are not accelerated are not grouped.
-//   - When a member has no eligible node, or no group holds the gang:
-//     fl.Explain(req, d, base).Message names the required version, the best
-//     in the cluster and the label it was read from, for the Event;
-//     fl.DescribeGroups(g, eligible, 3) names the largest uniform groups. Label
-//     changes can fix it (a driver upgrade finishing, GFD relabelling), so
-//     the plugin requeues on node label updates.
-//   - Filter, for pods the plan does not cover: fleet.ReadNode(node.Labels,
-//     &opts) (or fl.Facts by node index) and Requirements.Admits.
+//   - New: opts := fleet.OptionsFromArgs(args) from its GPUFleetArgs, once.
+//   - PreFilter, for a pod whose Demand includes a GPU: ParseRequirements
+//     of its PodGroup's annotations and its own. On error, an Event on the
+//     object holding the bad value (AnnotationError.OnPod) and
+//     UnschedulableAndUnresolvable: only an edit fixes it. When no node
+//     admits the pod, Fleet.Explain's message is the status.
+//   - Filter: Requirements.Admits on facts it caches per node (ReadNode,
+//     read again only when the node's labels change; LabelErrors become
+//     Events on the node).
+//   - Uniform gangs: PreFilter leaves a placement.Grouper in the pod's
+//     CycleState. The gang plugin, which runs the profile's PreFilter and
+//     Filter plugins for the members it plans, asks the Grouper of the
+//     gang's first GPU member for the groups (Requirements.GroupKey per
+//     node, NewGrouping) and hands them to the planner, which plans inside
+//     each group and never mixes them.
+//
+// The simulator judges placements with the same functions
+// (pkg/simulator/metrics.CountFleet).
 package fleet

@@ -47,6 +47,17 @@ func (r Requirements) GroupKey(labels map[string]string, f *NodeFacts) GroupKey 
 	return groupKeyOf(r.groupValues(labels, f))
 }
 
+// GroupPolicy returns the part of r that GroupKey reads: requirements with
+// equal GroupPolicy give every node the same key, so callers may keep keys
+// per node across gangs that ask for the same grouping.
+func (r Requirements) GroupPolicy() Requirements {
+	p := Requirements{Uniform: r.Uniform}
+	if r.Capacity == CapacityPolicyUniform {
+		p.Capacity = CapacityPolicyUniform
+	}
+	return p
+}
+
 // GroupValues returns the components GroupKey is built from, in order.
 func (r Requirements) GroupValues(labels map[string]string, f *NodeFacts) []GroupValue {
 	return r.groupValues(labels, f)
@@ -133,6 +144,12 @@ type Group struct {
 // Trivial reports whether every node is in one group, so that grouping
 // constrains nothing.
 func (g *Grouping) Trivial() bool { return len(g.Groups) <= 1 }
+
+// NewGrouping partitions nodes by their keys: keys[i] is node i's, as
+// Requirements.GroupKey gives it. It is Fleet.Group for callers that keep
+// each node's facts themselves (the GPUFleet plugin caches them node by
+// node) rather than a Fleet per node set.
+func NewGrouping(keys []GroupKey) *Grouping { return group(keys) }
 
 // group builds a Grouping from each node's key.
 func group(keys []GroupKey) *Grouping {

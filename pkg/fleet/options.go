@@ -27,7 +27,7 @@ func DefaultOptions() Options {
 }
 
 // OptionsFromArgs returns the options validated plugin args set.
-func OptionsFromArgs(args *config.CoschedulingArgs) Options {
+func OptionsFromArgs(args *config.GPUFleetArgs) Options {
 	return Options{
 		AllowUnlabelled:    args.UnlabelledNodes == config.UnlabelledNodesAllow,
 		CapacityTypeLabels: slices.Clone(args.CapacityTypeLabels),

@@ -174,6 +174,16 @@ func ParseRequirements(group, pod map[string]string) (Requirements, error) {
 	return r, errors.Join(errs...)
 }
 
+// AnnotationKeys lists the annotations ParseRequirements reads, for callers
+// that must tell apart pods whose requirements may differ (the gang plugin
+// shares one Filter pass among members that only differ elsewhere).
+func AnnotationKeys() []string {
+	return []string{
+		scheduling.AnnotationMinCUDA, scheduling.AnnotationMinComputeCapability, scheduling.AnnotationUniform,
+		scheduling.AnnotationCapacityType, scheduling.AnnotationAllowSharedGPUs,
+	}
+}
+
 // parseMinVersion reads a minimum version of at most maxParts components;
 // the reason is "" when it is fine.
 func parseMinVersion(s string, maxParts int) (Version, string) {

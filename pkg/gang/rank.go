@@ -62,3 +62,27 @@ func SortByRank(pods []*v1.Pod) {
 	}
 	sort.SliceStable(pods, func(i, j int) bool { return ranks[pods[i]].Less(ranks[pods[j]]) })
 }
+
+// Essential marks, for a running gang's pods, the members it cannot lose
+// and keep running: a Kubeflow launcher, master or chief, and the
+// lowest-ranked member, which hosts the rendezvous in torchrun, DeepSpeed
+// and most other launchers. Preemption may take a gang's members above
+// minMember one by one, but never these: they go only with the whole gang.
+func Essential(pods []*v1.Pod) []bool {
+	out := make([]bool, len(pods))
+	first := -1
+	var firstRank Rank
+	for i, p := range pods {
+		switch p.Labels[scheduling.KubeflowReplicaTypeLabel] {
+		case "launcher", "master", "chief":
+			out[i] = true
+		}
+		if r := RankOf(p); first < 0 || r.Less(firstRank) {
+			first, firstRank = i, r
+		}
+	}
+	if first >= 0 {
+		out[first] = true
+	}
+	return out
+}

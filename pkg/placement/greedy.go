@@ -17,6 +17,13 @@ var _ Planner = Greedy{}
 
 // Plan implements Planner.
 func (g Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
+	if req.Groups.Split() {
+		return g.planGroups(ctx, req)
+	}
+	return g.plan(ctx, req)
+}
+
+func (g Greedy) plan(ctx context.Context, req *Request) (*Plan, error) {
 	nodeOf, placed, err := g.Place(ctx, req)
 	if err != nil {
 		return nil, err
@@ -47,8 +54,8 @@ func (g Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
 }
 
 // Place puts as many members as fit, largest first, and returns the node of
-// each (-1 for those that found none) and how many were placed. The gang
-// plugin uses it to hold the part of a gang that fits while the rest waits.
+// each (-1 for those that found none) and how many were placed. It ignores
+// req.Groups, which Plan applies.
 func (Greedy) Place(ctx context.Context, req *Request) (nodeOf []int, placed int, err error) {
 	free := make([]Vector, len(req.Nodes))
 	for i := range req.Nodes {

@@ -125,6 +125,10 @@ type Request struct {
 	// around most of them that has room, and never outside the domain of a
 	// required Policy level that holds most of them.
 	Anchors []int
+	// Groups, when set, splits Nodes into groups that the members bound by
+	// topology must not mix (see Groups). Nil means one group. With
+	// Anchors, the new members join the group holding most anchors.
+	Groups *Groups
 }
 
 // Plan puts every member of a Request on a node.

@@ -8,12 +8,14 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
 )
 
 // RegistryOptions registers gpu-gang's out-of-tree plugins with kube-scheduler.
 func RegistryOptions() []app.Option {
 	return []app.Option{
 		app.WithPlugin(coscheduling.Name, coscheduling.New),
+		app.WithPlugin(gpufleet.Name, gpufleet.New),
 	}
 }
 

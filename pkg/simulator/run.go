@@ -87,6 +87,9 @@ type Options struct {
 	// SchedulerLog receives such a scheduler process's output; nil
 	// discards it.
 	SchedulerLog io.Writer
+	// Preemption, if set, receives what preemption cost the run (see
+	// metrics.PreemptionTracker) when it ends.
+	Preemption func(metrics.PreemptionSummary)
 }
 
 // runningScheduler is a scheduler started in this process or in one of its
@@ -153,7 +156,8 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		return nil, err
 	}
 	tracker.Expect(jobs)
-	stopWatch, err := watchPods(ctx, kube, tracker)
+	preemption := metrics.NewPreemptionTracker(layout, jobs)
+	stopWatch, err := watchPods(ctx, kube, tracker, preemption)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +192,10 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 			},
 		},
 		Jobs: submitJobs, PodsPerJob: submitPodsPerJob,
-		OnSubmit: tracker.Submitted,
+		OnSubmit: func(job string, at time.Time) {
+			tracker.Submitted(job, at)
+			preemption.Submitted(job, at)
+		},
 	}
 	if err := submitter.WarmUp(ctx); err != nil {
 		return nil, err
@@ -234,6 +241,9 @@ wait:
 	tracker.Sample(end)
 	progress.finish()
 	res = tracker.Result(end, timedOut)
+	if opts.Preemption != nil {
+		opts.Preemption(preemption.Summary(profile.Name))
+	}
 	res.Profile = profile.Name
 	res.Scenario = sc.Name
 	res.Settings = metrics.Settings{
@@ -317,21 +327,33 @@ func prefill(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layo
 	})
 }
 
-// watchPods feeds every pod event in the namespace to the tracker, in the
+// podObserver is fed every pod event: Tracker and PreemptionTracker.
+type podObserver interface {
+	Observe(pod *v1.Pod, now time.Time)
+	ObserveDelete(pod *v1.Pod, now time.Time)
+}
+
+// watchPods feeds every pod event in the namespace to the trackers, in the
 // order the watch delivers them, and returns once the initial list is in.
-func watchPods(ctx context.Context, kube kubernetes.Interface, tracker *metrics.Tracker) (stop func(), err error) {
+func watchPods(ctx context.Context, kube kubernetes.Interface, trackers ...podObserver) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(Namespace))
 	informer := factory.Core().V1().Pods().Informer()
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
-				tracker.Observe(pod, time.Now())
+				now := time.Now()
+				for _, t := range trackers {
+					t.Observe(pod, now)
+				}
 			}
 		},
 		UpdateFunc: func(_, obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
-				tracker.Observe(pod, time.Now())
+				now := time.Now()
+				for _, t := range trackers {
+					t.Observe(pod, now)
+				}
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -339,7 +361,10 @@ func watchPods(ctx context.Context, kube kubernetes.Interface, tracker *metrics.
 				obj = d.Obj
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
-				tracker.ObserveDelete(pod, time.Now())
+				now := time.Now()
+				for _, t := range trackers {
+					t.ObserveDelete(pod, now)
+				}
 			}
 		},
 	})
@@ -372,3 +397,9 @@ func sample(ctx context.Context, tracker *metrics.Tracker, interval time.Duratio
 
 // ResultFile is where a profile's child process writes its result, in dir.
 func ResultFile(dir, profile string) string { return filepath.Join(dir, profile+".json") }
+
+// PreemptionFile is where a profile's child process writes what preemption
+// cost its run (metrics.PreemptionSummary), in dir.
+func PreemptionFile(dir, profile string) string {
+	return filepath.Join(dir, profile+"-preemption.json")
+}

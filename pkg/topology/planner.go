@@ -81,20 +81,33 @@ func (p *Planner) Plan(ctx context.Context, req *placement.Request) (*placement.
 // fit as its policy demands, and with an error wrapping ErrUnknownLevel when
 // its policy names a level the planner does not know. Why other candidate
 // domains lost is logged at V(4) on the context's logger.
+//
+// When req.Groups splits the nodes, each group is an extra, outermost
+// domain (see planGroups).
 func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Result, error) {
+	if req.Groups.Split() && anyBound(req) {
+		return p.planGroups(ctx, req)
+	}
+	res, _, err := p.planDetailed(ctx, p.Tree(req), req)
+	return res, err
+}
+
+// planDetailed is PlanDetailed within one group of nodes, on the tree of
+// req's nodes. It also returns how the chosen domain ranks, for comparing
+// plans made in different groups.
+func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Request) (*Result, rank, error) {
 	logger := klog.FromContext(ctx)
-	t := p.Tree(req)
 	start := 0
 	if req.Policy.Level != "" {
 		l, err := t.levelOf(req.Policy.Level)
 		if err != nil {
-			return nil, err
+			return nil, rank{}, err
 		}
 		start = l
 	}
 	u, err := newUsage(t, req)
 	if err != nil {
-		return nil, err
+		return nil, rank{}, err
 	}
 	res := &Result{
 		Plan:  &placement.Plan{NodeOf: make([]int, len(req.Members))},
@@ -105,7 +118,7 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 	var lo, hi int32
 	if len(u.bound) > 0 {
 		if ch, err = p.choose(ctx, logger, u, start); err != nil {
-			return nil, err
+			return nil, rank{}, err
 		}
 		u.assignRanks(ch.placed, res.Plan.NodeOf)
 		lo, hi = t.dom[ch.level][ch.dom].lo, t.dom[ch.level][ch.dom].hi
@@ -122,13 +135,17 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 	}
 	loose, err := u.placeLoose(pl, lo, hi, res.Plan.NodeOf)
 	if err != nil {
-		return nil, err
+		return nil, rank{}, err
 	}
 	res.Plan.Summary = u.summary(res, ch, start, loose)
 	for _, sp := range res.Spans {
 		res.Plan.Spans = append(res.Plan.Spans, placement.Span{Level: sp.Key, Domains: sp.Domains})
 	}
-	return res, nil
+	var rk rank
+	if ch != nil {
+		rk = rank{level: ch.level, room: u.room[ch.level][ch.dom]}
+	}
+	return res, rk, nil
 }
 
 // choice is where the bound members go.

@@ -62,6 +62,9 @@ type Result struct {
 	// planner fell back to its greedy packer, for gangs whose exact search
 	// would cost too much.
 	Exact bool
+	// Group names the group of nodes the bound members went to, when the
+	// request split the nodes into groups (placement.Request.Groups).
+	Group string
 }
 
 // spansOf counts, per tree level below the cluster, the domains holding the

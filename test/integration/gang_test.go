@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,14 +120,14 @@ func TestContendingGangsBindOneAtATime(t *testing.T) {
 // reservations when its schedule timeout passes, with an Event on the
 // PodGroup, and binds when it retries after the member can be scheduled.
 //
-// The member is held back with a scheduling gate: it counts as a member (so
-// the gang passes PreEnqueue and the others reserve and wait in Permit) but
-// gets no scheduling cycle until the gate is removed. A capacity or port
-// conflict would not do: the gang's plan checks capacity before any member
-// reserves, and a member that fails Filter ends the attempt at once, which
-// is a rejection, not a timeout.
+// The member is held back before its scheduling cycle by the test's
+// HoldForTest plugin: it counts as a member (so the gang is planned, and
+// the others reserve and wait in Permit) but gets no scheduling cycle until
+// it is released. A capacity or port conflict would not do: the gang's plan
+// checks both before any member reserves, and a member that fails Filter
+// ends the attempt at once, which is a rejection, not a timeout.
 func TestGangTimesOutThenRetries(t *testing.T) {
-	const gate = "integration.gpu-gang.x-k8s.io/hold"
+	withHoldPlugin(t)
 	env := newTestEnv(t)
 	env.gpuNodes(3, 8)
 	watch := env.watchGangs(map[string]int{"train": 3})
@@ -134,11 +135,41 @@ func TestGangTimesOutThenRetries(t *testing.T) {
 	env.createPodGroup(gangtest.MakePodGroup("train", env.ns).MinMember(3).ScheduleTimeoutSeconds(2).Obj())
 	pods := env.gangPods("train", 3, 8)
 	held := pods[2]
-	held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: gate}}
+	held.Labels[holdLabel] = "true"
 	env.createPods(pods...)
 
 	env.waitForEvent("PodGroup", "train", coscheduling.ReasonGangTimedOut)
 	env.expectStaysUnbound(staysUnboundWindow, pods...)
+
+	env.release(held.Name)
+	env.waitForBound(retryBindTimeout, pods...)
+	watch.expectNeverPartial()
+}
+
+// A member held by a scheduling gate (a queueing system such as Kueue holds
+// it) is not planned: its siblings reserve nothing and hold no node while it
+// is gated, and the gang binds once the gate is lifted.
+func TestGatedMemberIsNotPlanned(t *testing.T) {
+	const gate = "integration.gpu-gang.x-k8s.io/queue"
+	env := newTestEnv(t)
+	env.gpuNodes(3, 8)
+	watch := env.watchGangs(map[string]int{"train": 3})
+	env.createPodGroup(gangtest.MakePodGroup("train", env.ns).MinMember(3).Obj())
+	pods := env.gangPods("train", 3, 8)
+	held := pods[2]
+	held.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: gate}}
+	env.createPods(pods...)
+
+	err := staysTrue(t.Context(), staysUnboundWindow, func(context.Context) error {
+		if n := gauge(t, "gpu_gang_members_waiting_in_permit"); n != 0 {
+			return fmt.Errorf("%v members wait in Permit for a gated sibling", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("within %s: %v", staysUnboundWindow, err)
+	}
+	env.expectStaysUnbound(time.Second, pods...)
 
 	patch := []byte(`{"spec":{"schedulingGates":null}}`)
 	if _, err := kubeClient.CoreV1().Pods(env.ns).Patch(t.Context(), held.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {

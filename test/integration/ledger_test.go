@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
@@ -31,6 +32,7 @@ import (
 //   - waited: from the first member's creation in a run to the gang placed.
 type gangLedger struct {
 	t     *testing.T
+	ns    string
 	grace time.Duration
 
 	mu       sync.Mutex
@@ -60,7 +62,7 @@ type ledgerGang struct {
 // pods it is to see.
 func (env *testEnv) ledgerGangs(grace time.Duration, minMembers map[string]int) *gangLedger {
 	env.t.Helper()
-	l := &gangLedger{t: env.t, grace: grace, gangs: map[string]*ledgerGang{}}
+	l := &gangLedger{t: env.t, ns: env.ns, grace: grace, gangs: map[string]*ledgerGang{}}
 	for name, min := range minMembers {
 		l.gangs[name] = &ledgerGang{min: min, placed: map[types.UID]bool{}}
 	}
@@ -178,10 +180,43 @@ func (l *gangLedger) report(now time.Time) ledgerReport {
 	return r
 }
 
+// catchUp waits until the ledger's watch has seen what a fresh list shows:
+// the same members holding a node in every gang. A verdict taken before
+// would judge a moment the cluster has left.
+func (l *gangLedger) catchUp() {
+	l.t.Helper()
+	var want map[string]int
+	err := waitFor(l.t.Context(), eventTimeout, func(ctx context.Context) (bool, error) {
+		list, err := kubeClient.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		want = map[string]int{}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase != v1.PodFailed {
+				want[p.Labels[scheduling.PodGroupLabel]]++
+			}
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for name, g := range l.gangs {
+			if len(g.placed) != want[name] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		l.t.Errorf("the gang ledger did not catch up with the API (want %v placed): %v", want, err)
+	}
+}
+
 // expectNoHalfBound fails the test if any gang was half-bound beyond the
-// grace, and logs each gang's figures.
+// grace, and logs each gang's figures, once the ledger has caught up.
 func (l *gangLedger) expectNoHalfBound() ledgerReport {
 	l.t.Helper()
+	l.catchUp()
 	r := l.report(time.Now())
 	for _, line := range r.lines {
 		l.t.Log(line)

@@ -20,6 +20,6 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CoschedulingArgs{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CoschedulingArgs{}, &GPUFleetArgs{})
 	return nil
 }

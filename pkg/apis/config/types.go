@@ -26,7 +26,18 @@ type CoschedulingArgs struct {
 	// TopologyLevels are node label keys, tightest first, that name the
 	// interconnect domains gangs are placed in.
 	TopologyLevels []string
-	// UnlabelledNodes says whether a gang that asks for a minimum CUDA
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// GPUFleetArgs configures the GPUFleet plugin, which keeps GPU pods and gang
+// members off nodes whose GPUs do not meet what they ask for (pkg/fleet
+// owns the rules).
+type GPUFleetArgs struct {
+	metav1.TypeMeta
+
+	// UnlabelledNodes says whether a pod that asks for a minimum CUDA
 	// version or compute capability may use nodes whose labels do not say
 	// theirs: UnlabelledNodesSkip or UnlabelledNodesAllow.
 	UnlabelledNodes string
@@ -35,7 +46,7 @@ type CoschedulingArgs struct {
 	CapacityTypeLabels []string
 }
 
-// Values of CoschedulingArgs.UnlabelledNodes.
+// Values of GPUFleetArgs.UnlabelledNodes.
 const (
 	// UnlabelledNodesSkip keeps gangs that ask for a version off nodes
 	// that do not say theirs: such a node may well run an old driver.

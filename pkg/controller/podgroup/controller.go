@@ -75,6 +75,9 @@ type Reconciler struct {
 	// lost remembers members seen leaving while they held a node, to name
 	// them while their gang runs below minMember.
 	lost lostLedger
+	// nodes remembers spot nodes, so that a member lost with one is named
+	// a spot reclaim.
+	nodes nodeLedger
 }
 
 var _ reconcile.Reconciler = &Reconciler{}
@@ -107,6 +110,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		// to one that the status reads requeues its group. On an update
 		// that moves a pod between groups, both are requeued.
 		Watches(&corev1.Pod{}, r.memberHandler(), builder.WithPredicates(memberChanged)).
+		// Only nodes' labels are read: a metadata watch keeps their specs
+		// and statuses out of memory.
+		Watches(&corev1.Node{}, r.nodeHandler(), builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -120,7 +126,8 @@ func (r *Reconciler) memberHandler() handler.EventHandler {
 		UpdateFunc: enqueue.Update,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if pod, ok := e.Object.(*corev1.Pod); ok {
-				r.lost.record(pod, gang.XK8s, r.Clock.Now())
+				gone, spot := r.nodes.spotReclaimed(pod.Spec.NodeName)
+				r.lost.record(pod, gang.XK8s, gone || spot && lostWithNode(pod), r.Clock.Now())
 			}
 			enqueue.Delete(ctx, e, q)
 		},

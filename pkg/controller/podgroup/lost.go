@@ -25,14 +25,19 @@ type lostLedger struct {
 }
 
 // record remembers pod if it was a member of a gang of api that held a node
-// and had not finished. Each API's reconciler keeps a ledger of its own, so
-// that two gangs of one name, one per API, keep theirs apart.
-func (l *lostLedger) record(pod *corev1.Pod, api gang.API, now time.Time) {
+// and had not finished. spotReclaimed says its node was a spot node that
+// went away. Each API's reconciler keeps a ledger of its own, so that two
+// gangs of one name, one per API, keep theirs apart.
+func (l *lostLedger) record(pod *corev1.Pod, api gang.API, spotReclaimed bool, now time.Time) {
 	key, ok := gang.Of(pod)
 	if !ok || key.API != api || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
 		return
 	}
-	m := lostMember{name: pod.Name, node: pod.Spec.NodeName, why: howLost(pod), at: now}
+	how := howLost(pod, pod.Spec.NodeName)
+	if spotReclaimed {
+		how = "reclaimed with spot node " + pod.Spec.NodeName
+	}
+	m := lostMember{name: pod.Name, node: pod.Spec.NodeName, how: how, at: now}
 	group := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -60,23 +65,35 @@ func (l *lostLedger) forget(group types.NamespacedName) {
 	delete(l.byGroup, group)
 }
 
-// howLost says how a member went, from what its last state shows.
-func howLost(pod *corev1.Pod) string {
+// lostWithNode reports whether the pod was deleted because its node went
+// away, as the pod garbage collector and the taint manager mark it.
+func lostWithNode(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue &&
+			(c.Reason == "DeletionByPodGC" || c.Reason == "DeletionByTaintManager") {
+			return true
+		}
+	}
+	return false
+}
+
+// howLost says how a member went from node, from what its last state shows.
+func howLost(pod *corev1.Pod, node string) string {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			switch c.Reason {
 			case "PreemptionByScheduler":
-				return "preempted"
+				return "preempted from node " + node
 			case "DeletionByTaintManager", "DeletionByPodGC":
-				return "lost with its node"
+				return "lost with node " + node
 			case "EvictionByEvictionAPI":
-				return "evicted"
+				return "evicted from node " + node
 			}
-			return "disrupted (" + c.Reason + ")"
+			return "disrupted (" + c.Reason + ") on node " + node
 		}
 	}
 	if pod.Status.Phase == corev1.PodFailed {
-		return "failed and deleted"
+		return "failed and deleted on node " + node
 	}
-	return "deleted"
+	return "deleted from node " + node
 }

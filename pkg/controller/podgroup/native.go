@@ -84,7 +84,8 @@ type NativeReconciler struct {
 	// DefaultSchedulerName.
 	SchedulerNames []string
 
-	lost lostLedger
+	lost  lostLedger
+	nodes nodeLedger
 }
 
 var _ reconcile.Reconciler = &NativeReconciler{}
@@ -112,6 +113,9 @@ func (r *NativeReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Named("native-podgroup").
 		For(&schedulingv1beta1.PodGroup{}).
 		Watches(&corev1.Pod{}, r.memberHandler(), builder.WithPredicates(memberChanged)).
+		// Spot nodes, to name a member lost with one, as for the
+		// scheduler-plugins reconciler.
+		Watches(&corev1.Node{}, r.nodes.handler(r.Clock), builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -126,7 +130,8 @@ func (r *NativeReconciler) memberHandler() handler.EventHandler {
 		UpdateFunc: enqueue.Update,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if pod, ok := e.Object.(*corev1.Pod); ok {
-				r.lost.record(pod, gang.Native, r.Clock.Now())
+				gone, spot := r.nodes.spotReclaimed(pod.Spec.NodeName)
+				r.lost.record(pod, gang.Native, gone || spot && lostWithNode(pod), r.Clock.Now())
 			}
 			enqueue.Delete(ctx, e, q)
 		},

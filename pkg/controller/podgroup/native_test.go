@@ -212,7 +212,7 @@ func TestNativeReconcileFollowsMembers(t *testing.T) {
 	require.Equal(t, 1, tc.patches, "nothing changed, nothing patched")
 
 	require.NoError(t, tc.client.Delete(t.Context(), &members[1]))
-	tc.r.lost.record(&members[1], gang.Native, t0)
+	tc.r.lost.record(&members[1], gang.Native, false, t0)
 	tc.reconcile(t, "train")
 	got = tc.get(t, "train")
 	require.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, ConditionInitiallyScheduled), "initially scheduled is terminal")

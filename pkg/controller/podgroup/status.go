@@ -330,8 +330,9 @@ func belowMinMember(conds []metav1.Condition, ran bool, minMember int32, pods []
 type lostMember struct {
 	name string
 	node string
-	// why is how it went: "deleted", "evicted", "node lost".
-	why string
+	// how says how it went, for people: "deleted from node n3",
+	// "reclaimed with spot node n7".
+	how string
 	at  time.Time
 }
 
@@ -368,7 +369,7 @@ func describeMissing(pods []corev1.Pod, lost []lostMember, missing int32) string
 			continue
 		}
 		present[l.name] = true
-		named = append(named, fmt.Sprintf("%s (%s from node %s)", l.name, l.why, l.node))
+		named = append(named, fmt.Sprintf("%s (%s)", l.name, l.how))
 	}
 	if n := missing - int32(len(named)); n > 0 {
 		named = append(named, fmt.Sprintf("%d more whose names this controller did not see", n))

@@ -370,7 +370,7 @@ func TestComputeStatusBelowMinMember(t *testing.T) {
 		pg.Status.Conditions = []metav1.Condition{{Type: ConditionScheduled, Status: metav1.ConditionTrue, Reason: ReasonQuorumScheduled}}
 		return pg
 	}
-	lostW3 := []lostMember{{name: "w-3", node: "n7", why: "evicted", at: t0}}
+	lostW3 := []lostMember{{name: "w-3", node: "n7", how: "evicted from node n7", at: t0}}
 	tests := []struct {
 		name     string
 		pg       *v1alpha1.PodGroup

@@ -13,11 +13,13 @@
 //   - Plain (profile default): the same pods with no group, for
 //     default-scheduler; a gang is just pods arriving together.
 //   - Native (profile in-tree): a scheduling.k8s.io/v1beta1 PodGroup with
-//     spec.schedulingPolicy.gang.minCount = pods and, for a job with a
-//     required topology level, spec.schedulingConstraints.topology =
-//     [{key: <the level's label key>}]; pods name it in
-//     spec.schedulingGroup.podGroupName. The in-tree constraint is always
-//     hard, so a preferred level maps to no constraint at all.
+//     spec.schedulingPolicy.gang.minCount = pods, spec.disruptionMode.all
+//     (preemption evicts the gang whole or not at all), the job's
+//     priorityClassName and, for a job with a required topology level,
+//     spec.schedulingConstraints.topology = [{key: <the level's label
+//     key>}]; pods name it in spec.schedulingGroup.podGroupName. The
+//     in-tree constraint is always hard, so a preferred level maps to no
+//     constraint at all.
 //
 // Neither baseline can express a GPU fleet policy (node affinity compares
 // only whole numbers, so "CUDA >= 12.4" has no form), so a job's GPU
@@ -138,6 +140,10 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 			Spec: schedulingv1beta1.PodGroupSpec{
 				SchedulingPolicy:  schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(job.Pods)}},
 				PriorityClassName: PriorityClassName(job.Priority),
+				// Every member is needed, so a victim gang goes whole or
+				// not at all: the in-tree workload-aware preemption's
+				// counterpart of gpu-gang's.
+				DisruptionMode: &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}},
 			},
 		}
 		if t := job.Topology; t != nil && t.Required {

@@ -59,6 +59,7 @@ func TestBuildPerFlavor(t *testing.T) {
 		require.Equal(t, int32(3), o.NativeGroup.Spec.SchedulingPolicy.Gang.MinCount)
 		require.Equal(t, "network.topology.nvidia.com/leaf", o.NativeGroup.Spec.SchedulingConstraints.Topology[0].Key)
 		require.Equal(t, "sim-priority-5", o.NativeGroup.Spec.PriorityClassName)
+		require.NotNil(t, o.NativeGroup.Spec.DisruptionMode.All, "preemption evicts a gang whole or not at all, as gpu-gang does")
 		for _, p := range o.Pods {
 			require.Equal(t, ptr.To("j"), p.Spec.SchedulingGroup.PodGroupName)
 		}

@@ -63,3 +63,33 @@ func DecodeCoschedulingArgs(obj runtime.Object, path *field.Path) (*config.Cosch
 	}
 	return args, nil
 }
+
+// DecodeGPUFleetArgs is DecodeCoschedulingArgs for the GPUFleet plugin's
+// args.
+func DecodeGPUFleetArgs(obj runtime.Object, path *field.Path) (*config.GPUFleetArgs, error) {
+	raw := []byte("{}")
+	switch o := obj.(type) {
+	case nil:
+	case *runtime.Unknown:
+		if len(o.Raw) > 0 {
+			raw = o.Raw
+		}
+	case *config.GPUFleetArgs:
+		return o, validation.ValidateGPUFleetArgs(path, o).ToAggregate()
+	default:
+		return nil, fmt.Errorf("%s: want GPUFleetArgs, got %T", path, obj)
+	}
+	gvk := configv1.SchemeGroupVersion.WithKind("GPUFleetArgs")
+	decoded, _, err := Codecs.UniversalDecoder().Decode(raw, &gvk, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: decoding GPUFleetArgs: %w", path, err)
+	}
+	args, ok := decoded.(*config.GPUFleetArgs)
+	if !ok {
+		return nil, fmt.Errorf("%s: want GPUFleetArgs, got %T", path, decoded)
+	}
+	if errs := validation.ValidateGPUFleetArgs(path, args); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return args, nil
+}

@@ -13,10 +13,8 @@ import (
 )
 
 func TestDecodeCoschedulingArgs(t *testing.T) {
-	defaultCapacityLabels := []string{"karpenter.sh/capacity-type", "cloud.google.com/gke-spot", "eks.amazonaws.com/capacityType", "node.kubernetes.io/lifecycle"}
 	defaults := config.CoschedulingArgs{
 		PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
-		UnlabelledNodes: "Skip", CapacityTypeLabels: defaultCapacityLabels,
 	}
 	tests := []struct {
 		name    string
@@ -29,20 +27,13 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 		{
 			name: "scheduler-plugins field names keep their meaning",
 			obj:  &runtime.Unknown{Raw: []byte(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"CoschedulingArgs","permitWaitingTimeSeconds":30,"podGroupBackoffSeconds":5}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 30, PodGroupBackoffSeconds: 5, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
-				UnlabelledNodes: "Skip", CapacityTypeLabels: defaultCapacityLabels},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 30, PodGroupBackoffSeconds: 5, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
 		},
 		{
 			name: "explicit levels replace the default preset",
 			obj:  &runtime.Unknown{Raw: []byte(`{"topologyLevels":["example.com/rack","example.com/row"]}`)},
 			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60,
-				TopologyLevels: []string{"example.com/rack", "example.com/row"}, UnlabelledNodes: "Skip", CapacityTypeLabels: defaultCapacityLabels},
-		},
-		{
-			name: "unlabelled nodes allowed and capacity labels replaced",
-			obj:  &runtime.Unknown{Raw: []byte(`{"unlabelledNodes":"Allow","capacityTypeLabels":["example.com/lifecycle","karpenter.sh/capacity-type"]}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
-				UnlabelledNodes: "Allow", CapacityTypeLabels: []string{"example.com/lifecycle", "karpenter.sh/capacity-type"}},
+				TopologyLevels: []string{"example.com/rack", "example.com/row"}},
 		},
 		{name: "unknown field", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTime":3}`)}, wantErr: `unknown field "permitWaitingTime"`},
 		{name: "zero wait", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTimeSeconds":0}`)}, wantErr: "args.permitWaitingTimeSeconds: Invalid value: 0"},
@@ -51,17 +42,9 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 		{name: "unknown preset", obj: &runtime.Unknown{Raw: []byte(`{"topologyPreset":"nvl"}`)}, wantErr: `args.topologyPreset: Unsupported value: "nvl"`},
 		{name: "preset and levels", obj: &runtime.Unknown{Raw: []byte(`{"topologyPreset":"gke","topologyLevels":["a/b"]}`)}, wantErr: "args.topologyLevels: Forbidden: set either topologyPreset or topologyLevels"},
 		{name: "duplicate level", obj: &runtime.Unknown{Raw: []byte(`{"topologyLevels":["a/b","a/b"]}`)}, wantErr: "args.topologyLevels: Invalid value"},
-		{name: "unlabelledNodes is case-sensitive", obj: &runtime.Unknown{Raw: []byte(`{"unlabelledNodes":"skip"}`)},
-			wantErr: `args.unlabelledNodes: Unsupported value: "skip": supported values: "Skip", "Allow"`},
-		{name: "empty capacity label list", obj: &runtime.Unknown{Raw: []byte(`{"capacityTypeLabels":[]}`)}, wantErr: "args.capacityTypeLabels: Required value: list at least one node label key"},
-		{name: "capacity label that is no label key", obj: &runtime.Unknown{Raw: []byte(`{"capacityTypeLabels":["karpenter.sh/capacity-type","spot nodes"]}`)},
-			wantErr: `args.capacityTypeLabels[1]: Invalid value: "spot nodes": must be a node label key`},
-		{name: "duplicate capacity label", obj: &runtime.Unknown{Raw: []byte(`{"capacityTypeLabels":["a/b","a/b"]}`)}, wantErr: `args.capacityTypeLabels[1]: Duplicate value: "a/b"`},
+		{name: "the fleet fields belong to GPUFleetArgs", obj: &runtime.Unknown{Raw: []byte(`{"unlabelledNodes":"Allow"}`)}, wantErr: `unknown field "unlabelledNodes"`},
 		{name: "internal args are validated too", obj: &config.CoschedulingArgs{}, wantErr: "args.permitWaitingTimeSeconds: Invalid value: 0"},
-		{name: "internal args without the fleet fields", obj: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
-			wantErr: `args.unlabelledNodes: Unsupported value: ""`},
 	}
-	require.Equal(t, scheduling.DefaultCapacityTypeLabels(), defaultCapacityLabels, "the default list is the shared one")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := DecodeCoschedulingArgs(tt.obj, field.NewPath("args"))
@@ -77,10 +60,52 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 	}
 }
 
+func TestDecodeGPUFleetArgs(t *testing.T) {
+	defaultCapacityLabels := []string{"karpenter.sh/capacity-type", "cloud.google.com/gke-spot", "eks.amazonaws.com/capacityType", "node.kubernetes.io/lifecycle"}
+	defaults := config.GPUFleetArgs{UnlabelledNodes: "Skip", CapacityTypeLabels: defaultCapacityLabels}
+	tests := []struct {
+		name    string
+		obj     runtime.Object
+		want    *config.GPUFleetArgs
+		wantErr string
+	}{
+		{name: "no pluginConfig entry yields the defaults", obj: nil, want: &defaults},
+		{name: "empty args yield the defaults", obj: &runtime.Unknown{Raw: []byte(`{}`)}, want: &defaults},
+		{
+			name: "unlabelled nodes allowed and capacity labels replaced",
+			obj:  &runtime.Unknown{Raw: []byte(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"GPUFleetArgs","unlabelledNodes":"Allow","capacityTypeLabels":["example.com/lifecycle","karpenter.sh/capacity-type"]}`)},
+			want: &config.GPUFleetArgs{UnlabelledNodes: "Allow", CapacityTypeLabels: []string{"example.com/lifecycle", "karpenter.sh/capacity-type"}},
+		},
+		{name: "unknown field", obj: &runtime.Unknown{Raw: []byte(`{"unlabeledNodes":"Allow"}`)}, wantErr: `unknown field "unlabeledNodes"`},
+		{name: "unlabelledNodes is case-sensitive", obj: &runtime.Unknown{Raw: []byte(`{"unlabelledNodes":"skip"}`)},
+			wantErr: `args.unlabelledNodes: Unsupported value: "skip": supported values: "Skip", "Allow"`},
+		{name: "empty capacity label list", obj: &runtime.Unknown{Raw: []byte(`{"capacityTypeLabels":[]}`)}, wantErr: "args.capacityTypeLabels: Required value: list at least one node label key"},
+		{name: "capacity label that is no label key", obj: &runtime.Unknown{Raw: []byte(`{"capacityTypeLabels":["karpenter.sh/capacity-type","spot nodes"]}`)},
+			wantErr: `args.capacityTypeLabels[1]: Invalid value: "spot nodes": must be a node label key`},
+		{name: "duplicate capacity label", obj: &runtime.Unknown{Raw: []byte(`{"capacityTypeLabels":["a/b","a/b"]}`)}, wantErr: `args.capacityTypeLabels[1]: Duplicate value: "a/b"`},
+		{name: "internal args are validated too", obj: &config.GPUFleetArgs{}, wantErr: `args.unlabelledNodes: Unsupported value: ""`},
+		{name: "another plugin's args", obj: &config.CoschedulingArgs{}, wantErr: "want GPUFleetArgs, got *config.CoschedulingArgs"},
+	}
+	require.Equal(t, scheduling.DefaultCapacityTypeLabels(), defaultCapacityLabels, "the default list is the shared one")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeGPUFleetArgs(tt.obj, field.NewPath("args"))
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("args (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestDefaultCapacityLabelsAreNotShared(t *testing.T) {
-	a, err := DecodeCoschedulingArgs(nil, field.NewPath("args"))
+	a, err := DecodeGPUFleetArgs(nil, field.NewPath("args"))
 	require.NoError(t, err)
-	b, err := DecodeCoschedulingArgs(nil, field.NewPath("args"))
+	b, err := DecodeGPUFleetArgs(nil, field.NewPath("args"))
 	require.NoError(t, err)
 	a.CapacityTypeLabels[0] = "example.com/changed"
 	require.Equal(t, "karpenter.sh/capacity-type", b.CapacityTypeLabels[0], "each decode gets its own default list")

@@ -7,7 +7,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
-// Defaults for CoschedulingArgs. Each default is handed out as a fresh
+// Defaults for CoschedulingArgs and GPUFleetArgs. Each default is handed out as a fresh
 // pointer so that no two configurations share memory.
 const (
 	DefaultPermitWaitingTimeSeconds  int64 = 60
@@ -35,6 +35,10 @@ func SetDefaultsCoschedulingArgs(args *CoschedulingArgs) {
 	if args.TopologyPreset == nil && len(args.TopologyLevels) == 0 {
 		args.TopologyPreset = ptr.To(DefaultTopologyPreset)
 	}
+}
+
+// SetDefaultsGPUFleetArgs fills the fields a user left unset.
+func SetDefaultsGPUFleetArgs(args *GPUFleetArgs) {
 	if args.UnlabelledNodes == nil {
 		args.UnlabelledNodes = ptr.To(DefaultUnlabelledNodes)
 	}

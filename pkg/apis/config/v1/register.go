@@ -21,13 +21,16 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CoschedulingArgs{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CoschedulingArgs{}, &GPUFleetArgs{})
 	return nil
 }
 
 func addDefaultingFuncs(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&CoschedulingArgs{}, func(obj interface{}) {
 		SetDefaultsCoschedulingArgs(obj.(*CoschedulingArgs))
+	})
+	scheme.AddTypeDefaultingFunc(&GPUFleetArgs{}, func(obj interface{}) {
+		SetDefaultsGPUFleetArgs(obj.(*GPUFleetArgs))
 	})
 	return nil
 }
@@ -40,9 +43,23 @@ func addConversionFuncs(scheme *runtime.Scheme) error {
 		}); err != nil {
 		return err
 	}
-	return scheme.AddConversionFunc((*config.CoschedulingArgs)(nil), (*CoschedulingArgs)(nil),
+	if err := scheme.AddConversionFunc((*config.CoschedulingArgs)(nil), (*CoschedulingArgs)(nil),
 		func(a, b interface{}, _ conversion.Scope) error {
 			ConvertCoschedulingArgsFromInternal(a.(*config.CoschedulingArgs), b.(*CoschedulingArgs))
+			return nil
+		}); err != nil {
+		return err
+	}
+	if err := scheme.AddConversionFunc((*GPUFleetArgs)(nil), (*config.GPUFleetArgs)(nil),
+		func(a, b interface{}, _ conversion.Scope) error {
+			ConvertGPUFleetArgsToInternal(a.(*GPUFleetArgs), b.(*config.GPUFleetArgs))
+			return nil
+		}); err != nil {
+		return err
+	}
+	return scheme.AddConversionFunc((*config.GPUFleetArgs)(nil), (*GPUFleetArgs)(nil),
+		func(a, b interface{}, _ conversion.Scope) error {
+			ConvertGPUFleetArgsFromInternal(a.(*config.GPUFleetArgs), b.(*GPUFleetArgs))
 			return nil
 		})
 }
@@ -59,11 +76,6 @@ func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.Cosched
 		out.TopologyPreset = *in.TopologyPreset
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
-	out.UnlabelledNodes = ""
-	if in.UnlabelledNodes != nil {
-		out.UnlabelledNodes = *in.UnlabelledNodes
-	}
-	out.CapacityTypeLabels = cloneStrings(in.CapacityTypeLabels)
 }
 
 // ConvertCoschedulingArgsFromInternal converts internal args to v1.
@@ -76,6 +88,20 @@ func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *Cosch
 		out.TopologyPreset = ptr.To(in.TopologyPreset)
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
+}
+
+// ConvertGPUFleetArgsToInternal converts defaulted v1 args to the internal
+// form.
+func ConvertGPUFleetArgsToInternal(in *GPUFleetArgs, out *config.GPUFleetArgs) {
+	out.UnlabelledNodes = ""
+	if in.UnlabelledNodes != nil {
+		out.UnlabelledNodes = *in.UnlabelledNodes
+	}
+	out.CapacityTypeLabels = cloneStrings(in.CapacityTypeLabels)
+}
+
+// ConvertGPUFleetArgsFromInternal converts internal args to v1.
+func ConvertGPUFleetArgsFromInternal(in *config.GPUFleetArgs, out *GPUFleetArgs) {
 	out.UnlabelledNodes = nil
 	if in.UnlabelledNodes != "" {
 		out.UnlabelledNodes = ptr.To(in.UnlabelledNodes)

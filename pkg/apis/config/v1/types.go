@@ -31,6 +31,16 @@ type CoschedulingArgs struct {
 	// TopologyLevels lists node label keys, tightest first, for fabrics no
 	// preset describes. The node itself is always the lowest level.
 	TopologyLevels []string `json:"topologyLevels,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// GPUFleetArgs configures the GPUFleet plugin: how it reads what GPU
+// feature discovery and node provisioners say about each node.
+type GPUFleetArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
 	// UnlabelledNodes is Skip (the default) or Allow: whether a gang whose
 	// PodGroup or pods set gpu-gang.x-k8s.io/min-cuda or
 	// min-compute-capability may use nodes that GPU feature discovery has

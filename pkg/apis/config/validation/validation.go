@@ -35,12 +35,12 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 			errs = append(errs, field.NotSupported(path.Child("topologyPreset"), args.TopologyPreset, scheduling.PresetNames()))
 		}
 	}
-	errs = append(errs, validateFleetArgs(path, args)...)
 	return errs
 }
 
-// validateFleetArgs checks the args that say how GPU nodes are read.
-func validateFleetArgs(path *field.Path, args *config.CoschedulingArgs) field.ErrorList {
+// ValidateGPUFleetArgs returns every problem with args, each naming its
+// field under path and the accepted values.
+func ValidateGPUFleetArgs(path *field.Path, args *config.GPUFleetArgs) field.ErrorList {
 	var errs field.ErrorList
 	switch args.UnlabelledNodes {
 	case config.UnlabelledNodesSkip, config.UnlabelledNodesAllow:

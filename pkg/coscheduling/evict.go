@@ -1,0 +1,217 @@
+package coscheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/gpu-gang/gpu-gang/pkg/preemption"
+)
+
+// Carrying out a preemption decision. The order matters:
+//  1. Remember the preemption (gangs.startPreemption) before the first
+//     eviction, so that a deletion the informer reports at once is counted,
+//     and no other preemptor chooses these victims or counts on their room.
+//  2. Hold the room for the whole preemptor: a gang's claim takes the
+//     engine's plan, so every member is pinned to its node (PreFilter's
+//     planSlots) and other pods and gangs stay out of it (Filter, and the
+//     free capacity every plan and preemption starts from). The pod whose
+//     cycle asked is also nominated to its node, as kube-scheduler nominates
+//     a preemptor. A plain pod has no claim; its nomination holds its room
+//     from pods of no higher priority, and other preemptions subtract it.
+//  3. Evict: each victim gets the DisruptionTarget condition (reason
+//     PreemptionByScheduler, naming the preemptor) and is deleted with its
+//     own grace period, as kube-scheduler's preemption does.
+//  4. Say what happened: Events on the victims' PodGroups (or pods) and on
+//     the preemptor, and the metrics.
+//
+// The members wait (PostFilter) until every victim is gone; the victims'
+// deletions requeue them. The claim and the record last the victims'
+// longest grace period plus victimWaitSlack, plus the gang's schedule
+// timeout; the record goes when the preemptor binds (preemptorBound) or
+// goes away, the claim with the gang's state.
+
+// victimWaitSlack is added to the victims' longest grace period to bound the
+// wait for them: a kubelet confirms a deletion some seconds after the grace
+// period, and a victim on a node that is down never goes.
+const victimWaitSlack = 30 * time.Second
+
+// defaultGracePeriod is the pod API's default terminationGracePeriodSeconds.
+const defaultGracePeriod = 30 * time.Second
+
+// carryOut evicts a decision's victims and holds their room for the
+// preemptor (see above).
+func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Request, reqs []amounts, cands *candidates, d *preemption.Decision) (*fwk.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	var victims []*v1.Pod
+	for _, v := range d.Victims {
+		for _, i := range v.Pods {
+			victims = append(victims, cands.pods[v.Unit][i])
+		}
+	}
+	now := pl.clock.Now()
+	rec := &preemptionRecord{victims: make(map[types.UID]bool, len(victims)), unbound: make(map[types.UID]bool, len(p.members)),
+		created: createdAt(p), until: now.Add(longestGrace(victims) + victimWaitSlack)}
+	for _, v := range victims {
+		rec.victims[v.UID] = true
+	}
+	for _, m := range p.members {
+		rec.unbound[m.UID] = true
+	}
+	if p.spec != nil {
+		rec.minMember = p.spec.MinMember
+		rec.until = rec.until.Add(pl.timeout(p.spec))
+	}
+	pl.gangs.startPreemption(p.id, rec)
+	if p.spec != nil {
+		slots := make([]slot, len(p.members))
+		for i, m := range p.members {
+			slots[i] = slot{uid: m.UID, node: req.Nodes[d.Plan.NodeOf[i]].Name, req: reqs[i]}
+		}
+		if wasHead := pl.gangs.setClaim(p.spec.Key, slots, rec.until, d.Plan, fingerprint(p.members, d.Plan, &req.Request)); wasHead {
+			holdsEnded.WithLabelValues(holdFilled).Inc()
+		}
+	}
+
+	where := d.Domain.String()
+	by := fmt.Sprintf("preempted by %s, priority %d, to place it in %s", p.name, p.priority, where)
+	if err := pl.evict(ctx, victims, p.pod.Spec.SchedulerName+": "+by); err != nil {
+		pl.gangs.endPreemption(p.id)
+		msg := fmt.Sprintf("could not evict the victims chosen to place it in %s (%v); if the scheduler may not, grant it delete on pods and patch on pods/status", where, err)
+		if p.spec != nil {
+			// Its Event says so; the gang backs off before it decides again.
+			pl.failGang(ctx, p.spec.Key, ReasonPreemptionFailed, msg, true)
+		} else {
+			pl.events.pod(p.pod, v1.EventTypeWarning, ReasonPreemptionFailed, "%s", msg)
+		}
+		return nil, fwk.AsStatus(fmt.Errorf("preemption for %s: %w", p.name, err))
+	}
+
+	kind := "pod"
+	if p.spec != nil {
+		kind = "gang"
+	}
+	preemptions.WithLabelValues(kind).Inc()
+	preemptionVictims.Observe(float64(len(victims)))
+	logger.V(2).Info("Preempted", "preemptor", p.name, "priority", p.priority, "decision", d.Summary, "exact", d.Exact, "cost", d.Cost)
+	pl.announce(p, d, cands, by)
+
+	msg := fmt.Sprintf("%s preempted %d pod(s) to land in %s; it waits for them to terminate", p.name, len(victims), where)
+	for i, m := range p.members {
+		if m.UID == p.pod.UID {
+			node := req.Nodes[d.Plan.NodeOf[i]].Name
+			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
+				fwk.NewStatus(fwk.Success, msg)
+		}
+	}
+	return nil, fwk.NewStatus(fwk.Success, msg)
+}
+
+// announce records the Events of a preemption: on each victim gang's
+// PodGroup (on the pods of a plain pod or of a gang whose PodGroup is gone)
+// and on the preemptor, naming its victims.
+func (pl *Plugin) announce(p *preemptor, d *preemption.Decision, cands *candidates, by string) {
+	for _, v := range d.Victims {
+		spec, pods := cands.specs[v.Unit], cands.pods[v.Unit]
+		switch {
+		case spec != nil && v.Kind == preemption.ElasticMembers:
+			names := make([]string, len(v.Pods))
+			for j, i := range v.Pods {
+				names[j] = pods[i].Name
+			}
+			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonPreempted, "%s: %d member(s) above minMember (%s) evicted; the gang keeps running with %d",
+				by, len(v.Pods), strings.Join(names, ", "), len(pods)-len(v.Pods))
+		case spec != nil:
+			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonPreempted, "%s: all %d of its running pods evicted", by, len(pods))
+		default:
+			for _, i := range v.Pods {
+				pl.events.pod(pods[i], v1.EventTypeNormal, ReasonPreempted, "%s", by)
+			}
+		}
+	}
+	note := fmt.Sprintf("priority %d: %s; the freed room is held for it", p.priority, d.Summary)
+	if p.spec != nil {
+		pl.events.gang(p.spec, p.pod, v1.EventTypeNormal, ReasonPreempting, "%s", note)
+		return
+	}
+	pl.events.pod(p.pod, v1.EventTypeNormal, ReasonPreempting, "%s", note)
+}
+
+// evict marks and deletes the victims, several at a time.
+func (pl *Plugin) evict(ctx context.Context, victims []*v1.Pod, message string) error {
+	errs := make([]error, len(victims))
+	cs := pl.handle.ClientSet()
+	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
+		errs[i] = evictPod(ctx, cs, victims[i], message)
+	}, Name)
+	return errors.Join(errs...)
+}
+
+// evictPod sets the DisruptionTarget condition on a victim, so that its
+// controller and its users learn why it goes, and deletes it with its own
+// grace period. A victim already gone, or replaced by a pod of the same
+// name, is left alone.
+func evictPod(ctx context.Context, cs kubernetes.Interface, victim *v1.Pod, message string) error {
+	condition := &v1.PodCondition{
+		Type:               v1.DisruptionTarget,
+		ObservedGeneration: apipod.CalculatePodConditionObservedGeneration(&victim.Status, victim.Generation, v1.DisruptionTarget),
+		Status:             v1.ConditionTrue,
+		Reason:             v1.PodReasonPreemptionByScheduler,
+		Message:            message,
+	}
+	status := victim.Status.DeepCopy()
+	if apipod.UpdatePodCondition(status, condition) {
+		if err := schedutil.PatchPodStatus(ctx, cs, victim.Name, victim.Namespace, &victim.Status, status); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("setting %s on pod %s/%s: %w", v1.DisruptionTarget, victim.Namespace, victim.Name, err)
+		}
+	}
+	err := cs.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(victim.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pod %s/%s: %w", victim.Namespace, victim.Name, err)
+	}
+	return nil
+}
+
+// createdAt is when a preemptor started to wait: when its earliest member
+// was created, or its PodGroup if that came later (a replacement of a
+// running gang waits from its own creation, not the gang's).
+func createdAt(p *preemptor) time.Time {
+	var first time.Time
+	for _, m := range p.members {
+		if c := m.CreationTimestamp.Time; first.IsZero() || c.Before(first) {
+			first = c
+		}
+	}
+	if p.spec != nil && p.spec.Created.After(first) {
+		return p.spec.Created
+	}
+	return first
+}
+
+// longestGrace is the longest termination grace period among pods.
+func longestGrace(pods []*v1.Pod) time.Duration {
+	var out time.Duration
+	for _, p := range pods {
+		g := defaultGracePeriod
+		if s := p.Spec.TerminationGracePeriodSeconds; s != nil {
+			g = time.Duration(*s) * time.Second
+		}
+		out = max(out, g)
+	}
+	return out
+}

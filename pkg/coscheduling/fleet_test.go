@@ -1,0 +1,189 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
+	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
+)
+
+// withGPUFleet registers the GPUFleet plugin at PreFilter and Filter before
+// the gang plugin, as the shipped profile does. It reads pgs through a
+// PodGroup lister of its own.
+func withGPUFleet(t testing.TB, pgs ...*v1alpha1.PodGroup) envOption {
+	informer := pginformers.NewSharedInformerFactory(pgfake.NewSimpleClientset(), 0).Scheduling().V1alpha1().PodGroups()
+	for _, pg := range pgs {
+		require.NoError(t, informer.Informer().GetStore().Add(pg))
+	}
+	args := &config.GPUFleetArgs{UnlabelledNodes: config.UnlabelledNodesSkip, CapacityTypeLabels: scheduling.DefaultCapacityTypeLabels()}
+	return func(c *envConfig) {
+		c.filters = append(c.filters, tf.RegisterPluginAsExtensions(gpufleet.Name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+			return gpufleet.NewWithPodGroups(ctx, args, fh, informer.Lister(), nil)
+		}, "PreFilter", "Filter"))
+	}
+}
+
+// gpuFabric is fabric() with GPU feature discovery labels: spine s0 is
+// H100 with a CUDA 12.4 driver, spine s1 A100 with a CUDA 12.2 driver.
+func gpuFabric() []*v1.Node {
+	nodes := fabric()
+	for _, n := range nodes {
+		product, driver, cuda := "NVIDIA-H100-80GB-HBM3", "550.54.15", "12.4"
+		if n.Labels[spineLabel] == "s1" {
+			product, driver, cuda = "NVIDIA-A100-SXM4-80GB", "535.104.05", "12.2"
+		}
+		n.Labels[scheduling.LabelGPUProduct] = product
+		n.Labels[scheduling.LabelCUDADriverVersionFull] = driver
+		n.Labels[scheduling.LabelCUDARuntimeVersionFull] = cuda
+	}
+	return nodes
+}
+
+// The gang plugin plans with GPUFleet's rules: node rules through Filter,
+// uniform groups through the Grouper GPUFleet leaves in CycleState.
+func TestGangPlansFollowGPUFleet(t *testing.T) {
+	spineOf := func(node string) string { return node[:2] }
+	t.Run("a uniform gang never mixes products, though topology alone would", func(t *testing.T) {
+		// Topology alone puts a gang of four in one spine, across two
+		// products.
+		nodes, productOf := leafProductFabric()
+		pg := gangtest.MakePodGroup("train", testNS).MinMember(4).Obj()
+		pods := members("train", 4, "8")
+		env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		planned := plannedNodes(t, env, pods)
+		for _, n := range planned {
+			require.Equal(t, productOf[planned[0]], productOf[n], "plan %v mixes products", planned)
+		}
+	})
+	t.Run("a gang that needs CUDA 12.4 skips the 12.2 nodes", func(t *testing.T) {
+		pg := gangtest.MakePodGroup("cuda", testNS).MinMember(2).Annotation(scheduling.AnnotationMinCUDA, "12.4").Obj()
+		pods := members("cuda", 2, "8")
+		// The A100 leaf s1-l1 is the tightest fit; CUDA rules it out.
+		env := newTestEnv(t, gpuFabric(), append([]*v1.Pod{busy("s1-l0-n0")}, pods...), []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		for _, n := range plannedNodes(t, env, pods) {
+			require.Equal(t, "s0", spineOf(n), "member on %s", n)
+		}
+	})
+	t.Run("no group holds the gang: it waits, and the Event names the groups", func(t *testing.T) {
+		pg := gangtest.MakePodGroup("wide", testNS).MinMember(5).Obj()
+		pods := members("wide", 5, "8")
+		env := newTestEnv(t, gpuFabric(), pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), pods[0])
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+		require.Contains(t, status.Message(), "the gang's accelerated members must all run on nodes of one nvidia.com/gpu.product, driver major.minor and capacity type")
+		require.True(t, hasEvent(env.recorded(), ReasonGangTooLarge,
+			"none of the 2 such groups of nodes holds them: nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB, driver 535.104, on-demand capacity fits 4 of 5"), "events: %v", env.recorded())
+	})
+	t.Run("uniform none lets the gang span products", func(t *testing.T) {
+		pg := gangtest.MakePodGroup("any", testNS).MinMember(5).Annotation(scheduling.AnnotationUniform, scheduling.UniformNone).Obj()
+		pods := members("any", 5, "8")
+		env := newTestEnv(t, gpuFabric(), pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		spines := map[string]bool{}
+		for _, n := range plannedNodes(t, env, pods) {
+			spines[spineOf(n)] = true
+		}
+		require.Len(t, spines, 2)
+	})
+	t.Run("the groups are those of the first member that asks for GPUs", func(t *testing.T) {
+		// A launcher without GPUs comes first in rank order; GPUFleet
+		// skips it, so its CycleState has no groups to give.
+		nodes, productOf := leafProductFabric()
+		pg := gangtest.MakePodGroup("mpi", testNS).MinMember(5).Obj()
+		pods := append([]*v1.Pod{member("mpi", "mpi-launcher", "0")}, members("mpi", 4, "8")...)
+		for i, p := range pods {
+			p.Labels[scheduling.RankLabel] = fmt.Sprint(i)
+		}
+		env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		planned := plannedNodes(t, env, pods)
+		for _, n := range planned[1:] {
+			require.Equal(t, productOf[planned[1]], productOf[n], "plan %v mixes products", planned)
+		}
+	})
+}
+
+// leafProductFabric is gpuFabric with one driver throughout and products
+// alternating by leaf, so that each spine holds both.
+func leafProductFabric() ([]*v1.Node, map[string]string) {
+	nodes := gpuFabric()
+	productOf := map[string]string{}
+	for _, n := range nodes {
+		n.Labels[scheduling.LabelGPUProduct] = map[bool]string{true: "NVIDIA-H100-80GB-HBM3", false: "NVIDIA-A100-SXM4-80GB"}[n.Name[4] == '0']
+		n.Labels[scheduling.LabelCUDADriverVersionFull] = "550.54.15"
+		n.Labels[scheduling.LabelCUDARuntimeVersionFull] = "12.4"
+		productOf[n.Name] = n.Labels[scheduling.LabelGPUProduct]
+	}
+	return nodes, productOf
+}
+
+// Members whose GPU annotations differ are planned apart: they may not
+// share one Filter pass. Members that differ only in rank do.
+func TestFilterSignatureSeesGPUAnnotations(t *testing.T) {
+	a := member("g", "a", "8")
+	b := member("g", "b", "8")
+	b.Labels["training.kubeflow.org/replica-index"] = "1"
+	sig := func(p *v1.Pod) string { return filterSignature(p, podAmounts(p)) }
+	require.Equal(t, sig(a), sig(b))
+	b.Annotations = map[string]string{scheduling.AnnotationMinCUDA: "12.4"}
+	require.NotEqual(t, sig(a), sig(b))
+	c := a.DeepCopy()
+	c.Annotations = map[string]string{"batch.kubernetes.io/job-completion-index": "3"}
+	require.Equal(t, sig(a), sig(c), "other annotations do not count")
+}
+
+// BenchmarkCapacityPreCheckWithGPUFleet is BenchmarkCapacityPreCheck with
+// GPUFleet in the profile and GPU feature discovery labels on the nodes:
+// two products (by 10 spines), two drivers (by 5 spines) and a few spot
+// nodes, so that the gang's members pass GPUFleet's Filter on every node
+// and the planner plans in each of the 5 uniform groups.
+func BenchmarkCapacityPreCheckWithGPUFleet(b *testing.B) {
+	for _, size := range []int{8, 64, 512} {
+		b.Run(fmt.Sprintf("planner=topology/nodes=5000/gang=%d", size), func(b *testing.B) {
+			nodes := make([]*v1.Node, 5000)
+			var running []*v1.Pod
+			for i := range nodes {
+				nodes[i] = gpuNode(fmt.Sprintf("node-%04d", i))
+				nodes[i].Labels = map[string]string{
+					cliqueLabel: fmt.Sprint("c", i/8), leafLabel: fmt.Sprint("l", i/32), spineLabel: fmt.Sprint("s", i/256),
+					scheduling.LabelGPUProduct:             []string{"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"}[i/2560],
+					scheduling.LabelCUDADriverVersionFull:  []string{"550.54.15", "535.104.05"}[i/1280%2],
+					scheduling.LabelCUDARuntimeVersionFull: []string{"12.4", "12.2"}[i/1280%2],
+					scheduling.LabelKarpenterCapacityType:  []string{"on-demand", "spot"}[i/4864],
+				}
+				if i%2 == 0 {
+					running = append(running, st.MakePod().Namespace("other").Name(fmt.Sprintf("busy-%04d", i)).
+						UID(fmt.Sprintf("busy-%04d", i)).Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
+				}
+			}
+			job := members("big", size, "8")
+			pg := gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()
+			env := newTestEnv(b, nodes, append(running, job...), []*v1alpha1.PodGroup{pg}, withTopology(b), withGPUFleet(b, pg))
+			key := gang.Key{Namespace: testNS, Name: "big"}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				env.pl.gangs.forgetGang(key)
+				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
+				if !status.IsSuccess() {
+					b.Fatalf("pre-check failed: %v", status)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,471 @@
+package coscheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/preemption"
+	"github.com/gpu-gang/gpu-gang/pkg/topology"
+)
+
+// Gang-aware preemption replaces kube-scheduler's DefaultPreemption in
+// gpu-gang's profile. Package preemption decides; this file asks it and
+// evict.go acts on the answer.
+//
+// When a gang does not fit, PostFilter asks the engine about exactly the
+// members PreFilter could not place, described as PreFilter describes them
+// to the planner (buildRequest: the same nodes, eligibility, per-node caps,
+// policy and anchors). A plain pod that found no node is a gang of one,
+// eligible where only the resource fit or held capacity turned it away.
+// What the engine sees as free is what the preemptor may count on:
+//   - free capacity less what other gangs hold (their claims, and the head
+//     hold unless the preemptor comes first in the queue), and less what is
+//     nominated for plain pods of at least its priority, so two preemptors
+//     never count on the same room;
+//   - plus the room of pods already leaving: pods being deleted and the
+//     victims of earlier preemptions. They are never chosen again, and a
+//     preemptor that fits once they are gone evicts nothing and waits.
+//
+// The candidates are every bound pod of lower priority: gang members
+// grouped by PodGroup into one unit (evicted whole, or members above
+// minMember one by one, never the essential ones; see gang.Essential), and
+// every other pod a unit of its own; with the PodDisruptionBudgets that
+// cover them. Pods still in flight (waiting in Permit, binding) are not
+// candidates: their gang's claim holds their room until it binds or fails.
+
+// ErrReasonAwaitingVictims starts the status of a preemptor that waits for
+// the pods it preempted to terminate.
+const ErrReasonAwaitingVictims = "waiting for preempted pods to terminate"
+
+// decider chooses victims. *preemption.Engine is the one the plugin runs;
+// tests wrap it to see the requests it gets.
+type decider interface {
+	Decide(ctx context.Context, req *preemption.Request) (*preemption.Decision, error)
+}
+
+// candidates are the pods behind a preemption.Request's units.
+type candidates struct {
+	// pods[u][i] is the pod of Units[u].Pods[i], as the informer has it.
+	pods [][]*v1.Pod
+	// specs[u] is the gang of unit u; nil for a plain pod, or for a gang
+	// whose PodGroup is gone.
+	specs []*gang.Spec
+}
+
+// preemptor is what is being placed by preemption: the members PreFilter
+// could not place (a plain pod alone), their gang, and the pod whose
+// scheduling cycle asked.
+type preemptor struct {
+	pod     *v1.Pod
+	spec    *gang.Spec // nil for a plain pod
+	members []*v1.Pod
+	// id names it in the plugin's memory of preemptions (preemptorID).
+	id string
+	// name is the PodGroup's or the pod's namespace/name, for people.
+	name     string
+	priority int32
+}
+
+// preempt tries to make room for pod by evicting pods of lower priority.
+// It returns the node nominated for pod when it evicted something, and a
+// status saying why not otherwise.
+func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	p, ok := pl.preemptorOf(s, pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	// The engine would say the same; saying it first spares every pod
+	// that cannot preempt the cost of describing the cluster.
+	if pp := p.preemptionPolicy(); pp != nil && *pp == v1.PreemptNever {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: %s has preemptionPolicy %s and evicts nothing", p.name, v1.PreemptNever))
+	}
+	if !pl.anyBelow(p.priority) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: no running pod has a priority below the %d of %s", p.priority, p.name))
+	}
+	req, reqs, cands, status := pl.preemptionRequest(ctx, p, s.held, statuses)
+	if status != nil {
+		return nil, status
+	}
+	d, err := pl.decider.Decide(ctx, req)
+	if err != nil {
+		var no *preemption.NoPreemptionError
+		switch {
+		case errors.As(err, &no):
+			klog.FromContext(ctx).V(4).Info("No preemption", "preemptor", p.name, "reason", no.Reason, "message", no.Message)
+			if no.Reason == preemption.ReasonFits {
+				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s fits once the pods already leaving are gone; it evicts nothing and waits for them", p.name))
+			}
+			return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+no.Message)
+		case errors.Is(err, topology.ErrUnknownLevel):
+			// PreFilter explained it with an Event already.
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("preemption for %s: %v", p.name, err))
+		}
+		return nil, fwk.AsStatus(fmt.Errorf("deciding preemption for %s: %w", p.name, err))
+	}
+	return pl.carryOut(ctx, p, req, reqs, cands, d)
+}
+
+// anyBelow reports whether any pod in the snapshot has a priority below
+// prio: without one, nothing can be preempted.
+func (pl *Plugin) anyBelow(prio int32) bool {
+	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return true // let the full request report it
+	}
+	for _, ni := range nodeInfos {
+		for _, pi := range ni.GetPods() {
+			if corev1helpers.PodPriority(pi.GetPod()) < prio {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// preemptorOf says what preemption would place for pod: the members
+// PreFilter could not place for want of room, or the pod alone outside
+// gangs. ok is false when preemption cannot help: the plugin has no
+// decider, or the gang waits for members, backs off, could never fit, or
+// its plan went stale.
+func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preemptor, bool) {
+	if pl.decider == nil {
+		return nil, false
+	}
+	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: preemptorID(pod), name: preemptorName(pod),
+		priority: corev1helpers.PodPriority(pod)}
+	if _, isMember := gang.Of(pod); isMember {
+		if len(s.unplaced) == 0 || s.unplacedStatus.Code() != fwk.Unschedulable {
+			return nil, false
+		}
+		p.spec, p.members = s.spec, s.unplaced
+		if s.spec != nil && s.spec.Priority != nil {
+			// A gang's own priority (a native PodGroup's) is what it
+			// preempts with.
+			p.priority = *s.spec.Priority
+		}
+	}
+	return p, true
+}
+
+// preemptionPolicy is the gang's own policy if its API gives one (a native
+// PodGroup's), else the pod's.
+func (p *preemptor) preemptionPolicy() *v1.PreemptionPolicy {
+	if p.spec != nil && p.spec.PreemptionPolicy != nil {
+		return p.spec.PreemptionPolicy
+	}
+	return p.pod.Spec.PreemptionPolicy
+}
+
+// preemptionRequest describes the preemptor and its candidate victims to
+// the engine (see the comment at the top of this file).
+func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[string]amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, []amounts, *candidates, *fwk.Status) {
+	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, nil, nil, fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
+	}
+	// The nodes as PreFilter plans on them (plan.go), so that the
+	// engine's request and tree are the planner's.
+	sorted := pl.liveNodes(nodeInfos)
+
+	reqs := requestsOf(p.members)
+	templates, of := templatesOf(p.members, reqs)
+	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
+	if p.spec != nil {
+		key = p.spec.Key
+		pl.eligibility(ctx, templates, sorted, pl.gangs.lessonsFor(key))
+	} else {
+		templates[0].eligible = preemptibleNodes(sorted, statuses)
+	}
+	for _, t := range templates {
+		if !anyTrue(t.eligible) {
+			// No eviction makes room where the member may not run at all.
+			return nil, nil, nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption cannot help %s: no node accepts member %s whatever runs there", p.name, t.pod.Name))
+		}
+	}
+	leaving := pl.gangs.pendingVictims()
+	req := pl.buildRequest(key, p.members, reqs, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
+	if p.spec != nil {
+		req.Policy = gang.PolicyOf(p.spec, p.members[0])
+		req.Anchors = anchors(sorted, pl.placedMembers(key))
+	}
+	preq := &preemption.Request{
+		Request:  *req,
+		Priority: p.priority,
+		Now:      pl.clock.Now(),
+	}
+	if pp := p.preemptionPolicy(); pp != nil {
+		preq.PreemptionPolicy = *pp
+	}
+	cands := pl.addUnits(preq, p, sorted, leaving)
+	return preq, reqs, cands, nil
+}
+
+// preemptibleNodes are the nodes on which evicting pods could make room for
+// a plain pod: those only the resource fit, or capacity held for gangs,
+// turned it away.
+func preemptibleNodes(nodeInfos []fwk.NodeInfo, statuses fwk.NodeToStatusReader) []bool {
+	out := make([]bool, len(nodeInfos))
+	for i, ni := range nodeInfos {
+		st := statuses.Get(ni.Node().Name)
+		out[i] = st.IsSuccess() || st.Code() == fwk.Unschedulable && (st.Plugin() == names.NodeResourcesFit || st.Plugin() == Name)
+	}
+	return out
+}
+
+// roomTaken is, per node, what the preemptor may not count on beyond what
+// pods request: capacity held for other gangs, and nominated for plain pods
+// of at least its priority. The room of pods already leaving (being
+// deleted, or victims of earlier preemptions) comes back as negative
+// amounts. buildRequest subtracts it from the free capacity.
+func (pl *Plugin) roomTaken(p *preemptor, nodeInfos []fwk.NodeInfo, held map[string]amounts, leaving map[types.UID]bool) map[string]amounts {
+	out := make(map[string]amounts, len(held))
+	on := func(node string) amounts {
+		if out[node] == nil {
+			out[node] = amounts{}
+		}
+		return out[node]
+	}
+	for node, a := range held {
+		on(node).add(a)
+	}
+	for _, ni := range nodeInfos {
+		name := ni.Node().Name
+		for _, pi := range ni.GetPods() {
+			if q := pi.GetPod(); pl.isLeaving(q, leaving) {
+				a := on(name)
+				for r, v := range podAmounts(q) {
+					a[r] -= v
+				}
+			}
+		}
+		for _, npi := range pl.handle.NominatedPodsForNode(name) {
+			q := npi.GetPod()
+			if _, member := gang.Of(q); member || preemptorID(q) == p.id || corev1helpers.PodPriority(q) < p.priority {
+				// A gang's room is its claim, held already; a nomination of
+				// lower priority yields, as in kube-scheduler.
+				continue
+			}
+			on(name).add(podAmounts(q))
+		}
+	}
+	return out
+}
+
+// isLeaving reports whether a pod of the snapshot is leaving its node: it is
+// being deleted, or is gone already (the informer may be ahead of the
+// snapshot), or is the victim of a preemption still under way.
+func (pl *Plugin) isLeaving(q *v1.Pod, victims map[types.UID]bool) bool {
+	if q.DeletionTimestamp != nil || victims[q.UID] {
+		return true
+	}
+	obj, ok, err := pl.podIndex.GetByKey(q.Namespace + "/" + q.Name)
+	if err != nil {
+		return false
+	}
+	if !ok {
+		return true
+	}
+	live, isPod := obj.(*v1.Pod)
+	return isPod && (live.UID != q.UID || live.DeletionTimestamp != nil)
+}
+
+// addUnits adds the candidate victims to req: every bound pod of lower
+// priority than the preemptor that is not leaving already, grouped into
+// gangs, and the disruption budgets that cover them.
+func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool) *candidates {
+	index := make(map[string]int, len(nodeInfos))
+	for i, ni := range nodeInfos {
+		index[ni.Node().Name] = i
+	}
+	byGang := map[gang.Key][]*v1.Pod{}
+	var plain []*v1.Pod
+	for _, ni := range nodeInfos {
+		for _, pi := range ni.GetPods() {
+			q := pl.boundPod(pi.GetPod())
+			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || preemptorID(q) == p.id {
+				continue
+			}
+			if key, member := gang.Of(q); member {
+				byGang[key] = append(byGang[key], q)
+			} else if corev1helpers.PodPriority(q) < p.priority {
+				plain = append(plain, q)
+			}
+		}
+	}
+	keys := make([]gang.Key, 0, len(byGang))
+	for key := range byGang {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+
+	dims := make([]v1.ResourceName, len(req.Resources))
+	for d, name := range req.Resources {
+		dims[d] = v1.ResourceName(name)
+	}
+	podOf := func(q *v1.Pod, keep bool) preemption.Pod {
+		node, ok := index[q.Spec.NodeName]
+		if !ok {
+			node = -1
+		}
+		a := podAmounts(q)
+		return preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, Request: toVector(dims, a), GPUs: acceleratorCount(a), Keep: keep}
+	}
+	cands := &candidates{}
+	gangNames := map[string]bool{}
+	for _, key := range keys {
+		pods := byGang[key]
+		gang.SortByRank(pods)
+		prio := int32(0)
+		for i, q := range pods {
+			if pq := corev1helpers.PodPriority(q); i == 0 || pq > prio {
+				prio = pq
+			}
+		}
+		if prio >= p.priority {
+			continue // a gang goes whole; one member of enough priority keeps it
+		}
+		minMember := int32(len(pods))
+		spec, ok := pl.lookup(key)
+		if ok {
+			minMember = max(1, spec.MinMember)
+		}
+		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: startedAt(pods, minMember)}
+		// A gang that may only be disrupted whole (a native PodGroup's
+		// disruptionMode all) offers no members above minMember.
+		if ok && spec.Disruption != gang.DisruptionAll {
+			if members, err := pl.members(key); err == nil {
+				placed := int(pl.census(key, members).Placed())
+				u.Surplus = min(max(0, placed-int(minMember)), len(pods)-1)
+			}
+		}
+		keep := gang.Essential(pods)
+		for i, q := range pods {
+			u.Pods = append(u.Pods, podOf(q, keep[i]))
+		}
+		gangNames[u.Name] = true
+		req.Units = append(req.Units, u)
+		cands.pods = append(cands.pods, pods)
+		cands.specs = append(cands.specs, spec)
+	}
+	for _, q := range plain {
+		name := q.Namespace + "/" + q.Name
+		if gangNames[name] {
+			name = "pod " + name // unit names must be unique; a PodGroup may share a pod's name
+		}
+		u := preemption.Unit{Name: name, Kind: preemption.KindPod, Priority: corev1helpers.PodPriority(q), Pods: []preemption.Pod{podOf(q, false)}}
+		if q.Status.StartTime != nil {
+			u.Started = q.Status.StartTime.Time
+		}
+		req.Units = append(req.Units, u)
+		cands.pods = append(cands.pods, []*v1.Pod{q})
+		cands.specs = append(cands.specs, nil)
+	}
+	pl.addBudgets(req, cands)
+	return cands
+}
+
+// boundPod returns the informer's copy of a pod from the snapshot if the
+// API shows it bound. A pod the snapshot has on a node that the API does
+// not (assumed: waiting in Permit or binding) is not a candidate.
+func (pl *Plugin) boundPod(q *v1.Pod) *v1.Pod {
+	obj, ok, err := pl.podIndex.GetByKey(q.Namespace + "/" + q.Name)
+	if err != nil || !ok {
+		return nil
+	}
+	live, isPod := obj.(*v1.Pod)
+	if !isPod || live.UID != q.UID || live.Spec.NodeName == "" {
+		return nil
+	}
+	return live
+}
+
+// startedAt is when a gang started running: when its minMember-th pod
+// started. Zero if fewer have started.
+func startedAt(pods []*v1.Pod, minMember int32) time.Time {
+	var starts []time.Time
+	for _, q := range pods {
+		if q.Status.StartTime != nil {
+			starts = append(starts, q.Status.StartTime.Time)
+		}
+	}
+	if len(starts) < int(minMember) {
+		return time.Time{}
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	return starts[minMember-1]
+}
+
+// addBudgets adds the PodDisruptionBudgets that cover candidate pods, in
+// namespace and name order, and marks each pod with the budgets it falls
+// under. A budget with a null selector covers no pod; an empty one covers
+// its whole namespace, as policy/v1 defines.
+func (pl *Plugin) addBudgets(req *preemption.Request, cands *candidates) {
+	if pl.pdbLister == nil {
+		return
+	}
+	type ref struct{ u, i int }
+	byNS := map[string][]ref{}
+	for u, pods := range cands.pods {
+		for i, q := range pods {
+			byNS[q.Namespace] = append(byNS[q.Namespace], ref{u, i})
+		}
+	}
+	namespaces := make([]string, 0, len(byNS))
+	for ns := range byNS {
+		namespaces = append(namespaces, ns)
+	}
+	sort.Strings(namespaces)
+	for _, ns := range namespaces {
+		pdbs, err := pl.pdbLister.PodDisruptionBudgets(ns).List(labels.Everything())
+		if err != nil || len(pdbs) == 0 {
+			continue
+		}
+		sort.Slice(pdbs, func(i, j int) bool { return pdbs[i].Name < pdbs[j].Name })
+		for _, pdb := range pdbs {
+			if pdb.Spec.Selector == nil {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil {
+				continue // the API server validates selectors; nothing to honour
+			}
+			b := -1
+			for _, r := range byNS[ns] {
+				if !sel.Matches(labels.Set(cands.pods[r.u][r.i].Labels)) {
+					continue
+				}
+				if b < 0 {
+					b = len(req.PDBs)
+					req.PDBs = append(req.PDBs, preemption.PDB{Name: ns + "/" + pdb.Name, Allowed: int(max(0, pdb.Status.DisruptionsAllowed))})
+				}
+				pod := &req.Units[r.u].Pods[r.i]
+				pod.PDBs = append(pod.PDBs, b)
+			}
+		}
+	}
+}
+
+// acceleratorCount sums what a requests of extended resources: the GPUs
+// the cost order counts.
+func acceleratorCount(a amounts) int64 {
+	var n int64
+	for name, q := range a {
+		if isExtended(name) {
+			n += q
+		}
+	}
+	return n
+}

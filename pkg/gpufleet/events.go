@@ -1,0 +1,125 @@
+package gpufleet
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+)
+
+// Event reasons.
+const (
+	// ReasonInvalidGPURequirements: a PodGroup's or a pod's
+	// gpu-gang.x-k8s.io/ annotation cannot be read; the pod waits until it
+	// is fixed.
+	ReasonInvalidGPURequirements = "InvalidGPURequirements"
+	// ReasonInvalidGPULabel: a node label that GPU feature discovery or a
+	// provisioner writes holds a value gpu-gang cannot read; the label is
+	// ignored as if it were missing.
+	ReasonInvalidGPULabel = "InvalidGPULabel"
+)
+
+// Status messages people read in pod conditions.
+const (
+	// ErrReasonInvalidRequirements prefixes the status of a pod whose GPU
+	// requirement annotations cannot be read.
+	ErrReasonInvalidRequirements = "invalid GPU requirements"
+)
+
+// eventRecorder records each distinct note once per object and reason:
+// PreFilter runs on every retry, and one Event saying what is wrong is what
+// a person needs. A note is recorded again after repeatAfter, so that it
+// does not age out while the problem lasts.
+type eventRecorder struct {
+	recorder    events.EventRecorder
+	clock       clock.PassiveClock
+	repeatAfter time.Duration
+
+	mu   sync.Mutex
+	last map[string]noted
+}
+
+type noted struct {
+	note string
+	at   time.Time
+}
+
+// maxNoted bounds the memory of notes; past it the memory starts over and
+// at worst an Event is recorded twice.
+const maxNoted = 10000
+
+func newEventRecorder(r events.EventRecorder, c clock.PassiveClock) *eventRecorder {
+	return &eventRecorder{recorder: r, clock: c, repeatAfter: 10 * time.Minute, last: map[string]noted{}}
+}
+
+func (er *eventRecorder) record(regarding runtime.Object, key, reason, note string) {
+	er.mu.Lock()
+	now := er.clock.Now()
+	prev, seen := er.last[key+"/"+reason]
+	if seen && prev.note == note && now.Sub(prev.at) < er.repeatAfter {
+		er.mu.Unlock()
+		return
+	}
+	if len(er.last) >= maxNoted {
+		er.last = map[string]noted{}
+	}
+	er.last[key+"/"+reason] = noted{note: note, at: now}
+	er.mu.Unlock()
+	er.recorder.Eventf(regarding, nil, v1.EventTypeWarning, reason, "Scheduling", "%s", note)
+}
+
+// reportRequirements records an Event for each unreadable annotation, on
+// the object that holds it, and returns the status message.
+func (pl *Plugin) reportRequirements(pod *v1.Pod, pg *v1alpha1.PodGroup, err error) string {
+	var errs []error
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		var ae *fleet.AnnotationError
+		if !errors.As(e, &ae) || ae.OnPod || pg == nil {
+			note := fmt.Sprintf("pod %s/%s: %v; fix or remove the annotation", pod.Namespace, pod.Name, e)
+			pl.events.record(pod, "pod/"+string(pod.UID)+"/"+annotationOf(ae), ReasonInvalidGPURequirements, note)
+			parts = append(parts, fmt.Sprintf("pod %s: %v", pod.Name, e))
+			continue
+		}
+		spec := gang.FromPodGroup(pg)
+		note := fmt.Sprintf("PodGroup %s: %v; fix or remove the annotation: no GPU member of the gang schedules until then", spec.Key, e)
+		pl.events.record(spec.Ref, "podgroup/"+string(pg.UID)+"/"+ae.Annotation, ReasonInvalidGPURequirements, note)
+		parts = append(parts, fmt.Sprintf("PodGroup %s: %v", spec.Key, e))
+	}
+	return ErrReasonInvalidRequirements + ": " + strings.Join(parts, "; ")
+}
+
+func annotationOf(ae *fleet.AnnotationError) string {
+	if ae == nil {
+		return ""
+	}
+	return ae.Annotation
+}
+
+// reportLabelProblems records that labels of a node could not be read. The
+// node cache calls it when it reads a node's labels anew, so each problem
+// is recorded once per change of the labels.
+func (pl *Plugin) reportLabelProblems(node string, problems []*fleet.LabelError) {
+	ref := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	for _, p := range problems {
+		pl.events.record(ref, "node/"+node+"/"+p.Label, ReasonInvalidGPULabel,
+			fmt.Sprintf("node %s: %v; gpu-gang ignores the label until it is fixed", node, p))
+	}
+}

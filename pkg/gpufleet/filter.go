@@ -1,0 +1,100 @@
+package gpufleet
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// PreFilter reads the requirements of a pod that asks for NVIDIA GPUs: its
+// PodGroup's annotations and its own, the pod's winning. Pods that ask for
+// no NVIDIA GPU are not bound by them and skip the plugin. A pod whose
+// annotations cannot be read waits, with an Event on the object that holds
+// the bad value; a pod no node admits waits with one sentence saying why.
+func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	d := fleet.DemandOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	if !d.Any() {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	pg, status := pl.podGroupOf(pod)
+	if status != nil {
+		return nil, status
+	}
+	var groupAnnotations map[string]string
+	if pg != nil {
+		groupAnnotations = pg.Annotations
+	}
+	req, err := fleet.ParseRequirements(groupAnnotations, pod.Annotations)
+	if err != nil {
+		// Only an edit fixes it; the pod is tried again when one is made.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.reportRequirements(pod, pg, err))
+	}
+	s := &cycleState{req: req, demand: d, nodes: pl.nodes}
+	cs.Write(stateKey, s)
+	cs.Write(placement.GroupsStateKey, s)
+	if len(nodes) > 0 && !pl.anyAdmits(s, nodes) {
+		// Evicting pods cannot change a node's labels.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.explain(s, nodes))
+	}
+	if v := klog.FromContext(ctx).V(5); v.Enabled() {
+		v.Info("GPU requirements", "pod", klog.KObj(pod), "minCUDA", req.MinCUDA.String(), "minComputeCapability", req.MinCompute.String(),
+			"uniform", req.Uniform.String(), "capacityType", req.Capacity, "allowSharedGPUs", req.AllowSharedGPUs, "demand", d)
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: requirements do not change when
+// preemption simulates adding or removing pods.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter admits or rejects the node by the pod's requirements.
+func (pl *Plugin) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	s, err := readState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := ni.Node()
+	if ok, why := s.req.Admits(pl.nodes.facts(node.Name, node.Labels), s.demand, &pl.opts); !ok {
+		// Evicting pods cannot change a node's labels.
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why.Reason)
+	}
+	return nil
+}
+
+// anyAdmits reports whether some node admits the pod. It stops at the first
+// that does, so it only costs a pass over the cluster when none does.
+func (pl *Plugin) anyAdmits(s *cycleState, nodes []fwk.NodeInfo) bool {
+	for _, ni := range nodes {
+		n := ni.Node()
+		if ok, _ := s.req.Admits(pl.nodes.facts(n.Name, n.Labels), s.demand, &pl.opts); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// explain says why no node admits the pod: the version it needs, the best
+// one in the cluster and the label read, and so on for each rule.
+func (pl *Plugin) explain(s *cycleState, nodes []fwk.NodeInfo) string {
+	ns := make([]placement.Node, len(nodes))
+	for i, ni := range nodes {
+		n := ni.Node()
+		ns[i] = placement.Node{Name: n.Name, Labels: n.Labels}
+	}
+	// fleet.Explain names the first node's label where several carry the
+	// best version: name order keeps that from depending on the snapshot.
+	slices.SortFunc(ns, func(a, b placement.Node) int { return strings.Compare(a.Name, b.Name) })
+	e := fleet.New(ns, pl.opts).Explain(s.req, s.demand, nil)
+	if e.Message == "" {
+		return "no node admits the pod's GPU requirements"
+	}
+	return e.Message
+}

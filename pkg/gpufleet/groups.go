@@ -1,0 +1,76 @@
+package gpufleet
+
+import (
+	"strings"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+var _ placement.Grouper = &cycleState{}
+
+// NodeGroups implements placement.Grouper: the uniform groups of the gang
+// the pod belongs to, by the requirements read in PreFilter. The gang
+// plugin asks the state of the gang's first member that asks for GPUs, so
+// the gang-wide parts of the requirements (uniform keys, a uniform capacity
+// type) come from the PodGroup and that member, as pkg/fleet prescribes.
+// It returns nil when the requirements, or the nodes, leave one group.
+//
+// Each node's key comes from the plugin's node cache, which keeps the last
+// one per node: gangs mostly ask for the same grouping.
+func (s *cycleState) NodeGroups(nodes []placement.Node) *placement.Groups {
+	if s.req.Uniform.IsNone() && s.req.Capacity != fleet.CapacityPolicyUniform {
+		return nil
+	}
+	keys := make([]fleet.GroupKey, len(nodes))
+	for i := range nodes {
+		keys[i] = s.nodes.groupKey(nodes[i].Name, nodes[i].Labels, s.req)
+	}
+	g := fleet.NewGrouping(keys)
+	if g.Trivial() {
+		return nil
+	}
+	out := &placement.Groups{Of: g.Of, Names: make([]string, len(g.Groups)), Rule: groupRule(s.req), Relax: relaxGroups(s.req)}
+	for k := range g.Groups {
+		out.Names[k] = g.Groups[k].Key.String()
+	}
+	return out
+}
+
+// groupRule says what the nodes of one group share, and which annotations
+// say so, for messages: "one nvidia.com/gpu.product, driver major.minor and
+// capacity type (gpu-gang.x-k8s.io/uniform, gpu-gang.x-k8s.io/capacity-type)".
+func groupRule(r fleet.Requirements) string {
+	var parts, set []string
+	for _, k := range r.Uniform.Keys() {
+		if k == scheduling.UniformKeyDriverMajorMinor {
+			k = "driver major.minor"
+		}
+		parts = append(parts, k)
+	}
+	if len(parts) > 0 {
+		set = append(set, scheduling.AnnotationUniform)
+	}
+	if r.Capacity == fleet.CapacityPolicyUniform {
+		parts = append(parts, "capacity type")
+		set = append(set, scheduling.AnnotationCapacityType)
+	}
+	list := parts[0]
+	if n := len(parts); n > 1 {
+		list = strings.Join(parts[:n-1], ", ") + " and " + parts[n-1]
+	}
+	return "one " + list + " (" + strings.Join(set, ", ") + ")"
+}
+
+// relaxGroups says which annotation values let the gang span groups.
+func relaxGroups(r fleet.Requirements) string {
+	var set []string
+	if !r.Uniform.IsNone() {
+		set = append(set, scheduling.AnnotationUniform+": "+scheduling.UniformNone)
+	}
+	if r.Capacity == fleet.CapacityPolicyUniform {
+		set = append(set, scheduling.AnnotationCapacityType+": "+scheduling.CapacityTypeAny)
+	}
+	return strings.Join(set, " and ") + " on the PodGroup let the gang mix them"
+}

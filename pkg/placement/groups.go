@@ -1,0 +1,249 @@
+package placement
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Groups partitions a Request's nodes into groups that a gang's members
+// bound by topology (Accelerated) must not mix: all of them run on nodes of
+// one group. A GPU gang's uniform groups (one GPU product, one driver
+// major.minor, one capacity type) are such groups. The policy's owner
+// computes them (the GPUFleet plugin, with pkg/fleet); planners only read
+// them, treating each group as an extra, outermost domain: they plan the
+// gang inside every group that could hold it and keep the best plan by
+// their usual rules, ties going to the lower group index.
+type Groups struct {
+	// Of[i] is the index in Names of node i's group.
+	Of []int
+	// Names describe the groups for people, in group order. The order must
+	// not depend on the order of Request.Nodes: it breaks ties.
+	Names []string
+	// Rule says what the nodes of a group share, for messages, such as
+	// "one nvidia.com/gpu.product, driver major.minor and capacity type".
+	Rule string
+	// Relax says how a gang's owner lets it span groups, for messages,
+	// such as "gpu-gang.x-k8s.io/uniform: none lets it mix them".
+	Relax string
+}
+
+// Split reports whether g constrains a gang at all: it has two groups or
+// more. A nil Groups is one group.
+func (g *Groups) Split() bool { return g != nil && len(g.Names) > 1 }
+
+// Validate checks g against a request of n nodes.
+func (g *Groups) Validate(n int) error {
+	if g == nil {
+		return nil
+	}
+	if len(g.Of) != n {
+		return fmt.Errorf("groups cover %d nodes, want %d", len(g.Of), n)
+	}
+	for i, k := range g.Of {
+		if k < 0 || k >= len(g.Names) {
+			return fmt.Errorf("node %d is in group %d; there are %d groups", i, k, len(g.Names))
+		}
+	}
+	return nil
+}
+
+// GroupsStateKey is the CycleState key under which a PreFilter plugin whose
+// policy groups nodes leaves a Grouper for the pod. The gang plugin runs
+// the profile's PreFilter plugins for the gang's members when it plans
+// them, and reads the Grouper of the gang's first accelerated member, so
+// the policy stays with its owner and the gang plugin needs no knowledge of
+// it.
+const GroupsStateKey = "gpu-gang.x-k8s.io/node-groups"
+
+// Grouper partitions nodes into the groups a gang must not mix.
+type Grouper interface {
+	// NodeGroups returns the groups of nodes, or nil when the policy does
+	// not split them. It only reads names and labels.
+	NodeGroups(nodes []Node) *Groups
+}
+
+// AnchorGroup is the group that holds most of req's anchors (the lowest
+// such group on a tie), or -1 when req has no anchors or no groups. A
+// running gang's new members join it there.
+func (req *Request) AnchorGroup() int {
+	if req.Groups == nil || len(req.Anchors) == 0 {
+		return -1
+	}
+	count := make([]int, len(req.Groups.Names))
+	for _, a := range req.Anchors {
+		count[req.Groups.Of[a]]++
+	}
+	best := 0
+	for k, n := range count {
+		if n > count[best] {
+			best = k
+		}
+	}
+	return best
+}
+
+// InGroup returns a copy of req in which the members bound by topology may
+// use only the nodes of group k, and which has no groups. Members that
+// shared an eligibility slice share its narrowed copy, as planners expect
+// of members with the same constraints. Loose members keep theirs: groups
+// do not bind them. Anchors outside group k are dropped. req is not
+// modified; nodes and vectors are shared with it.
+func (req *Request) InGroup(k int) *Request {
+	out := *req
+	out.Groups = nil
+	in := func(i int) bool { return req.Groups.Of[i] == k }
+	narrowed := map[*bool][]bool{}
+	var all []bool // narrows a nil slice, shared by every member with one
+	out.Members = make([]Member, len(req.Members))
+	for i, m := range req.Members {
+		if m.Accelerated {
+			switch {
+			case m.Eligible == nil:
+				if all == nil {
+					all = make([]bool, len(req.Nodes))
+					for n := range all {
+						all[n] = in(n)
+					}
+				}
+				m.Eligible = all
+			case len(m.Eligible) > 0:
+				e, ok := narrowed[&m.Eligible[0]]
+				if !ok {
+					e = make([]bool, len(m.Eligible))
+					for n, ok := range m.Eligible {
+						e[n] = ok && in(n)
+					}
+					narrowed[&m.Eligible[0]] = e
+				}
+				m.Eligible = e
+			}
+		}
+		out.Members[i] = m
+	}
+	out.Anchors = nil
+	for _, a := range req.Anchors {
+		if in(a) {
+			out.Anchors = append(out.Anchors, a)
+		}
+	}
+	return &out
+}
+
+// NoGroupFits is the error of a planner that found no group to hold the
+// gang: tries[k] says how group k failed, nil for a group it did not try.
+// Placed is the most members any group placed; the reason names the groups
+// that came closest and how many members each holds. Their own reasons are
+// left out: they speak of the group's nodes as "the cluster".
+func (g *Groups) NoGroupFits(wanted int, tries []*FitError) *FitError {
+	type try struct {
+		k   int
+		err *FitError
+	}
+	var ts []try
+	for k, e := range tries {
+		if e != nil {
+			ts = append(ts, try{k, e})
+		}
+	}
+	// Closest first; group order on ties, never map or node order.
+	slices.SortStableFunc(ts, func(a, b try) int { return cmp.Compare(b.err.Placed, a.err.Placed) })
+	const named = 3
+	var b strings.Builder
+	fmt.Fprintf(&b, "the gang's accelerated members must all run on nodes of %s, and none of the %d such groups of nodes holds them", g.Rule, len(g.Names))
+	if len(ts) < len(g.Names) {
+		fmt.Fprintf(&b, " (%d tried)", len(ts))
+	}
+	for i, t := range ts {
+		if i == named {
+			fmt.Fprintf(&b, "; and %d more", len(ts)-named)
+			break
+		}
+		sep := ": "
+		if i > 0 {
+			sep = "; "
+		}
+		fmt.Fprintf(&b, "%s%s fits %d of %d", sep, g.Names[t.k], t.err.Placed, t.err.Wanted)
+	}
+	if g.Relax != "" {
+		b.WriteString("; " + g.Relax)
+	}
+	placed := 0
+	if len(ts) > 0 {
+		placed = ts[0].err.Placed
+	}
+	return &FitError{Placed: placed, Wanted: wanted, Reason: b.String()}
+}
+
+// planGroups is Greedy.Plan for a request whose nodes are split into
+// groups: it places the gang in every group (only the anchors' group for a
+// running gang's new members) and keeps the complete placement on the
+// fewest nodes, then in the group with the least free room, then the first
+// group.
+func (g Greedy) planGroups(ctx context.Context, req *Request) (*Plan, error) {
+	if err := req.Groups.Validate(len(req.Nodes)); err != nil {
+		return nil, err
+	}
+	groups := make([]int, len(req.Groups.Names))
+	for k := range groups {
+		groups[k] = k
+	}
+	if k := req.AnchorGroup(); k >= 0 {
+		groups = []int{k}
+	}
+	scale := maxAllocatable(req)
+	tries := make([]*FitError, len(req.Groups.Names))
+	var best *Plan
+	bestNodes, bestRoom, bestGroup := 0, 0.0, -1
+	for _, k := range groups {
+		sub := req.InGroup(k)
+		plan, err := g.plan(ctx, sub)
+		var fe *FitError
+		switch {
+		case errors.As(err, &fe):
+			tries[k] = fe
+			continue
+		case err != nil:
+			return nil, err
+		}
+		used := plan.Spans[0].Domains
+		room := groupRoom(req, k, scale)
+		if best == nil || used < bestNodes || used == bestNodes && room < bestRoom {
+			best, bestNodes, bestRoom, bestGroup = plan, used, room, k
+		}
+	}
+	if best == nil {
+		return nil, req.Groups.NoGroupFits(len(req.Members), tries)
+	}
+	best.Summary += " in group " + req.Groups.Names[bestGroup]
+	return best, nil
+}
+
+// groupRoom is the free capacity of group k's nodes on the dimensions the
+// gang's accelerated members ask for, on the common scale: best fit between
+// groups.
+func groupRoom(req *Request, k int, scale Vector) float64 {
+	asked := make([]bool, len(req.Resources))
+	for _, m := range req.Members {
+		if m.Accelerated {
+			for d, q := range m.Request {
+				asked[d] = asked[d] || q > 0
+			}
+		}
+	}
+	var room float64
+	for i, n := range req.Nodes {
+		if req.Groups.Of[i] != k {
+			continue
+		}
+		for d, q := range n.Free {
+			if asked[d] && scale[d] > 0 && q > 0 {
+				room += float64(q) / float64(scale[d])
+			}
+		}
+	}
+	return room
+}
