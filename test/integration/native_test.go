@@ -188,14 +188,35 @@ func TestNativePodGroupsNotServed(t *testing.T) {
 func TestNativePodGroups(t *testing.T) {
 	useNativeControlPlane(t)
 	startPodGroupController(t, podgroup.DefaultMissingMembersGrace)
-	sched := startSchedulerProcess(t, "native", false, schedulerGateFlag)
+	// The simulator's runner (controlplane.StartSchedulerProcess) starts
+	// the binary: it returns once the scheduler leads, after its informers
+	// synced.
+	binary := requireBinary(t, schedulerBinary, "the scheduler (make test-binaries)")
+	log := newProcessLog(t, "native")
+	sched, err := controlplane.StartSchedulerProcess(t.Context(), controlplane.SchedulerProcessOptions{
+		Command:    []string{binary},
+		ConfigFile: *schedulerConfig,
+		Kubeconfig: controlPlane.KubeconfigPath(),
+		Flags:      []string{schedulerGateFlag, "--v=2"},
+		Output:     log,
+	})
+	if err != nil {
+		t.Fatalf("starting the scheduler: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sched.Stop(); err != nil {
+			t.Errorf("stopping the scheduler: %v", err)
+		}
+	})
 	if !t.Run("the scheduler starts and schedules native PodGroups", func(t *testing.T) {
+		if n := log.count(nativeScheduledLog); n != 1 {
+			t.Errorf("the scheduler logged %q %d times, want once", nativeScheduledLog, n)
+		}
 		env := newTestEnv(t)
 		env.gpuNodes(1, 8)
-		env.waitForCanary(sched)
-		if n := sched.log.count(nativeScheduledLog); n != 1 {
-			t.Fatalf("the scheduler logged %q %d times, want once", nativeScheduledLog, n)
-		}
+		canary := env.pod("canary").Res(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+		env.createPods(canary)
+		env.waitForBound(bindTimeout, canary)
 	}) {
 		t.FailNow()
 	}
