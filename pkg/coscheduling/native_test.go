@@ -35,10 +35,23 @@ import (
 // when the API server serves them, starting with pgs.
 func withNativePodGroups(pgs ...*schedulingv1beta1.PodGroup) envOption {
 	return func(c *envConfig) {
-		c.native = []runtime.Object{}
 		for _, pg := range pgs {
-			c.native = append(c.native, pg)
+			c.objects = append(c.objects, pg)
 		}
+		c.setup = append(c.setup, func(pl *Plugin, fh fwk.Handle) error {
+			return pl.scheduleNative(fh.SharedInformerFactory().Scheduling().V1beta1().PodGroups())
+		})
+	}
+}
+
+// withNativeIgnored has the plugin ignore native PodGroups, as New does
+// when it may not schedule them, for the reason note.
+func withNativeIgnored(note string) envOption {
+	return func(c *envConfig) {
+		c.setup = append(c.setup, func(pl *Plugin, _ fwk.Handle) error {
+			pl.ignoreNative(note)
+			return nil
+		})
 	}
 }
 
@@ -163,13 +176,13 @@ func podNamesOf(pods []*v1.Pod) []string {
 // an Event that says why, and gangs of scheduler-plugins PodGroups schedule
 // as before.
 func TestNativePodGroupsIgnored(t *testing.T) {
-	native := nativeMember("job", "native", "8")
+	nativePod := nativeMember("job", "native", "8")
 	labelled := member("other", "labelled", "8")
-	env := newTestEnv(t, gpuNodes(1), []*v1.Pod{native, labelled},
-		[]*v1alpha1.PodGroup{gangtest.MakePodGroup("other", testNS).MinMember(1).Obj()})
-	env.pl.ignoreNative("the API server does not serve them")
+	env := newTestEnv(t, gpuNodes(1), []*v1.Pod{nativePod, labelled},
+		[]*v1alpha1.PodGroup{gangtest.MakePodGroup("other", testNS).MinMember(1).Obj()},
+		withNativeIgnored("the API server does not serve them"))
 
-	status := env.pl.PreEnqueue(env.ctx, native)
+	status := env.pl.PreEnqueue(env.ctx, nativePod)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.True(t, hasEvent(env.recorded(), ReasonNativePodGroupsIgnored, "gpu-gang ignores native PodGroups: not watched: the API server does not serve them"))
 	require.True(t, env.pl.PreEnqueue(env.ctx, labelled).IsSuccess())
