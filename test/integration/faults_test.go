@@ -103,6 +103,11 @@ func TestFaultRunningGangMemberReplaced(t *testing.T) {
 	pods := env.gangPods("job", 8, 8)
 	env.createPods(pods...)
 	env.waitForBound(bindTimeout, pods...)
+	// The controller can only say the gang runs below minMember once it
+	// has seen it run.
+	env.waitForStatus("job", "the gang is scheduled", func(pg *v1alpha1.PodGroup) bool {
+		return hasCondition(pg, podgroup.ConditionScheduled, metav1.ConditionTrue, podgroup.ReasonQuorumScheduled)
+	})
 
 	lost := env.getPod(pods[3].Name)
 	env.deleteAndWait(lost)
