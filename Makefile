@@ -10,10 +10,27 @@ BIN   := $(CURDIR)/bin
 # Unit tests are cheap to build, so they run with the race detector. The
 # integration package links kube-apiserver; with -race its first build would
 # take twice as long, so it runs without.
-UNIT_PKGS        := ./pkg/... ./cmd/... ./manifests/... ./hack/extend-crd-status/...
-INTEGRATION_PKGS := ./test/integration/...
+UNIT_PKGS        := ./pkg/... ./cmd/... ./manifests ./hack/extend-crd-status/...
+INTEGRATION_PKGS := ./test/integration/... ./manifests/rbactest/...
 # The in-process API server lives as long as the test binary's deadline.
 INTEGRATION_TIMEOUT ?= 45m
+
+# What `make image` builds and `make push` pushes: IMAGE is the reference,
+# VERSION and COMMIT are stamped into the binaries (--version) and the
+# image's labels, SOURCE_DATE_EPOCH (the commit's time) dates the image so
+# that one commit always gives one digest.
+VERSION           ?= v0.1.0
+COMMIT            ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+IMAGE             ?= ghcr.io/gpu-gang/gpu-gang:$(VERSION)
+IMAGE_ARCH        ?= $(shell $(GO) env GOARCH)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+VERSION_LDFLAGS   := -X github.com/gpu-gang/gpu-gang/pkg/version.version=$(VERSION) -X github.com/gpu-gang/gpu-gang/pkg/version.commit=$(COMMIT)
+
+# Go modules of their own, each with tests `make test` runs: the image
+# builder (go-containerregistry) and the Helm chart test (the Helm SDK).
+# Their dependencies would move versions the scheduler is built with.
+IMAGE_MODULE    := hack/image
+HELMTEST_MODULE := hack/helmtest
 
 # The simulator's scenario for `make demo`; SCENARIOS for `make bench`.
 SCENARIO  ?= scenarios/default.yaml
@@ -44,8 +61,18 @@ simulator: ## Build the simulator and kwok into bin/.
 
 .PHONY: build
 build: ## Build the scheduler and the PodGroup status controller into bin/.
-	$(GO) build -o $(BIN)/gpu-gang-scheduler ./cmd/scheduler
-	$(GO) build -o $(BIN)/podgroup-controller ./cmd/podgroup-controller
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/gpu-gang-scheduler ./cmd/scheduler
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/podgroup-controller ./cmd/podgroup-controller
+
+.PHONY: image
+image: ## Build the image (both binaries, static, non-root) into _output/image/ as an OCI layout and a docker-load tarball; no Docker needed.
+	$(GO) build -C $(IMAGE_MODULE) -o $(BIN)/image-builder .
+	$(BIN)/image-builder build --repo . --out _output/image --image $(IMAGE) \
+		--version $(VERSION) --commit $(COMMIT) --created $(SOURCE_DATE_EPOCH) --arch $(IMAGE_ARCH)
+
+.PHONY: push
+push: image ## Build the image and push it: IMAGE=registry/name:tag make push (credentials from ~/.docker/config.json).
+	$(BIN)/image-builder push --out _output/image --image $(IMAGE)
 
 .PHONY: tools
 tools: ## Build the pinned helper binaries (controller-gen, kwok, training-operator) into bin/.
@@ -59,7 +86,7 @@ test-binaries: ## Build kwok, training-operator and the scheduler into bin/ for 
 ##@ Test
 
 .PHONY: test
-test: test-unit test-integration ## Run every test: unit (with -race) and integration (real kube-apiserver).
+test: test-unit test-integration test-image test-chart ## Run every test: unit (with -race), integration (real kube-apiserver), the image and the Helm chart.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector.
@@ -68,6 +95,20 @@ test-unit: ## Run the unit tests with the race detector.
 .PHONY: test-integration
 test-integration: test-binaries ## Run the integration tests against an in-process etcd and kube-apiserver.
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS)
+
+.PHONY: test-image
+test-image: ## Build the image in a temporary directory and check its config, files and binaries (runs them with --version).
+	cd $(IMAGE_MODULE) && $(GO) test -count=1 ./...
+
+.PHONY: test-chart
+test-chart: ## Render the Helm chart with the Helm SDK and compare it with the kustomize install, object by object.
+	cd $(HELMTEST_MODULE) && $(GO) test -count=1 ./...
+
+.PHONY: test-browser
+test-browser: ## Open the simulator's HTML report in headless Chromium (installed with apt-get if missing) and check it.
+	@command -v chromium >/dev/null || { echo "installing chromium (Debian package)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	GPU_GANG_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'InBrowser' -v ./pkg/simulator/report/
 
 .PHONY: bench
 bench: bench-micro bench-scenarios ## Run every benchmark: micro-benchmarks, then scenarios S1-S6 in the simulator.
@@ -96,6 +137,7 @@ verify: ## Check gofmt, go vet, go mod tidy and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	@for m in $(IMAGE_MODULE) $(HELMTEST_MODULE); do echo "(cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff)"; (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
 	hack/verify-generated.sh
 
 .PHONY: generate

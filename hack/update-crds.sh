@@ -24,6 +24,9 @@ types_package="${types_module}/apis/scheduling/v1alpha1"
 extension_package=./pkg/apis/scheduling/v1alpha1
 crd_file=scheduling.x-k8s.io_podgroups.yaml
 dest="${out_root}/manifests/crds/${crd_file}"
+# The Helm chart installs the same file (Helm reads nothing outside the
+# chart); hack/helmtest checks that the two installs agree.
+chart_dest="${out_root}/charts/gpu-gang/crds/${crd_file}"
 
 controller_gen="$(tools::ensure controller-gen)"
 
@@ -50,10 +53,12 @@ go run ./hack/extend-crd-status -base "$tmp/crds/$crd_file" -extension "$tmp/ext
   cat "$tmp/extended.yaml"
 } >"$tmp/$crd_file"
 
-if cmp -s "$tmp/$crd_file" "$dest"; then
-  echo "update-crds: $(tools::display_path "$dest") is up to date" >&2
-  exit 0
-fi
-mkdir -p "$(dirname "$dest")"
-mv -f "$tmp/$crd_file" "$dest"
-echo "update-crds: wrote $(tools::display_path "$dest")" >&2
+for d in "$dest" "$chart_dest"; do
+  if cmp -s "$tmp/$crd_file" "$d"; then
+    echo "update-crds: $(tools::display_path "$d") is up to date" >&2
+    continue
+  fi
+  mkdir -p "$(dirname "$d")"
+  cp -f "$tmp/$crd_file" "$d"
+  echo "update-crds: wrote $(tools::display_path "$d")" >&2
+done

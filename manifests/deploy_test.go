@@ -37,10 +37,17 @@ import (
 )
 
 const (
-	namespace      = "gpu-gang-system"
-	serviceAccount = "gpu-gang-scheduler"
-	crdFile        = "crds/scheduling.x-k8s.io_podgroups.yaml"
-	configFile     = "scheduler-config.yaml"
+	namespace  = "gpu-gang-system"
+	crdFile    = "crds/scheduling.x-k8s.io_podgroups.yaml"
+	configFile = "scheduler-config.yaml"
+
+	// The two Deployments, each under a service account of the same name.
+	scheduler  = "gpu-gang-scheduler"
+	controller = "gpu-gang-podgroup-controller"
+
+	// image is what the kustomization's images: entry points the
+	// Deployments at: what `make image` builds by default.
+	image = "ghcr.io/gpu-gang/gpu-gang:v0.1.0"
 )
 
 // installed is what the kustomization builds, decoded.
@@ -121,16 +128,23 @@ func TestInstallObjects(t *testing.T) {
 	sort.Strings(got)
 	want := []string{
 		"*v1.ClusterRole /gpu-gang-metrics-reader",
+		"*v1.ClusterRole /gpu-gang-podgroup-controller",
 		"*v1.ClusterRole /gpu-gang-scheduler",
+		"*v1.ClusterRoleBinding /gpu-gang-podgroup-controller",
 		"*v1.ClusterRoleBinding /gpu-gang-scheduler",
 		"*v1.ConfigMap gpu-gang-system/gpu-gang-scheduler-config-<hash>",
 		"*v1.CustomResourceDefinition /podgroups.scheduling.x-k8s.io",
+		"*v1.Deployment gpu-gang-system/gpu-gang-podgroup-controller",
 		"*v1.Deployment gpu-gang-system/gpu-gang-scheduler",
 		"*v1.Namespace /gpu-gang-system",
-		"*v1.Role gpu-gang-system/gpu-gang-leader-election",
-		"*v1.RoleBinding gpu-gang-system/gpu-gang-leader-election",
+		"*v1.Role gpu-gang-system/gpu-gang-podgroup-controller-leader-election",
+		"*v1.Role gpu-gang-system/gpu-gang-scheduler-leader-election",
+		"*v1.RoleBinding gpu-gang-system/gpu-gang-podgroup-controller-leader-election",
+		"*v1.RoleBinding gpu-gang-system/gpu-gang-scheduler-leader-election",
 		"*v1.RoleBinding kube-system/gpu-gang-scheduler-extension-apiserver-authentication-reader",
+		"*v1.Service gpu-gang-system/gpu-gang-podgroup-controller-metrics",
 		"*v1.Service gpu-gang-system/gpu-gang-scheduler-metrics",
+		"*v1.ServiceAccount gpu-gang-system/gpu-gang-podgroup-controller",
 		"*v1.ServiceAccount gpu-gang-system/gpu-gang-scheduler",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -197,9 +211,10 @@ func builtInSchedulerGrants(t *testing.T) []grant {
 	return normalize(out)
 }
 
-// The ClusterRole grants what kube-scheduler's built-in roles grant, verb by
-// verb, with the documented exceptions, plus what gpu-gang's plugin and
-// controller need on PodGroups; nothing more.
+// The scheduler's ClusterRole grants what kube-scheduler's built-in roles
+// grant, verb by verb, with the documented exceptions, plus reading
+// PodGroups for gpu-gang's plugin; nothing more. Writing PodGroup status is
+// the controller's alone.
 func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 	in := build(t)
 	var want []grant
@@ -213,19 +228,17 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 			want = append(want, g)
 		}
 	}
-	// Both PodGroup APIs alike: the plugin and the controller read them,
-	// the controller patches their status. Nothing writes a PodGroup or
-	// its finalizers, and nothing reads Workloads.
+	// Both PodGroup APIs alike: the plugin reads them. It writes no
+	// PodGroup, status or finalizer, and reads no Workload.
 	for _, group := range []string{"scheduling.x-k8s.io", "scheduling.k8s.io"} {
 		for _, verb := range []string{"get", "list", "watch"} {
 			want = append(want, grant{group, "podgroups", "", verb})
 		}
-		want = append(want, grant{group, "podgroups/status", "", "patch"})
 	}
 
-	got := grants(one[*rbacv1.ClusterRole](t, in, "gpu-gang-scheduler").Rules)
+	got := grants(one[*rbacv1.ClusterRole](t, in, scheduler).Rules)
 	if diff := cmp.Diff(normalize(want), got); diff != "" {
-		t.Errorf("ClusterRole gpu-gang-scheduler grants (-want,+got):\n%s", diff)
+		t.Errorf("ClusterRole %s grants (-want,+got):\n%s", scheduler, diff)
 	}
 }
 
@@ -235,7 +248,7 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 // profiles the scheduler runs.
 func TestNativePodGroupSettings(t *testing.T) {
 	in := build(t)
-	d := one[*appsv1.Deployment](t, in, "gpu-gang-scheduler")
+	d := one[*appsv1.Deployment](t, in, scheduler)
 	gates := flagValue(t, container(t, d, "scheduler"), "--feature-gates")
 	if !slices.Contains(strings.Split(gates, ","), "GenericWorkload=false") {
 		t.Errorf("scheduler --feature-gates=%s; want GenericWorkload=false among them", gates)
@@ -244,7 +257,8 @@ func TestNativePodGroupSettings(t *testing.T) {
 	for _, p := range schedulerConfig(t).Profiles {
 		profiles = append(profiles, p.SchedulerName)
 	}
-	names := strings.Split(flagValue(t, container(t, d, "podgroup-controller"), "--scheduler-names"), ",")
+	ctrl := container(t, one[*appsv1.Deployment](t, in, controller), "podgroup-controller")
+	names := strings.Split(flagValue(t, ctrl, "--scheduler-names"), ",")
 	if diff := cmp.Diff(profiles, names); diff != "" {
 		t.Errorf("podgroup-controller --scheduler-names against the configuration's profiles (-profiles,+flag):\n%s", diff)
 	}
@@ -255,7 +269,7 @@ func TestNativePodGroupSettings(t *testing.T) {
 // disruption budgets it respects.
 func TestClusterRoleGrantsPreemption(t *testing.T) {
 	got := map[grant]bool{}
-	for _, g := range grants(one[*rbacv1.ClusterRole](t, build(t), "gpu-gang-scheduler").Rules) {
+	for _, g := range grants(one[*rbacv1.ClusterRole](t, build(t), scheduler).Rules) {
 		got[g] = true
 	}
 	for _, g := range []grant{
@@ -270,91 +284,177 @@ func TestClusterRoleGrantsPreemption(t *testing.T) {
 	}
 }
 
-// Leader election reaches only the two Leases the containers elect on, and
-// those are the Leases the scheduler configuration and the controller's
-// flags name.
-func TestLeaderElectionRole(t *testing.T) {
+// The status controller's ClusterRole grants what pkg/controller/podgroup
+// uses, verb by verb, and nothing more: none of the scheduler's rights to
+// bind pods, write pod status or allocate ResourceClaims.
+func TestControllerClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
+	in := build(t)
+	var want []grant
+	for _, verb := range []string{"get", "list", "watch"} {
+		// The controller's cache watches PodGroups of both APIs and the
+		// pods of gangs.
+		want = append(want, grant{"scheduling.x-k8s.io", "podgroups", "", verb}, grant{"scheduling.k8s.io", "podgroups", "", verb},
+			grant{"", "pods", "", verb})
+	}
+	// Node labels, through a metadata-only watch: spot reclaims.
+	want = append(want, grant{"", "nodes", "", "list"}, grant{"", "nodes", "", "watch"})
+	want = append(want,
+		// Status().Patch, with the status subresource only, on both APIs;
+		// nothing touches a native PodGroup's finalizers, and nothing
+		// reads Workloads.
+		grant{"scheduling.x-k8s.io", "podgroups/status", "", "patch"},
+		grant{"scheduling.k8s.io", "podgroups/status", "", "patch"},
+		// Events: events.k8s.io from the reconciler's recorder, core from
+		// leader election's; each creates, then patches a repeat.
+		grant{"", "events", "", "create"}, grant{"", "events", "", "patch"},
+		grant{"events.k8s.io", "events", "", "create"}, grant{"events.k8s.io", "events", "", "patch"},
+		// The metrics endpoint's delegated authentication and authorization.
+		grant{"authentication.k8s.io", "tokenreviews", "", "create"},
+		grant{"authorization.k8s.io", "subjectaccessreviews", "", "create"},
+	)
+	got := grants(one[*rbacv1.ClusterRole](t, in, controller).Rules)
+	if diff := cmp.Diff(normalize(want), got); diff != "" {
+		t.Errorf("ClusterRole %s grants (-want,+got):\n%s", controller, diff)
+	}
+}
+
+// Each component's leader election reaches only its own Lease, the one the
+// scheduler configuration or the controller's flags name, in the namespace
+// both are told to elect in.
+func TestLeaderElectionRoles(t *testing.T) {
 	in := build(t)
 	cfg := schedulerConfig(t)
 	if !cfg.LeaderElection.LeaderElect || cfg.LeaderElection.ResourceNamespace != namespace {
 		t.Errorf("scheduler leader election = %+v; want it on, in %s", cfg.LeaderElection, namespace)
 	}
-	controllerLease := flagValue(t, container(t, one[*appsv1.Deployment](t, in, "gpu-gang-scheduler"), "podgroup-controller"), "--leader-elect-resource-name")
-	want := []grant{{Group: "coordination.k8s.io", Resource: "leases", Verb: "create"}}
-	for _, name := range []string{cfg.LeaderElection.ResourceName, controllerLease} {
+	ctrl := container(t, one[*appsv1.Deployment](t, in, controller), "podgroup-controller")
+	if got := flagValue(t, ctrl, "--leader-elect"); got != "true" {
+		t.Errorf("podgroup-controller --leader-elect=%s, want true", got)
+	}
+	leases := map[string]string{
+		scheduler:  cfg.LeaderElection.ResourceName,
+		controller: flagValue(t, ctrl, "--leader-elect-resource-name"),
+	}
+	for component, lease := range leases {
+		want := []grant{{Group: "coordination.k8s.io", Resource: "leases", Verb: "create"}}
 		for _, verb := range []string{"get", "update"} {
-			want = append(want, grant{"coordination.k8s.io", "leases", name, verb})
+			want = append(want, grant{"coordination.k8s.io", "leases", lease, verb})
 		}
-	}
-	role := one[*rbacv1.Role](t, in, "gpu-gang-leader-election")
-	if role.Namespace != namespace {
-		t.Errorf("Role %s is in %q, want %s", role.Name, role.Namespace, namespace)
-	}
-	if diff := cmp.Diff(normalize(want), grants(role.Rules)); diff != "" {
-		t.Errorf("Role gpu-gang-leader-election grants (-want,+got):\n%s", diff)
+		role := one[*rbacv1.Role](t, in, component+"-leader-election")
+		if role.Namespace != namespace {
+			t.Errorf("Role %s is in %q, want %s", role.Name, role.Namespace, namespace)
+		}
+		if diff := cmp.Diff(normalize(want), grants(role.Rules)); diff != "" {
+			t.Errorf("Role %s grants (-want,+got):\n%s", role.Name, diff)
+		}
 	}
 }
 
-// No role reads secrets or uses wildcards, and every binding is to the
-// service account the Deployment runs as.
+// roleBindings maps every binding of the install to the role it grants and
+// the service account it grants it to; nothing else may be bound.
+var roleBindings = map[string]struct{ role, serviceAccount string }{
+	"ClusterRoleBinding " + scheduler:                                         {"ClusterRole " + scheduler, scheduler},
+	"ClusterRoleBinding " + controller:                                        {"ClusterRole " + controller, controller},
+	"RoleBinding " + scheduler + "-leader-election":                           {"Role " + scheduler + "-leader-election", scheduler},
+	"RoleBinding " + controller + "-leader-election":                          {"Role " + controller + "-leader-election", controller},
+	"RoleBinding " + scheduler + "-extension-apiserver-authentication-reader": {"Role extension-apiserver-authentication-reader", scheduler},
+}
+
+// No role reads secrets or uses wildcards; every binding grants its role to
+// the one service account that needs it, so the controller holds none of
+// the scheduler's rights and the other way round; each Deployment runs as
+// its own service account.
 func TestRBACHasNoSecretsOrWildcards(t *testing.T) {
 	in := build(t)
+	bound := map[string]bool{}
 	for _, o := range in.objects {
 		var rules []rbacv1.PolicyRule
 		var subjects []rbacv1.Subject
+		var ref rbacv1.RoleRef
+		kind := fmt.Sprintf("%T", o)[len("*v1."):]
 		switch r := o.(type) {
 		case *rbacv1.ClusterRole:
 			rules = r.Rules
 		case *rbacv1.Role:
 			rules = r.Rules
 		case *rbacv1.ClusterRoleBinding:
-			subjects = r.Subjects
+			subjects, ref = r.Subjects, r.RoleRef
 		case *rbacv1.RoleBinding:
-			subjects = r.Subjects
+			subjects, ref = r.Subjects, r.RoleRef
 		}
 		for _, g := range grants(rules) {
 			if g.Resource == "secrets" || strings.Contains(g.Group+g.Resource+g.Verb, "*") {
-				t.Errorf("%s %s grants %s", o.GetObjectKind().GroupVersionKind().Kind, objectName(o), g)
+				t.Errorf("%s %s grants %s", kind, objectName(o), g)
 			}
 		}
-		for _, s := range subjects {
-			if s.Kind != rbacv1.ServiceAccountKind || s.Name != serviceAccount || s.Namespace != namespace {
-				t.Errorf("%s %s binds %+v; want only ServiceAccount %s/%s", o.GetObjectKind().GroupVersionKind().Kind, objectName(o), s, namespace, serviceAccount)
-			}
+		if subjects == nil {
+			continue
+		}
+		key := kind + " " + objectName(o)
+		want, ok := roleBindings[key]
+		if !ok {
+			t.Errorf("unexpected %s", key)
+			continue
+		}
+		bound[key] = true
+		if got := ref.Kind + " " + ref.Name; got != want.role {
+			t.Errorf("%s grants %s, want %s", key, got, want.role)
+		}
+		wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: want.serviceAccount, Namespace: namespace}}
+		if diff := cmp.Diff(wantSubjects, subjects); diff != "" {
+			t.Errorf("%s subjects (-want,+got):\n%s", key, diff)
 		}
 	}
-	if sa := one[*appsv1.Deployment](t, in, "gpu-gang-scheduler").Spec.Template.Spec.ServiceAccountName; sa != serviceAccount {
-		t.Errorf("the Deployment runs as %q, want %s", sa, serviceAccount)
+	for key := range roleBindings {
+		if !bound[key] {
+			t.Errorf("no %s", key)
+		}
+	}
+	for _, name := range []string{scheduler, controller} {
+		if sa := one[*appsv1.Deployment](t, in, name).Spec.Template.Spec.ServiceAccountName; sa != name {
+			t.Errorf("Deployment %s runs as %q, want %s", name, sa, name)
+		}
 	}
 }
 
-// Two replicas, each container with probes and resource requests, the
-// scheduler reading the generated ConfigMap, which holds
-// manifests/scheduler-config.yaml as it is.
+// Both Deployments: two replicas, the same image, the one the
+// kustomization's images: entry names, containers with probes and resource
+// requests and the log level set; the scheduler reads the generated
+// ConfigMap, which holds manifests/scheduler-config.yaml as it is.
 func TestDeployment(t *testing.T) {
 	in := build(t)
-	d := one[*appsv1.Deployment](t, in, "gpu-gang-scheduler")
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
-		t.Errorf("replicas = %v, want 2", d.Spec.Replicas)
-	}
-	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.LivenessProbe == nil || c.ReadinessProbe == nil {
-			t.Errorf("container %s lacks a liveness or readiness probe", c.Name)
+	for _, name := range []string{scheduler, controller} {
+		d := one[*appsv1.Deployment](t, in, name)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+			t.Errorf("Deployment %s: replicas = %v, want 2", name, d.Spec.Replicas)
 		}
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if _, ok := c.Resources.Requests[r]; !ok {
-				t.Errorf("container %s requests no %s", c.Name, r)
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if c.Image != image {
+				t.Errorf("container %s runs image %q, want %s", c.Name, c.Image, image)
 			}
-		}
-		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-			if p != nil && p.HTTPGet != nil && !hasPort(c, p.HTTPGet.Port.String()) {
-				t.Errorf("container %s probes port %s, which it does not declare", c.Name, p.HTTPGet.Port.String())
+			if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+				t.Errorf("container %s lacks a liveness or readiness probe", c.Name)
 			}
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if _, ok := c.Resources.Requests[r]; !ok {
+					t.Errorf("container %s requests no %s", c.Name, r)
+				}
+			}
+			for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+				if p != nil && p.HTTPGet != nil && !hasPort(c, p.HTTPGet.Port.String()) {
+					t.Errorf("container %s probes port %s, which it does not declare", c.Name, p.HTTPGet.Port.String())
+				}
+			}
+			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+				t.Errorf("container %s has a writable root filesystem", c.Name)
+			}
+			flagValue(t, c, "--v")
+		}
+		if sc := d.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+			t.Errorf("Deployment %s may run as root", name)
 		}
 	}
-	if got := flagValue(t, container(t, d, "podgroup-controller"), "--leader-elect"); got != "true" {
-		t.Errorf("podgroup-controller --leader-elect=%s, want true", got)
-	}
+	d := one[*appsv1.Deployment](t, in, scheduler)
 
 	var cm *corev1.ConfigMap
 	for _, o := range in.objects {
@@ -387,24 +487,34 @@ func TestDeployment(t *testing.T) {
 	}
 }
 
-// The metrics Service selects the Deployment's pods and reaches a declared
-// port of each container.
-func TestMetricsService(t *testing.T) {
+// Each Deployment's metrics Service selects its pods and no other's, and
+// reaches a declared port through the one port name a ServiceMonitor
+// scrapes.
+func TestMetricsServices(t *testing.T) {
 	in := build(t)
-	d := one[*appsv1.Deployment](t, in, "gpu-gang-scheduler")
-	svc := one[*corev1.Service](t, in, "gpu-gang-scheduler-metrics")
-	for k, v := range svc.Spec.Selector {
-		if d.Spec.Template.Labels[k] != v {
-			t.Errorf("the Service selects %s=%s, which the Deployment's pods do not have", k, v)
-		}
+	deployments := map[string]*appsv1.Deployment{}
+	for _, name := range []string{scheduler, controller} {
+		deployments[name] = one[*appsv1.Deployment](t, in, name)
 	}
-	for _, c := range []string{"scheduler", "podgroup-controller"} {
-		reached := false
-		for _, p := range svc.Spec.Ports {
-			reached = reached || hasPort(container(t, d, c), p.TargetPort.String())
+	for _, name := range []string{scheduler, controller} {
+		svc := one[*corev1.Service](t, in, name+"-metrics")
+		for other, d := range deployments {
+			selects := len(svc.Spec.Selector) > 0
+			for k, v := range svc.Spec.Selector {
+				selects = selects && d.Spec.Template.Labels[k] == v
+			}
+			if selects != (other == name) {
+				t.Errorf("Service %s selects the pods of %s: %v, want %v", svc.Name, other, selects, other == name)
+			}
 		}
-		if !reached {
-			t.Errorf("the Service reaches no port of container %s", c)
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Name != "https-metrics" {
+			t.Fatalf("Service %s ports = %+v, want one named https-metrics", svc.Name, svc.Spec.Ports)
+		}
+		if c := deployments[name].Spec.Template.Spec.Containers[0]; !hasPort(c, svc.Spec.Ports[0].TargetPort.String()) {
+			t.Errorf("Service %s targets port %s, which container %s does not declare", svc.Name, svc.Spec.Ports[0].TargetPort.String(), c.Name)
+		}
+		if svc.Labels["app.kubernetes.io/component"] != "metrics" {
+			t.Errorf("Service %s lacks the label app.kubernetes.io/component=metrics that a ServiceMonitor selects", svc.Name)
 		}
 	}
 }

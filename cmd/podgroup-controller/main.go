@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/gpu-gang/gpu-gang/pkg/controller/podgroup"
+	"github.com/gpu-gang/gpu-gang/pkg/version"
 )
 
 func main() {
@@ -31,6 +32,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	if s.version {
+		fmt.Println("podgroup-controller " + version.Get().String())
+		os.Exit(0)
+	}
 	if err := run(s); err != nil {
 		klog.ErrorS(err, "podgroup-controller failed")
 		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
@@ -40,6 +45,7 @@ func main() {
 // settings are the command's flags.
 type settings struct {
 	kubeconfig string
+	version    bool
 	qps        float64
 	burst      int
 	opts       podgroup.Options
@@ -52,6 +58,7 @@ func parseFlags(name string, args []string) (*settings, error) {
 	s := &settings{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	klog.InitFlags(fs)
+	fs.BoolVar(&s.version, "version", false, "Print the version (module version, commit, Go and Kubernetes versions) and exit.")
 	fs.StringVar(&s.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file; empty means the in-cluster configuration.")
 	fs.Float64Var(&s.qps, "kube-api-qps", 50, "Queries per second to the API server.")
 	fs.IntVar(&s.burst, "kube-api-burst", 100, "Burst of queries to the API server.")

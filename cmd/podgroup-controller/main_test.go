@@ -62,4 +62,10 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parseFlags("podgroup-controller", []string{"--scheduler-names=,"}); err == nil || !strings.Contains(err.Error(), "no scheduler name") {
 		t.Errorf("--scheduler-names=, : error = %v", err)
 	}
+	if s.version {
+		t.Error("--version is on without the flag")
+	}
+	if s, err := parseFlags("podgroup-controller", []string{"--version"}); err != nil || !s.version {
+		t.Errorf("--version: %v, %v", s, err)
+	}
 }

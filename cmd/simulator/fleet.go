@@ -6,25 +6,20 @@ import (
 	"strings"
 
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
-	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
-	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 )
 
 // writeFleetCounts prints, for a scenario whose fabric labels GPUs as GPU
 // feature discovery would, how many of a profile's gangs landed on nodes
 // their GPU requirements refuse or across uniform groups, as
-// metrics.CountFleet judges them. The fabric and the jobs are drawn from
-// the scenario's seed, so they are the ones the child process ran.
-func writeFleetCounts(w io.Writer, sc *scenario.Scenario, res *metrics.Result) error {
-	if sc.Fabric.Fleet == nil || res.Error != "" {
+// metrics.CountFleet judges them. The input's fabric and jobs are the ones
+// the child process ran.
+func writeFleetCounts(w io.Writer, in *simulator.Input, res *metrics.Result) error {
+	if in.Layout.Spec.Fleet == nil || res.Error != "" {
 		return nil
 	}
-	layout, err := fabric.NewLayout(sc.Fabric)
-	if err != nil {
-		return err
-	}
-	c, err := metrics.CountFleet(layout, scenario.Expand(sc), res.Gangs)
+	c, err := metrics.CountFleet(in.Layout, in.Jobs, res.Gangs)
 	if err != nil {
 		return fmt.Errorf("[%s] counting GPU fleet placements: %w", res.Profile, err)
 	}

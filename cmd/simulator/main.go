@@ -29,16 +29,22 @@ import (
 
 	"k8s.io/component-base/cli"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/report"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/snapshot"
 )
 
 type options struct {
 	scenario        string
+	snapshot        string
+	fromCluster     string
+	keepNames       bool
 	profiles        string
 	out             string
 	schedulerConfig string
@@ -80,6 +86,9 @@ func run() int {
 	var o options
 	fs := flag.NewFlagSet("simulator", flag.ContinueOnError)
 	fs.StringVar(&o.scenario, "scenario", "scenarios/default.yaml", "scenario file (see scenarios/README.md)")
+	fs.StringVar(&o.snapshot, "snapshot", "", "run a snapshot of a real cluster instead of a scenario: the file `"+snapshot.Command+"` writes (see scenarios/README.md)")
+	fs.StringVar(&o.fromCluster, "from-cluster", "", "take the snapshot from the cluster this kubeconfig file points at, write it to <out>/snapshot.yaml, and run it")
+	fs.BoolVar(&o.keepNames, "keep-names", false, "with --snapshot or --from-cluster, keep node, label and job names; by default they are anonymized")
 	fs.StringVar(&o.profiles, "profiles", strings.Join(simulator.ProfileNames, ","),
 		"comma-separated profiles to run, one after another, each on a fresh control plane: gpu-gang, default (stock kube-scheduler, no gangs), in-tree (k8s 1.37 GangScheduling + TopologyPlacement), gpu-gang-native (gpu-gang on in-tree's very objects: scheduling.k8s.io/v1beta1 PodGroups)")
 	fs.StringVar(&o.out, "out", "", "directory for the report, JSON results and logs (default _output/simulator/<scenario>)")
@@ -113,6 +122,11 @@ embedded etcd + kube-apiserver with a simulated fabric; kwok moves bound pods
 to Running and then Succeeded after their duration. Writes report.html,
 results.json and logs into --out and prints a summary.
 
+With --snapshot FILE (what `+"`"+snapshot.Command+"`"+` prints) or
+--from-cluster KUBECONFIG, the fabric is your cluster's GPU nodes, its
+running GPU pods are pre-fill and its pending gangs and GPU pods the
+workload.
+
 Flags:
 `)
 		fs.VisitAll(func(f *flag.Flag) {
@@ -120,7 +134,7 @@ Flags:
 				return
 			}
 			def := ""
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" {
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
 			}
 			fmt.Fprintf(w, "  --%s\n    \t%s%s\n", f.Name, f.Usage, def)
@@ -142,25 +156,148 @@ Flags:
 		return rerender(o.rerender)
 	}
 
-	sc, err := scenario.Load(o.scenario)
+	args := os.Args[1:]
+	if o.fromCluster != "" {
+		if o.snapshot != "" {
+			fmt.Fprintln(os.Stderr, "--snapshot and --from-cluster: give one")
+			return 2
+		}
+		if o.out == "" {
+			o.out = filepath.Join("_output", "simulator", "cluster")
+		}
+		path, err := fetchSnapshot(ctx, o.fromCluster, o.out)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		// The profiles' processes read the file, not the cluster: every
+		// profile runs the same snapshot.
+		o.snapshot, o.fromCluster = path, ""
+		args = append(withoutFlag(args, "from-cluster"), "--snapshot="+path)
+	}
+	in, err := loadInput(&o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if o.timeout > 0 {
-		sc.Timeout.Duration = o.timeout
-	}
 	if o.out == "" {
-		o.out = filepath.Join("_output", "simulator", sc.Name)
+		o.out = filepath.Join("_output", "simulator", in.Name)
 	}
 	if o.childProfile != "" {
-		return runChild(ctx, &o, sc, klogFlags)
+		return runChild(ctx, &o, in, klogFlags)
 	}
-	return runParent(ctx, &o, sc, os.Args[1:])
+	return runParent(ctx, &o, in, args)
+}
+
+// snapshotTimeout bounds a snapshot's run unless --timeout says otherwise:
+// pending jobs run until the end, and a gang that cannot fit waits for it.
+const snapshotTimeout = 2 * time.Minute
+
+// loadInput reads the scenario or the snapshot the flags name.
+func loadInput(o *options) (*simulator.Input, error) {
+	if o.snapshot == "" {
+		sc, err := scenario.Load(o.scenario)
+		if err != nil {
+			return nil, err
+		}
+		if o.timeout > 0 {
+			sc.Timeout.Duration = o.timeout
+		}
+		return simulator.ScenarioInput(sc)
+	}
+	snap, err := snapshot.Load(o.snapshot)
+	if err != nil {
+		return nil, err
+	}
+	preset, levels, err := topologyOf(o.schedulerConfig)
+	if err != nil {
+		return nil, err
+	}
+	timeout := snapshotTimeout
+	if o.timeout > 0 {
+		timeout = o.timeout
+	}
+	name := strings.TrimSuffix(filepath.Base(o.snapshot), filepath.Ext(o.snapshot))
+	return snap.Input(snapshot.Options{Name: name, Preset: preset, Levels: levels, KeepNames: o.keepNames, Timeout: timeout})
+}
+
+// fetchSnapshot writes a snapshot of the cluster into out and returns its
+// path.
+func fetchSnapshot(ctx context.Context, kubeconfig, out string) (string, error) {
+	data, err := snapshot.FetchFromKubeconfig(ctx, kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(out, "snapshot.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "snapshot of the cluster written to %s (real names: keep it private)\n", path)
+	return path, nil
+}
+
+// withoutFlag drops --name and --name=value (and -name forms) from args.
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimLeft(args[i], "-")
+		switch {
+		case a == name && i+1 < len(args):
+			i++
+		case strings.HasPrefix(a, name+"="):
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
+}
+
+// topologyOf reads the topology levels gpu-gang's configuration sets, so
+// that a snapshot's fabric is read as the scheduler reads it.
+func topologyOf(configFile string) (string, []scheduling.Level, error) {
+	data, err := os.ReadFile(configFile)
+	if err != nil {
+		return "", nil, err
+	}
+	var cfg struct {
+		Profiles []struct {
+			PluginConfig []struct {
+				Name string `json:"name"`
+				Args struct {
+					TopologyPreset string   `json:"topologyPreset"`
+					TopologyLevels []string `json:"topologyLevels"`
+				} `json:"args"`
+			} `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", configFile, err)
+	}
+	for _, p := range cfg.Profiles {
+		for _, pc := range p.PluginConfig {
+			if pc.Name != "Coscheduling" {
+				continue
+			}
+			preset := pc.Args.TopologyPreset
+			if preset == "" && len(pc.Args.TopologyLevels) == 0 {
+				preset = scheduling.DefaultPreset
+			}
+			levels, err := scheduling.ResolveLevels(preset, pc.Args.TopologyLevels)
+			if err != nil {
+				return "", nil, fmt.Errorf("%s: %w", configFile, err)
+			}
+			return preset, levels, nil
+		}
+	}
+	levels, _ := scheduling.Preset(scheduling.DefaultPreset)
+	return scheduling.DefaultPreset, levels, nil
 }
 
 // runParent runs every profile in a child process, then writes the report.
-func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []string) int {
+func runParent(ctx context.Context, o *options, in *simulator.Input, args []string) int {
 	var profiles []string
 	for _, p := range strings.Split(o.profiles, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -182,8 +319,11 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "scenario %s: profiles %s; output in %s\n", sc.Name, strings.Join(profiles, ", "), o.out)
-	run := &report.Run{Scenario: sc.Name, Description: sc.Description}
+	fmt.Fprintf(os.Stderr, "scenario %s: profiles %s; output in %s\n", in.Name, strings.Join(profiles, ", "), o.out)
+	if o.snapshot != "" {
+		fmt.Fprintln(os.Stderr, in.Description)
+	}
+	run := &report.Run{Scenario: in.Name, Description: in.Description}
 	var preemption []metrics.PreemptionSummary
 	failed := false
 	for _, p := range profiles {
@@ -199,7 +339,7 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "[%s] no result (%v); see %s\n", p, errors.Join(childErr, err), logFile(o.out, p))
 			failed = true
-			res = &metrics.Result{Profile: p, Scenario: sc.Name, Error: fmt.Sprint(errors.Join(childErr, err))}
+			res = &metrics.Result{Profile: p, Scenario: in.Name, Error: fmt.Sprint(errors.Join(childErr, err))}
 		} else if res.Error != "" {
 			fmt.Fprintf(os.Stderr, "[%s] failed: %s\n", p, res.Error)
 			failed = true
@@ -208,7 +348,7 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 		if err := report.WriteGangs(os.Stdout, res, o.gangLines); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
-		if err := writeFleetCounts(os.Stdout, sc, res); err != nil {
+		if err := writeFleetCounts(os.Stdout, in, res); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 		}
 		run.Results = append(run.Results, res)
@@ -219,6 +359,8 @@ func runParent(ctx context.Context, o *options, sc *scenario.Scenario, args []st
 			return 1
 		}
 	}
+	// Occupancy figures compare profiles over one window.
+	metrics.CommonWindow(run.Results)
 	if err := writeOutputs(o.out, run); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -267,7 +409,7 @@ func hasUrgentJobs(sums []metrics.PreemptionSummary) bool {
 }
 
 // runChild runs one profile in this process and writes its result.
-func runChild(ctx context.Context, o *options, sc *scenario.Scenario, klogFlags *flag.FlagSet) int {
+func runChild(ctx context.Context, o *options, in *simulator.Input, klogFlags *flag.FlagSet) int {
 	logPath := logFile(o.out, o.childProfile)
 	logOut, err := os.Create(logPath)
 	if err != nil {
@@ -318,7 +460,7 @@ func runChild(ctx context.Context, o *options, sc *scenario.Scenario, klogFlags 
 		schedulerLog = f
 	}
 	res, runErr := simulator.Run(klog.NewContext(ctx, klog.Background()), simulator.Options{
-		Scenario:          sc,
+		Input:             in,
 		Profile:           o.childProfile,
 		SchedulerConfig:   o.schedulerConfig,
 		CRDs:              []string{o.crd},
@@ -343,7 +485,7 @@ func runChild(ctx context.Context, o *options, sc *scenario.Scenario, klogFlags 
 	})
 	klog.Flush()
 	if res == nil {
-		res = &metrics.Result{Profile: o.childProfile, Scenario: sc.Name}
+		res = &metrics.Result{Profile: o.childProfile, Scenario: in.Name}
 		if runErr != nil {
 			res.Error = runErr.Error()
 		}
@@ -428,6 +570,7 @@ func rerender(results string) int {
 		return 1
 	}
 	out := filepath.Dir(results)
+	metrics.CommonWindow(run.Results)
 	if err := writeOutputs(out, run); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

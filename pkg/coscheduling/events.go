@@ -2,14 +2,13 @@ package coscheduling
 
 import (
 	"fmt"
-	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -92,53 +91,20 @@ const (
 	ReasonPreemptionFailed = "PreemptionFailed"
 )
 
-// eventRecorder records Events on pods and PodGroups, once per distinct
-// note: PreEnqueue and PreFilter run on every retry, and a person needs one
-// Event that says what is wrong, not one per retry. The same note is
-// recorded again after repeatAfter, so it does not age out of the Event list
-// while the problem lasts.
+// eventRecorder records Events on pods and gangs, once per distinct note
+// (see pkg/dedupevents): PreEnqueue and PreFilter run on every retry, and a
+// person needs one Event that says what is wrong, not one per retry.
 type eventRecorder struct {
-	recorder    events.EventRecorder
-	clock       clock.PassiveClock
-	repeatAfter time.Duration
-
-	mu   sync.Mutex
-	last map[string]noted
+	*dedupevents.Recorder
 }
-
-type noted struct {
-	note string
-	at   time.Time
-}
-
-// maxNoted bounds the dedupe memory; past it, the memory starts over and at
-// worst some Events are recorded twice.
-const maxNoted = 10000
 
 func newEventRecorder(r events.EventRecorder, c clock.PassiveClock) *eventRecorder {
-	return &eventRecorder{recorder: r, clock: c, repeatAfter: 10 * time.Minute, last: map[string]noted{}}
-}
-
-func (er *eventRecorder) shouldRecord(key, note string) bool {
-	er.mu.Lock()
-	defer er.mu.Unlock()
-	now := er.clock.Now()
-	if prev, ok := er.last[key]; ok && prev.note == note && now.Sub(prev.at) < er.repeatAfter {
-		return false
-	}
-	if len(er.last) >= maxNoted {
-		er.last = map[string]noted{}
-	}
-	er.last[key] = noted{note: note, at: now}
-	return true
+	return &eventRecorder{dedupevents.New(r, c)}
 }
 
 // pod records an Event regarding a pod.
 func (er *eventRecorder) pod(pod *v1.Pod, eventType, reason, format string, args ...any) {
-	note := fmt.Sprintf(format, args...)
-	if er.shouldRecord("pod/"+string(pod.UID)+"/"+reason, note) {
-		er.recorder.Eventf(pod, nil, eventType, reason, "Scheduling", "%s", note)
-	}
+	er.Record("pod/"+string(pod.UID)+"/"+reason, pod, nil, eventType, reason, fmt.Sprintf(format, args...))
 }
 
 // gang records an Event regarding a gang's API object. A reference is
@@ -148,12 +114,9 @@ func (er *eventRecorder) pod(pod *v1.Pod, eventType, reason, format string, args
 // objects and reason into one series that keeps its first note, so a note
 // that changes as members arrive ("3/8 present") needs the member to show.
 func (er *eventRecorder) gang(spec *gang.Spec, related *v1.Pod, eventType, reason, format string, args ...any) {
-	note := fmt.Sprintf(format, args...)
-	if er.shouldRecord("gang/"+string(spec.UID)+"/"+reason, note) {
-		var rel runtime.Object
-		if related != nil {
-			rel = related
-		}
-		er.recorder.Eventf(spec.Ref, rel, eventType, reason, "Scheduling", "%s", note)
+	var rel runtime.Object
+	if related != nil {
+		rel = related
 	}
+	er.Record("gang/"+string(spec.UID)+"/"+reason, spec.Ref, rel, eventType, reason, fmt.Sprintf(format, args...))
 }

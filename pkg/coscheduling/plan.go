@@ -40,6 +40,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
 	sorted := pl.liveNodes(nodeInfos)
+	held = pl.withNominated(held, sorted, corev1helpers.PodPriority(members[0]))
 	placed := pl.placedMembers(key)
 	if status := pl.checkMinResources(spec, sorted, held, placed); status != nil {
 		return status
@@ -85,6 +86,35 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	// event: bring them back now that they have a place.
 	pl.activate(key)
 	return nil
+}
+
+// withNominated adds to held what plain pods nominated to each node ask for,
+// when their priority is at least priority (see nominatedOn): the plan then
+// keeps out of a preemptor's freed room, as kube-scheduler's Filter does. It
+// copies held rather than write it.
+func (pl *Plugin) withNominated(held map[string]amounts, nodeInfos []fwk.NodeInfo, priority int32) map[string]amounts {
+	var out map[string]amounts
+	for _, ni := range nodeInfos {
+		name := ni.Node().Name
+		a := pl.nominatedOn(name, priority, "")
+		if a == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]amounts, len(held)+1)
+			for n, h := range held {
+				out[n] = h
+			}
+		}
+		sum := amounts{}
+		sum.add(out[name])
+		sum.add(a)
+		out[name] = sum
+	}
+	if out == nil {
+		return held
+	}
+	return out
 }
 
 // liveNodes returns the snapshot's nodes in name order, less those the node

@@ -251,17 +251,30 @@ func (pl *Plugin) roomTaken(p *preemptor, nodeInfos []fwk.NodeInfo, held map[str
 				}
 			}
 		}
-		for _, npi := range pl.handle.NominatedPodsForNode(name) {
-			q := npi.GetPod()
-			if _, member := gang.Of(q); member || preemptorID(q) == p.id || corev1helpers.PodPriority(q) < p.priority {
-				// A gang's room is its claim, held already; a nomination of
-				// lower priority yields, as in kube-scheduler.
-				continue
-			}
-			on(name).add(podAmounts(q))
+		if a := pl.nominatedOn(name, p.priority, p.id); a != nil {
+			on(name).add(a)
 		}
 	}
 	return out
+}
+
+// nominatedOn sums what plain pods nominated to a node ask for, if their
+// priority is at least priority: a preemptor's freed room, which no one of
+// lower priority may plan into. A gang's room is its claim, held already;
+// skip names the preemptor asking, whose own nomination is its room.
+func (pl *Plugin) nominatedOn(node string, priority int32, skip string) amounts {
+	var a amounts
+	for _, npi := range pl.handle.NominatedPodsForNode(node) {
+		q := npi.GetPod()
+		if _, member := gang.Of(q); member || (skip != "" && preemptorID(q) == skip) || corev1helpers.PodPriority(q) < priority {
+			continue
+		}
+		if a == nil {
+			a = amounts{}
+		}
+		a.add(podAmounts(q))
+	}
+	return a
 }
 
 // isLeaving reports whether a pod of the snapshot is leaving its node: it is

@@ -608,3 +608,22 @@ func TestPreemptorThatGoesAwayReleasesTheRoom(t *testing.T) {
 		require.Empty(t, env.pl.gangs.pendingVictims())
 	})
 }
+
+func TestGangPlansAroundAPreemptorsNomination(t *testing.T) {
+	// A plain pod of higher priority preempted for node-aa and is nominated
+	// there while its victims go. A lower-priority gang must not plan into
+	// that room, as kube-scheduler's own Filter would not let it.
+	job := members("job", 2, "8")
+	env := newTestEnv(t, gpuNodes(3), job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()})
+	urgent := st.MakePod().Namespace(testNS).Name("urgent").UID("urgent").Priority(1000).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	pi, err := framework.NewPodInfo(urgent)
+	require.NoError(t, err)
+	env.nominator.AddNominatedPod(klog.Background(), pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: "node-aa"})
+
+	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
+	require.True(t, status.IsSuccess(), "%v", status)
+	for _, p := range job {
+		nodes, _ := env.pl.gangs.planSlots(gang.Key{Namespace: testNS, Name: "job"}, p.UID, podAmounts(p))
+		require.NotContains(t, nodes, "node-aa", "member %s was planned into a preemptor's room", p.Name)
+	}
+}

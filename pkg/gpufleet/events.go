@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +13,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -38,46 +37,20 @@ const (
 	ErrReasonInvalidRequirements = "invalid GPU requirements"
 )
 
-// eventRecorder records each distinct note once per object and reason:
-// PreFilter runs on every retry, and one Event saying what is wrong is what
-// a person needs. A note is recorded again after repeatAfter, so that it
-// does not age out while the problem lasts.
+// eventRecorder records each distinct note once per object and reason (see
+// pkg/dedupevents): PreFilter runs on every retry, and one Event saying what
+// is wrong is what a person needs.
 type eventRecorder struct {
-	recorder    events.EventRecorder
-	clock       clock.PassiveClock
-	repeatAfter time.Duration
-
-	mu   sync.Mutex
-	last map[string]noted
+	*dedupevents.Recorder
 }
-
-type noted struct {
-	note string
-	at   time.Time
-}
-
-// maxNoted bounds the memory of notes; past it the memory starts over and
-// at worst an Event is recorded twice.
-const maxNoted = 10000
 
 func newEventRecorder(r events.EventRecorder, c clock.PassiveClock) *eventRecorder {
-	return &eventRecorder{recorder: r, clock: c, repeatAfter: 10 * time.Minute, last: map[string]noted{}}
+	return &eventRecorder{dedupevents.New(r, c)}
 }
 
+// record records a Warning regarding an object.
 func (er *eventRecorder) record(regarding runtime.Object, key, reason, note string) {
-	er.mu.Lock()
-	now := er.clock.Now()
-	prev, seen := er.last[key+"/"+reason]
-	if seen && prev.note == note && now.Sub(prev.at) < er.repeatAfter {
-		er.mu.Unlock()
-		return
-	}
-	if len(er.last) >= maxNoted {
-		er.last = map[string]noted{}
-	}
-	er.last[key+"/"+reason] = noted{note: note, at: now}
-	er.mu.Unlock()
-	er.recorder.Eventf(regarding, nil, v1.EventTypeWarning, reason, "Scheduling", "%s", note)
+	er.Record(key+"/"+reason, regarding, nil, v1.EventTypeWarning, reason, note)
 }
 
 // reportRequirements records an Event for each unreadable annotation, on

@@ -49,7 +49,9 @@ const prefillTimeout = 2 * time.Minute
 
 // Options configures Run.
 type Options struct {
-	// Scenario is the validated scenario to run.
+	// Input is what to run; if nil, it is drawn from Scenario.
+	Input *Input
+	// Scenario is the validated scenario to run when Input is nil.
 	Scenario *scenario.Scenario
 	// Profile is the scheduler profile's name.
 	Profile string
@@ -115,12 +117,13 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		// the server must then serve.
 		profile.APIServerFlags = append(profile.APIServerFlags, workloadAPIFlag)
 	}
-	sc := opts.Scenario
-	layout, err := fabric.NewLayout(sc.Fabric)
-	if err != nil {
-		return nil, err
+	in := opts.Input
+	if in == nil {
+		if in, err = ScenarioInput(opts.Scenario); err != nil {
+			return nil, err
+		}
 	}
-	jobs := scenario.Expand(sc)
+	layout, jobs := in.Layout, in.Jobs
 
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		APIServerFlags: append(gatesFlag(profile.FeatureGates), profile.APIServerFlags...),
@@ -162,7 +165,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		return nil, err
 	}
 	defer stopWatch()
-	if err := prefill(ctx, kube, layout, sc.Seed, tracker); err != nil {
+	if err := prefill(ctx, kube, layout, in.Prefill, tracker); err != nil {
 		return nil, err
 	}
 
@@ -200,11 +203,11 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	if err := submitter.WarmUp(ctx); err != nil {
 		return nil, err
 	}
-	logger.Info("Running the workload", "profile", profile.Name, "scenario", sc.Name, "jobs", len(jobs), "nodes", len(layout.Nodes))
+	logger.Info("Running the workload", "profile", profile.Name, "input", in.Name, "jobs", len(jobs), "nodes", len(layout.Nodes))
 	start := time.Now()
 	tracker.Start(start)
 	tracker.Sample(start)
-	runCtx, cancel := context.WithTimeoutCause(ctx, sc.Timeout.Duration, errTimeout)
+	runCtx, cancel := context.WithTimeoutCause(ctx, in.Timeout, errTimeout)
 	defer cancel()
 	submitErr := make(chan error, 1)
 	go func() { submitErr <- submitter.Run(runCtx, start, jobs) }()
@@ -245,7 +248,7 @@ wait:
 		opts.Preemption(preemption.Summary(profile.Name))
 	}
 	res.Profile = profile.Name
-	res.Scenario = sc.Name
+	res.Scenario = in.Name
 	res.Settings = metrics.Settings{
 		SchedulerName: profile.SchedulerName,
 		SchedulerQPS:  opts.SchedulerQPS, SchedulerBurst: opts.SchedulerBurst,
@@ -301,10 +304,9 @@ func setUp(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layout
 	return layout.CreateNodes(ctx, kube, setupWorkers)
 }
 
-// prefill creates the scenario's pre-fill pods, bound to their nodes, and
+// prefill creates the input's pre-fill pods, bound to their nodes, and
 // waits until the tracker has seen them all.
-func prefill(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layout, seed int64, tracker *metrics.Tracker) error {
-	pods := layout.Prefill(seed)
+func prefill(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layout, pods []fabric.PrefillPod, tracker *metrics.Tracker) error {
 	if len(pods) == 0 {
 		return nil
 	}

@@ -76,12 +76,12 @@ func benchScenario(b *testing.B, name string) {
 				sum.GangLatencyP99 += s.GangLatencyP99
 				sum.PartialGangSeconds += s.PartialGangSeconds
 				sum.MakespanSeconds += s.MakespanSeconds
-				sum.MeanOccupancy += s.MeanOccupancy
+				sum.UsefulOccupancy += s.UsefulOccupancy
 				for _, l := range res.Levels {
 					if _, ok := excess[l.Level]; !ok {
 						levels = append(levels, l.Level)
 					}
-					excess[l.Level] += l.ExcessDomains
+					excess[l.Level] += l.ExcessOverJoint
 				}
 			}
 			n := float64(b.N)
@@ -94,7 +94,7 @@ func benchScenario(b *testing.B, name string) {
 			}
 			b.ReportMetric(sum.PartialGangSeconds/n, "partial-gang-s")
 			b.ReportMetric(sum.MakespanSeconds/n, "makespan-s")
-			b.ReportMetric(100*sum.MeanOccupancy/n, "occupancy-%")
+			b.ReportMetric(100*sum.UsefulOccupancy/n, "useful-occupancy-%")
 			for _, level := range levels {
 				b.ReportMetric(float64(excess[level])/n, "extra-"+unitName(level))
 			}

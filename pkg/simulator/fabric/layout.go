@@ -21,8 +21,11 @@ const (
 // Layout is the fabric's shape: every node with its clique, leaf and spine.
 // It is built once per run and only read afterwards.
 type Layout struct {
-	// Spec is what the layout was built from.
+	// Spec is what the layout was built from; for a layout of real nodes
+	// (FromNodes) only Preset is set.
 	Spec scenario.Fabric
+	// Spines counts the spine domains.
+	Spines int
 	// Levels are the preset's topology levels, tightest first.
 	Levels []scheduling.Level
 	// TierKeys[t] is the label key that names tier t's domains, or "" when
@@ -46,8 +49,12 @@ type NodeInfo struct {
 	// Labels are the node's labels: hostname, the preset's levels, and
 	// the fleet's GPU labels when the fabric has a fleet.
 	Labels map[string]string
+	// LeafName names the node's leaf for people: "s0-l1", or the leaf
+	// label's value.
+	LeafName string
 	// GPUs is the node's nvidia.com/gpu capacity: gpusPerNode, times the
-	// replicas on a node that shares its GPUs.
+	// replicas on a node that shares its GPUs; for a real node, its
+	// allocatable.
 	GPUs int
 }
 
@@ -57,7 +64,7 @@ func NewLayout(f scenario.Fabric) (*Layout, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown topology preset %q", f.Preset)
 	}
-	l := &Layout{Spec: f, Levels: levels}
+	l := &Layout{Spec: f, Levels: levels, Spines: f.Spines}
 	// The preset's levels, tightest first, take the tiers in order; levels
 	// beyond the three tiers hold the whole fabric in one domain.
 	for t := range numTiers {
@@ -76,7 +83,7 @@ func NewLayout(f scenario.Fabric) (*Layout, error) {
 			l.Leaves = append(l.Leaves, nil)
 			for n := range f.NodesPerLeaf {
 				name := fmt.Sprintf("%s-n%0*d", leafName, nodeWidth, n)
-				info := NodeInfo{Name: name, GPUs: f.GPUsPerNode, Domain: [numTiers]int{-1, leaf, s}}
+				info := NodeInfo{Name: name, GPUs: f.GPUsPerNode, Domain: [numTiers]int{-1, leaf, s}, LeafName: leafName}
 				info.Labels = map[string]string{scheduling.HostnameKey: name}
 				if f.CliqueSize > 0 {
 					if n%f.CliqueSize == 0 {

@@ -129,16 +129,16 @@ func TestSpansAgainstLowerBound(t *testing.T) {
 			name:  "one clique: at the bound",
 			nodes: []string{"s0-l0-n0", "s0-l0-n1"},
 			want: []Span{
-				{Level: "spine", Domains: 1, LowerBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1},
-				{Level: "NVLink domain", Domains: 1, LowerBound: 1}, {Level: "node", Domains: 2, LowerBound: 2},
+				{Level: "spine", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1, JointBound: 1},
+				{Level: "NVLink domain", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "node", Domains: 2, LowerBound: 2, JointBound: 2},
 			},
 		},
 		{
 			name:  "split over two leaves when one clique was free",
 			nodes: []string{"s0-l0-n0", "s0-l1-n0"},
 			want: []Span{
-				{Level: "spine", Domains: 1, LowerBound: 1}, {Level: "leaf", Domains: 2, LowerBound: 1},
-				{Level: "NVLink domain", Domains: 2, LowerBound: 1}, {Level: "node", Domains: 2, LowerBound: 2},
+				{Level: "spine", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 2, LowerBound: 1, JointBound: 1},
+				{Level: "NVLink domain", Domains: 2, LowerBound: 1, JointBound: 1}, {Level: "node", Domains: 2, LowerBound: 2, JointBound: 2},
 			},
 		},
 		{
@@ -146,8 +146,8 @@ func TestSpansAgainstLowerBound(t *testing.T) {
 			prefill: []string{"s0-l0-n1", "s0-l0-n3", "s0-l1-n1", "s0-l1-n3"},
 			nodes:   []string{"s0-l0-n0", "s0-l0-n2"},
 			want: []Span{
-				{Level: "spine", Domains: 1, LowerBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1},
-				{Level: "NVLink domain", Domains: 2, LowerBound: 2}, {Level: "node", Domains: 2, LowerBound: 2},
+				{Level: "spine", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1, JointBound: 1},
+				{Level: "NVLink domain", Domains: 2, LowerBound: 2, JointBound: 2}, {Level: "node", Domains: 2, LowerBound: 2, JointBound: 2},
 			},
 		},
 	}
@@ -239,12 +239,91 @@ func TestPercentile(t *testing.T) {
 	require.Equal(t, 0.0, Percentile(nil, 50))
 }
 
-func TestOccupancyIsTimeWeighted(t *testing.T) {
-	samples := []Sample{{T: 0, UsedGPUs: 0}, {T: 1, UsedGPUs: 64}, {T: 3, UsedGPUs: 32}}
-	peak, mean := occupancy(samples, 64, 4)
-	require.InDelta(t, 1, peak, 1e-9)
-	// (0*1 + 64*2 + 32*1) / 4 / 64
-	require.InDelta(t, 160.0/4/64, mean, 1e-9)
+func TestPeakOccupancy(t *testing.T) {
+	samples := []Sample{{T: 0, UsedGPUs: 0}, {T: 1, UsedGPUs: 48}, {T: 3, UsedGPUs: 32}}
+	require.InDelta(t, 0.75, peakOccupancy(samples, 64), 1e-9)
+	require.Zero(t, peakOccupancy(nil, 64))
+}
+
+// GPUs of a gang bound in part are idle-held, not useful, until its last
+// member binds; then all of them are useful. Plain pods are useful from
+// their bind; pre-fill is neither. Both integrals are exact between
+// events, whatever the sampling.
+func TestUsefulAndIdleHeldGPUSeconds(t *testing.T) {
+	jobs := []scenario.Job{
+		{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8, Duration: 10 * time.Second},
+		{Name: "p", Pods: 1, GPUsPerPod: 2},
+	}
+	tr := newTracker(t, jobs...)
+	tr.Observe(workload.PrefillPod("sim", 0, "s0-l1-n3", 8), at(0))
+	tr.Observe(bound(member("g", 0, 8), "s0-l0-n0"), at(1))
+	tr.Sample(at(2))
+	tr.Observe(bound(member("g", 1, 8), "s0-l0-n1"), at(4)) // g idle-held 8 GPUs for 3s
+	tr.Observe(bound(member("p", 0, 2), "s0-l0-n2"), at(5))
+	tr.Sample(at(5))
+	tr.Observe(finished(member("g", 0, 8), "s0-l0-n0"), at(8))
+	tr.Observe(finished(member("g", 1, 8), "s0-l0-n1"), at(9))
+	r := tr.Result(at(10), false)
+	s := r.Summary
+	// Useful: g 16 GPUs 4s-8s, 8 GPUs 8s-9s; p 2 GPUs 5s-10s.
+	require.InDelta(t, 16*4+8*1+2*5, s.UsefulGPUSeconds, 1e-9)
+	require.InDelta(t, 8*3, s.IdleHeldGPUSecondsToEnd, 1e-9)
+	require.Equal(t, 2, s.EndUsefulGPUs, "p runs on")
+	require.Zero(t, s.EndIdleHeldGPUs)
+	require.InDelta(t, 10, s.EndSeconds, 1e-9)
+	require.InDelta(t, 10, s.WindowSeconds, 1e-9, "alone, a run's window is its own")
+	require.InDelta(t, (16*4+8*1+2*5)/10.0/64, s.UsefulOccupancy, 1e-9)
+	require.InDelta(t, 24, s.IdleHeldGPUSeconds, 1e-9)
+	require.Equal(t, 8, r.Samples[0].IdleHeldGPUs)
+	require.Zero(t, r.Samples[0].UsefulGPUs)
+	require.Equal(t, 18, r.Samples[1].UsefulGPUs)
+	require.Equal(t, 26, r.Samples[1].UsedGPUs, "used counts pre-fill too")
+}
+
+// A member that finishes while its gang is still incomplete stops holding
+// its GPUs idle; the gang's later completion moves only what is still held.
+func TestIdleHeldWhenAMemberFinishesBeforeItsGangCompletes(t *testing.T) {
+	tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 4, Duration: time.Second})
+	tr.Observe(bound(member("g", 0, 4), "s0-l0-n0"), at(1))
+	tr.Observe(finished(member("g", 0, 4), "s0-l0-n0"), at(2))
+	tr.Observe(bound(member("g", 1, 4), "s0-l0-n1"), at(5))
+	r := tr.Result(at(6), false)
+	require.InDelta(t, 4, r.Summary.IdleHeldGPUSecondsToEnd, 1e-9)
+	require.InDelta(t, 4, r.Summary.UsefulGPUSeconds, 1e-9)
+	require.Equal(t, 4, r.Summary.EndUsefulGPUs)
+}
+
+// Every profile's figures are taken over the longest run's window; a run
+// that ended sooner keeps its end state to the end of the window.
+func TestCommonWindow(t *testing.T) {
+	fast := &Result{Fabric: FabricSize{GPUs: 10}, Summary: Summary{EndSeconds: 10, UsefulGPUSeconds: 50, EndUsefulGPUs: 2, IdleHeldGPUSecondsToEnd: 0}}
+	slow := &Result{Fabric: FabricSize{GPUs: 10}, Summary: Summary{EndSeconds: 20, UsefulGPUSeconds: 60, EndIdleHeldGPUs: 3, IdleHeldGPUSecondsToEnd: 40}}
+	stuck := &Result{Fabric: FabricSize{GPUs: 10}, Summary: Summary{EndSeconds: 15, UsefulGPUSeconds: 30, EndIdleHeldGPUs: 4, IdleHeldGPUSecondsToEnd: 20}}
+	CommonWindow([]*Result{fast, slow, stuck})
+	for _, r := range []*Result{fast, slow, stuck} {
+		require.InDelta(t, 20, r.Summary.WindowSeconds, 1e-9)
+	}
+	require.InDelta(t, (50+2*10)/20.0/10, fast.Summary.UsefulOccupancy, 1e-9)
+	require.InDelta(t, 60/20.0/10, slow.Summary.UsefulOccupancy, 1e-9)
+	require.InDelta(t, 40, slow.Summary.IdleHeldGPUSeconds, 1e-9, "its own end is the window's")
+	require.InDelta(t, 20+4*5, stuck.Summary.IdleHeldGPUSeconds, 1e-9, "a stuck gang holds on to the window's end")
+}
+
+// A gang placed as well as it could be, though its levels miss their own
+// bounds, is at the joint bound and charged nothing against it.
+func TestJointBoundInTheSummary(t *testing.T) {
+	gangs := []Gang{
+		{Name: "best", Spans: []Span{{Level: "spine", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 4, LowerBound: 3, JointBound: 4}}},
+		{Name: "crossed", Spans: []Span{{Level: "spine", Domains: 2, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 3, LowerBound: 3, JointBound: 4}}},
+		{Name: "loose", Spans: []Span{{Level: "spine", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 6, LowerBound: 3, JointBound: 4}}},
+	}
+	levels := SummarizeLevels(gangs)
+	require.Equal(t, 1, levels[0].ExcessOverJoint, "crossed: one extra spine")
+	require.Equal(t, 2, levels[1].ExcessOverJoint, "loose: two leaves beyond four; crossed: none, it used fewer leaves")
+	require.Equal(t, 1+0+3, levels[1].ExcessDomains, "per-level bounds charge the best placement a leaf")
+	require.False(t, worseThanJoint(gangs[0].Spans))
+	require.True(t, worseThanJoint(gangs[1].Spans))
+	require.True(t, worseThanJoint(gangs[2].Spans))
 }
 
 func TestSampleCountsFreeLeavesAndCliques(t *testing.T) {
@@ -254,6 +333,6 @@ func TestSampleCountsFreeLeavesAndCliques(t *testing.T) {
 	tr.Sample(at(1))
 	r := tr.Result(at(2), false)
 	require.Equal(t, Sample{T: 0, FreeLeaves: 2, FreeCliques: 4}, r.Samples[0])
-	require.Equal(t, Sample{T: 1, UsedGPUs: 1, FreeLeaves: 1, FreeCliques: 3, BoundPods: 1}, r.Samples[1])
+	require.Equal(t, Sample{T: 1, UsedGPUs: 1, UsefulGPUs: 1, FreeLeaves: 1, FreeCliques: 3, BoundPods: 1}, r.Samples[1])
 	require.Equal(t, []PodSlice{{Job: "g", GPUs: 1}}, r.Placement.Nodes[7].Pods, "the snapshot is taken at the new peak")
 }

@@ -102,18 +102,49 @@ type Summary struct {
 	// MakespanSeconds is when the last pod with a duration finished, or
 	// the last bind if that is later (pods without a duration run on).
 	MakespanSeconds float64 `json:"makespanSeconds"`
-	// PeakOccupancy and MeanOccupancy are the fraction of all GPUs in use,
-	// the mean taken over [0, makespan].
+	// PeakOccupancy is the largest fraction of all GPUs in use at once,
+	// pre-fill included.
 	PeakOccupancy float64 `json:"peakOccupancy"`
-	MeanOccupancy float64 `json:"meanOccupancy"`
+	// EndSeconds is when the run ended: every pod settled, or the
+	// timeout.
+	EndSeconds float64 `json:"endSeconds"`
+	// UsefulGPUSeconds integrates, over [0, EndSeconds], the GPUs held by
+	// workload pods that can do work: members of gangs with every member
+	// bound, and plain pods. Pre-fill, the same in every profile, is left
+	// out. EndUsefulGPUs is what they hold when the run ends.
+	UsefulGPUSeconds float64 `json:"usefulGPUSeconds"`
+	EndUsefulGPUs    int     `json:"endUsefulGPUs"`
+	// IdleHeldGPUSecondsToEnd integrates, over [0, EndSeconds], the GPUs
+	// held by members of gangs bound only in part: held, and idle, since a
+	// gang cannot start without all its members. Binds in flight count
+	// too; no grace applies. EndIdleHeldGPUs is what they hold at the end.
+	IdleHeldGPUSecondsToEnd float64 `json:"idleHeldGPUSecondsToEnd"`
+	EndIdleHeldGPUs         int     `json:"endIdleHeldGPUs"`
+	// WindowSeconds is the window the two figures below are taken over:
+	// the same for every profile of a run (CommonWindow), from the first
+	// submission to the end of the longest run. A run that ended earlier
+	// holds its end state for the rest of the window.
+	WindowSeconds float64 `json:"windowSeconds"`
+	// UsefulOccupancy is UsefulGPUSeconds over the window, as a fraction
+	// of all GPUs.
+	UsefulOccupancy float64 `json:"usefulOccupancy"`
+	// IdleHeldGPUSeconds is the GPU-seconds held by part-bound gangs over
+	// the window.
+	IdleHeldGPUSeconds float64 `json:"idleHeldGPUSeconds"`
+	// JointGangs counts gangs compared with the joint bound, and
+	// AtJointBound those whose spans, read loosest level first, were no
+	// worse than it.
+	JointGangs   int `json:"jointGangs"`
+	AtJointBound int `json:"atJointBound"`
 	// TimedOut is set when the run ended at the scenario's timeout with
 	// work unfinished.
 	TimedOut bool `json:"timedOut"`
 }
 
 // LevelSummary compares, at one topology level, the domains gangs spanned
-// with the lower bound: the fewest domains whose free capacity when the
-// gang's first member bound could have held it.
+// with the lower bounds: the fewest domains whose free capacity when the
+// gang completed (its own GPUs counted free) could have held it, for the
+// level alone and jointly with the looser levels.
 type LevelSummary struct {
 	// Level is the level's name ("spine", "leaf", "NVLink domain", "node").
 	Level string `json:"level"`
@@ -124,8 +155,16 @@ type LevelSummary struct {
 	// MeanSpanned and MeanLowerBound average over those gangs.
 	MeanSpanned    float64 `json:"meanSpanned"`
 	MeanLowerBound float64 `json:"meanLowerBound"`
-	// ExcessDomains adds up spanned minus bound.
+	// ExcessDomains adds up spanned minus the level's own bound. Those
+	// bounds cannot always be met together, so it can charge a gang that
+	// placed as well as possible.
 	ExcessDomains int `json:"excessDomains"`
+	// ExcessOverJoint adds up spanned minus the joint bound's count at
+	// this level, for gangs whose spans compare worse than the joint
+	// bound; a gang at the joint bound adds nothing at any level.
+	ExcessOverJoint int `json:"excessOverJoint"`
+	// MeanJointBound averages the joint bound's count at this level.
+	MeanJointBound float64 `json:"meanJointBound"`
 }
 
 // Gang is one gang's record.
@@ -155,9 +194,15 @@ type Gang struct {
 
 // Span is one level's count for one gang.
 type Span struct {
-	Level      string `json:"level"`
-	Domains    int    `json:"domains"`
-	LowerBound int    `json:"lowerBound"`
+	Level   string `json:"level"`
+	Domains int    `json:"domains"`
+	// LowerBound is the fewest domains of this level alone that could
+	// have held the gang.
+	LowerBound int `json:"lowerBound"`
+	// JointBound is this level's count in the lexicographic bound: the
+	// fewest spines, then the fewest leaves inside them, and so on (see
+	// topology.Tree.JointLowerBound).
+	JointBound int `json:"jointBound"`
 }
 
 // Sample is the fabric's state at one moment.
@@ -167,6 +212,10 @@ type Sample struct {
 	// UsedGPUs counts GPUs held by pods bound and not finished, pre-fill
 	// included.
 	UsedGPUs int `json:"usedGPUs"`
+	// UsefulGPUs and IdleHeldGPUs split the workload's part of UsedGPUs:
+	// complete gangs and plain pods, and gangs bound only in part.
+	UsefulGPUs   int `json:"usefulGPUs"`
+	IdleHeldGPUs int `json:"idleHeldGPUs"`
 	// FreeLeaves and FreeCliques count leaves and cliques with no GPU in
 	// use.
 	FreeLeaves  int `json:"freeLeaves"`
@@ -188,9 +237,11 @@ type Placement struct {
 type NodePlacement struct {
 	Name string `json:"name"`
 	// Leaf and Clique index the node's leaf and clique (-1 for none).
-	Leaf   int        `json:"leaf"`
-	Clique int        `json:"clique"`
-	Pods   []PodSlice `json:"pods,omitempty"`
+	Leaf   int `json:"leaf"`
+	Clique int `json:"clique"`
+	// LeafName names the node's leaf for people.
+	LeafName string     `json:"leafName,omitempty"`
+	Pods     []PodSlice `json:"pods,omitempty"`
 }
 
 // PodSlice is the GPUs one job holds on a node.

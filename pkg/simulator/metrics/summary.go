@@ -14,7 +14,7 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 	r := &Result{Started: t.start, Samples: slices.Clone(t.samples), Placement: t.placement}
 	l := t.layout
 	r.Fabric = FabricSize{
-		Spines: l.Spec.Spines, Leaves: len(l.Leaves), Cliques: len(l.Cliques),
+		Spines: l.Spines, Leaves: len(l.Leaves), Cliques: len(l.Cliques),
 		Nodes: len(l.Nodes), GPUs: l.TotalGPUs(), PrefilledGPUs: t.prefilled,
 	}
 	s := &r.Summary
@@ -79,9 +79,57 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 	if timedOut {
 		s.MakespanSeconds = t.seconds(end)
 	}
-	s.PeakOccupancy, s.MeanOccupancy = occupancy(r.Samples, l.TotalGPUs(), s.MakespanSeconds)
+	s.PeakOccupancy = peakOccupancy(r.Samples, l.TotalGPUs())
+	t.advance(end)
+	s.EndSeconds = t.seconds(end)
+	s.UsefulGPUSeconds, s.EndUsefulGPUs = t.usefulSec, t.useful
+	s.IdleHeldGPUSecondsToEnd, s.EndIdleHeldGPUs = t.idleHeldSec, t.idleHeld
 	r.Levels = SummarizeLevels(r.Gangs)
+	for _, g := range r.Gangs {
+		if len(g.Spans) > 0 {
+			s.JointGangs++
+			if !worseThanJoint(g.Spans) {
+				s.AtJointBound++
+			}
+		}
+	}
+	CommonWindow([]*Result{r})
 	return r
+}
+
+// CommonWindow takes every result's useful occupancy and idle-held
+// GPU-seconds over one window, the same for all: from the first submission
+// to the end of the longest run. A run that ended sooner keeps its end
+// state for the rest of the window: pods that run until the end go on
+// running, and a gang left bound in part goes on holding its GPUs. Comparing
+// profiles over their own makespans would reward the one that stops
+// earliest with work undone.
+func CommonWindow(results []*Result) {
+	window := 0.0
+	for _, r := range results {
+		window = max(window, r.Summary.EndSeconds)
+	}
+	for _, r := range results {
+		s := &r.Summary
+		rest := window - s.EndSeconds
+		s.WindowSeconds = window
+		s.IdleHeldGPUSeconds = s.IdleHeldGPUSecondsToEnd + float64(s.EndIdleHeldGPUs)*rest
+		s.UsefulOccupancy = 0
+		if window > 0 && r.Fabric.GPUs > 0 {
+			s.UsefulOccupancy = (s.UsefulGPUSeconds + float64(s.EndUsefulGPUs)*rest) / window / float64(r.Fabric.GPUs)
+		}
+	}
+}
+
+// worseThanJoint reports whether spans, read loosest level first, compare
+// worse than the joint bound.
+func worseThanJoint(spans []Span) bool {
+	for _, sp := range spans {
+		if sp.Domains != sp.JointBound {
+			return sp.Domains > sp.JointBound
+		}
+	}
+	return false
 }
 
 // Percentile returns the p-th percentile of sorted by the nearest-rank
@@ -100,6 +148,7 @@ func SummarizeLevels(gangs []Gang) []LevelSummary {
 	var out []LevelSummary
 	index := map[string]int{}
 	for _, g := range gangs {
+		worse := worseThanJoint(g.Spans)
 		for _, sp := range g.Spans {
 			i, ok := index[sp.Level]
 			if !ok {
@@ -115,39 +164,32 @@ func SummarizeLevels(gangs []Gang) []LevelSummary {
 				ls.AtLowerBound++
 			}
 			ls.ExcessDomains += max(0, sp.Domains-sp.LowerBound)
+			ls.MeanJointBound += float64(sp.JointBound)
+			if worse {
+				ls.ExcessOverJoint += max(0, sp.Domains-sp.JointBound)
+			}
 		}
 	}
 	for i := range out {
 		if n := float64(out[i].Gangs); n > 0 {
 			out[i].MeanSpanned /= n
 			out[i].MeanLowerBound /= n
+			out[i].MeanJointBound /= n
 		}
 	}
 	return out
 }
 
-// occupancy returns the peak and the time-weighted mean fraction of GPUs in
-// use over [0, until], each sample holding until the next.
-func occupancy(samples []Sample, total int, until float64) (peak, mean float64) {
-	if total == 0 || len(samples) == 0 {
-		return 0, 0
+// peakOccupancy returns the largest fraction of GPUs in use in any sample.
+func peakOccupancy(samples []Sample, total int) float64 {
+	if total == 0 {
+		return 0
 	}
-	var area float64
-	for i, s := range samples {
-		peak = max(peak, float64(s.UsedGPUs))
-		if s.T >= until {
-			break
-		}
-		next := until
-		if i+1 < len(samples) {
-			next = min(samples[i+1].T, until)
-		}
-		area += float64(s.UsedGPUs) * (next - s.T)
+	peak := 0
+	for _, s := range samples {
+		peak = max(peak, s.UsedGPUs)
 	}
-	if until > 0 {
-		mean = area / until / float64(total)
-	}
-	return peak / float64(total), mean
+	return float64(peak) / float64(total)
 }
 
 func ptrTo[T any](v T) *T { return &v }

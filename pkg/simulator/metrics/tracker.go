@@ -44,6 +44,14 @@ type Tracker struct {
 	samples                 []Sample
 	peakUsed                int
 	placement               *Placement
+
+	// useful counts the GPUs workload pods hold now in complete gangs and
+	// as plain pods; idleHeld those held by members of gangs bound only in
+	// part, which cannot start. Their time integrals since start run up to
+	// lastChange.
+	useful, idleHeld       int
+	usefulSec, idleHeldSec float64
+	lastChange             time.Time
 }
 
 type podState struct {
@@ -57,6 +65,8 @@ type jobState struct {
 	job       scenario.Job
 	submitted time.Time
 	bound     int
+	// held is the GPUs the job's bound, unfinished members hold.
+	held int
 	// nodes[i] is the node of the i-th member to bind.
 	nodes      []int
 	firstBound time.Time
@@ -122,11 +132,25 @@ func (t *Tracker) Expect(jobs []scenario.Job) {
 	}
 }
 
-// Start sets the time the run's clock counts from.
+// Start sets the time the run's clock, and the GPU-time integrals, count
+// from.
 func (t *Tracker) Start(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.start = now
+	t.lastChange = now
+}
+
+// advance adds the GPU-time since the last change to the integrals; call it
+// before useful or idleHeld change, and at the end.
+func (t *Tracker) advance(now time.Time) {
+	if t.lastChange.IsZero() || !now.After(t.lastChange) {
+		return
+	}
+	dt := now.Sub(t.lastChange).Seconds()
+	t.usefulSec += float64(t.useful) * dt
+	t.idleHeldSec += float64(t.idleHeld) * dt
+	t.lastChange = now
 }
 
 // Submitted records when a job's first object was about to be created.
@@ -214,7 +238,19 @@ func (t *Tracker) bind(ps *podState, n int, now time.Time) {
 	if now.After(t.lastBind) {
 		t.lastBind = now
 	}
+	t.advance(now)
 	js.bound++
+	js.held += ps.gpus
+	switch {
+	case !js.job.Gang:
+		t.useful += ps.gpus
+	case js.bound == js.job.Pods:
+		// The last member: what the others held idle becomes useful.
+		t.idleHeld -= js.held - ps.gpus
+		t.useful += js.held
+	default:
+		t.idleHeld += ps.gpus
+	}
 	js.nodes = append(js.nodes, n)
 	if js.bound == 1 {
 		js.firstBound = now
@@ -244,6 +280,16 @@ func (t *Tracker) finish(ps *podState, now time.Time) {
 	if ps.job == nil {
 		return
 	}
+	t.advance(now)
+	js := ps.job
+	if ps.node >= 0 {
+		js.held -= ps.gpus
+		if !js.job.Gang || js.bound == js.job.Pods {
+			t.useful -= ps.gpus
+		} else {
+			t.idleHeld -= ps.gpus
+		}
+	}
 	t.finishedPods++
 	if now.After(t.lastFinish) {
 		t.lastFinish = now
@@ -271,7 +317,8 @@ func (t *Tracker) closePartial(js *jobState, now time.Time) {
 
 // spansOf compares the domains the gang's members landed in with the fewest
 // that could have held it, given what was free when it completed with its
-// own members taken out again.
+// own members taken out again: per level on its own (LowerBound), and
+// jointly, loosest level first (JointLowerBound).
 func (t *Tracker) spansOf(js *jobState) []Span {
 	if js.job.GPUsPerPod == 0 {
 		return nil
@@ -298,10 +345,14 @@ func (t *Tracker) spansOf(js *jobState) []Span {
 	if err != nil {
 		return nil
 	}
+	joint, err := t.tree.JointLowerBound(req)
+	if err != nil {
+		return nil
+	}
 	spanned := t.tree.Spans(req, js.nodes)
 	out := make([]Span, len(spanned))
 	for i := range spanned {
-		out[i] = Span{Level: spanned[i].Name, Domains: spanned[i].Domains, LowerBound: bound[i].Domains}
+		out[i] = Span{Level: spanned[i].Name, Domains: spanned[i].Domains, LowerBound: bound[i].Domains, JointBound: joint[i].Domains}
 	}
 	return out
 }
@@ -332,6 +383,8 @@ func (t *Tracker) Sample(now time.Time) {
 	t.samples = append(t.samples, Sample{
 		T:            t.seconds(now),
 		UsedGPUs:     used,
+		UsefulGPUs:   t.useful,
+		IdleHeldGPUs: t.idleHeld,
 		FreeLeaves:   fabric.FreeWhole(t.layout.Leaves, t.used),
 		FreeCliques:  fabric.FreeWhole(t.layout.Cliques, t.used),
 		BoundPods:    t.boundPods,
@@ -348,7 +401,7 @@ func (t *Tracker) Sample(now time.Time) {
 func (t *Tracker) snapshot(now time.Time) *Placement {
 	p := &Placement{T: t.seconds(now), Nodes: make([]NodePlacement, len(t.layout.Nodes))}
 	for i, n := range t.layout.Nodes {
-		p.Nodes[i] = NodePlacement{Name: n.Name, Leaf: n.Domain[fabric.Leaf], Clique: n.Domain[fabric.Clique]}
+		p.Nodes[i] = NodePlacement{Name: n.Name, Leaf: n.Domain[fabric.Leaf], Clique: n.Domain[fabric.Clique], LeafName: n.LeafName}
 	}
 	names := make([]string, 0, len(t.pods))
 	for name, ps := range t.pods {

@@ -48,13 +48,16 @@ func WriteHTML(w io.Writer, run *Run) error {
 		})
 	}
 	total := float64(data.Fabric.GPUs)
+	percent := func(n int) float64 {
+		if total == 0 {
+			return 0
+		}
+		return 100 * float64(n) / total
+	}
 	data.Charts = []template.HTML{
-		lineChart("GPU occupancy (% of all GPUs)", run.Results, 100, func(s metrics.Sample) float64 {
-			if total == 0 {
-				return 0
-			}
-			return 100 * float64(s.UsedGPUs) / total
-		}),
+		lineChart("Useful GPU occupancy (%)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsefulGPUs) }),
+		lineChart("GPUs held idle by part-bound gangs (%)", run.Results, 10, func(s metrics.Sample) float64 { return percent(s.IdleHeldGPUs) }),
+		lineChart("All GPUs in use, pre-fill too (%)", run.Results, 100, func(s metrics.Sample) float64 { return percent(s.UsedGPUs) }),
 		lineChart("Free whole leaves", run.Results, float64(data.Fabric.Leaves), func(s metrics.Sample) float64 { return float64(s.FreeLeaves) }),
 	}
 	if data.Fabric.Cliques > 0 {
@@ -107,17 +110,24 @@ func comparisonRows(run *Run) []comparisonRow {
 		{"gangs ever partially bound", "lower", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.PartialGangs) }},
 		{"longest first→last bind of a gang (s)", "lower", "%.3f", func(r *metrics.Result) float64 { return r.Summary.BindSpreadMaxSeconds }},
 		{"makespan (s)", "lower", "%.1f", func(r *metrics.Result) float64 { return r.Summary.MakespanSeconds }},
-		{"mean GPU occupancy", "higher", "%.1f%%", func(r *metrics.Result) float64 { return 100 * r.Summary.MeanOccupancy }},
+		{"useful GPU occupancy (complete gangs and plain pods, same window)", "higher", "%.1f%%", func(r *metrics.Result) float64 { return 100 * r.Summary.UsefulOccupancy }},
+		{"idle-held GPU-seconds (gangs bound in part, same window)", "lower", "%.0f", func(r *metrics.Result) float64 { return r.Summary.IdleHeldGPUSeconds }},
+		{"gangs at the joint lower bound", "higher", "%.0f%%", func(r *metrics.Result) float64 {
+			if r.Summary.JointGangs == 0 {
+				return math.NaN()
+			}
+			return 100 * float64(r.Summary.AtJointBound) / float64(r.Summary.JointGangs)
+		}},
 	}
 	for _, name := range levelNames(run) {
 		ms = append(ms,
-			metric{"gangs at the lower bound: " + name, "higher", "%.0f%%", func(r *metrics.Result) float64 {
-				if l := findLevel(r, name); l != nil && l.Gangs > 0 {
-					return 100 * float64(l.AtLowerBound) / float64(l.Gangs)
+			metric{"extra " + name + " domains vs the joint bound (sum over gangs)", "lower", "%.0f", func(r *metrics.Result) float64 {
+				if l := findLevel(r, name); l != nil {
+					return float64(l.ExcessOverJoint)
 				}
 				return math.NaN()
 			}},
-			metric{"extra " + name + " domains (sum over gangs)", "lower", "%.0f", func(r *metrics.Result) float64 {
+			metric{"extra " + name + " domains vs the " + name + " level's own bound", "lower", "%.0f", func(r *metrics.Result) float64 {
 				if l := findLevel(r, name); l != nil {
 					return float64(l.ExcessDomains)
 				}
@@ -220,12 +230,15 @@ func placementSVG(r *metrics.Result, colors map[string]string) template.HTML {
 	var b strings.Builder
 	width := label + float64(widest)*(nodeW+2) + 8
 	height := float64(len(rows))*(nodeH+4) + 4
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" class="map">`, width, height)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" class="map" data-profile="%s">`, width, height, template.HTMLEscapeString(r.Profile))
 	for li, row := range rows {
 		y := 4 + float64(li)*(nodeH+4)
 		name := ""
 		if len(row) > 0 {
-			name = leafName(row[0].Name)
+			name = row[0].LeafName
+			if name == "" {
+				name = leafName(row[0].Name)
+			}
 		}
 		fmt.Fprintf(&b, `<text x="0" y="%.1f" class="lbl">%s</text>`, y+nodeH-1, template.HTMLEscapeString(name))
 		x := label
@@ -235,8 +248,8 @@ func placementSVG(r *metrics.Result, colors map[string]string) template.HTML {
 				x += 3
 			}
 			lastClique = n.Clique
-			fmt.Fprintf(&b, `<g><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" class="node"/>`,
-				template.HTMLEscapeString(nodeTitle(n)), x, y, nodeW, nodeH)
+			fmt.Fprintf(&b, `<g class="node-cell" data-node="%s"><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" class="node"/>`,
+				template.HTMLEscapeString(n.Name), template.HTMLEscapeString(nodeTitle(n)), x, y, nodeW, nodeH)
 			slot := 0
 			for _, pod := range n.Pods {
 				color, ok := colors[pod.Job]

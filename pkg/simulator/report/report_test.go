@@ -19,10 +19,11 @@ func sampleRun() *Run {
 			Scenario: "tiny",
 			Fabric:   metrics.FabricSize{Spines: 1, Leaves: 2, Cliques: 4, Nodes: 8, GPUs: 64},
 			Summary: metrics.Summary{Jobs: 2, Gangs: 1, Pods: 3, BoundPods: 3, BoundGangs: 1, PodsPerSecond: pps,
-				GangLatencyP50: 1, GangLatencyP99: 2, PartialGangSeconds: partial, MakespanSeconds: 10, MeanOccupancy: 0.5},
-			Levels: []metrics.LevelSummary{{Level: "leaf", Gangs: 1, AtLowerBound: 1, MeanSpanned: 1, MeanLowerBound: 1}},
+				GangLatencyP50: 1, GangLatencyP99: 2, PartialGangSeconds: partial, MakespanSeconds: 10, UsefulOccupancy: 0.5,
+				IdleHeldGPUSeconds: partial * 8, WindowSeconds: 10, JointGangs: 1, AtJointBound: 1},
+			Levels: []metrics.LevelSummary{{Level: "leaf", Gangs: 1, AtLowerBound: 1, MeanSpanned: 1, MeanLowerBound: 1, MeanJointBound: 1}},
 			Gangs: []metrics.Gang{{Name: `<evil>&"gang"`, Pods: 2, GPUsPerPod: 8, Submitted: 0.5, FirstBound: &first, AllBound: &all,
-				Spans: []metrics.Span{{Level: "leaf", Domains: 1, LowerBound: 1}}}},
+				Spans: []metrics.Span{{Level: "leaf", Domains: 1, LowerBound: 1, JointBound: 1}}}},
 			Samples: []metrics.Sample{{T: 0}, {T: 1, UsedGPUs: 16, FreeLeaves: 1, FreeCliques: 2, BoundPods: 2}},
 			Placement: &metrics.Placement{T: 1, Nodes: []metrics.NodePlacement{
 				{Name: "s0-l0-n0", Leaf: 0, Clique: 0, Pods: []metrics.PodSlice{{Job: `<evil>&"gang"`, GPUs: 8}}},
@@ -38,8 +39,9 @@ func TestWriteHTML(t *testing.T) {
 	require.NoError(t, WriteHTML(&b, sampleRun()))
 	html := b.String()
 	for _, want := range []string{
-		"<svg", "class=\"map\"", "GPU occupancy", "Free whole leaves", "Free whole NVLink cliques",
-		"a &lt;small&gt; test", "&lt;evil&gt;&amp;", "(×0.50)", "gangs at the lower bound: leaf", "fill=\"#9e9e9e\"",
+		"<svg", "class=\"map\"", "All GPUs in use", "Free whole leaves", "Free whole NVLink cliques",
+		"a &lt;small&gt; test", "&lt;evil&gt;&amp;", "(×0.50)", "gangs at the joint lower bound", "fill=\"#9e9e9e\"",
+		"extra leaf domains vs the joint bound", "useful GPU occupancy", "idle-held GPU-seconds", "Useful GPU occupancy (%)",
 	} {
 		require.Contains(t, html, want)
 	}
@@ -53,6 +55,8 @@ func TestWriteSummary(t *testing.T) {
 	out := b.String()
 	require.Contains(t, out, "scenario tiny: 8 nodes")
 	require.Contains(t, out, "gpu-gang vs default: pods/s x2.00")
+	require.Contains(t, out, "50.0%", "useful GPU use")
+	require.Contains(t, out, "same 10.0s window")
 	lines := strings.Split(out, "\n")
 	require.GreaterOrEqual(t, len(lines), 4)
 }

@@ -37,7 +37,7 @@ func WriteSummary(w io.Writer, run *Run) error {
 	s := run.Results[0].Summary
 	fmt.Fprintf(w, "; %d gangs and %d plain pods, %d pods in all\n", s.Gangs, s.Jobs-s.Gangs, s.Pods)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "profile\tbound pods\tgangs bound\tpods/s\tgangs/s\tp50 s\tp99 s\tpartial-gang s\tmakespan s\tmean GPU use\textra domains\t")
+	fmt.Fprintln(tw, "profile\tbound pods\tgangs bound\tpods/s\tgangs/s\tp50 s\tp99 s\tpartial-gang s\tmakespan s\tuseful GPU use\tidle-held GPU·s\textra domains\t")
 	for _, r := range run.Results {
 		s := r.Summary
 		status := ""
@@ -47,10 +47,10 @@ func WriteSummary(w io.Writer, run *Run) error {
 		case s.TimedOut:
 			status = "  (timed out)"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.0f%%\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f%%\t%.0f\t%s\t%s\n",
 			r.Profile, s.BoundPods, s.Pods, s.BoundGangs, s.Gangs, s.PodsPerSecond, s.GangsPerSecond,
-			s.GangLatencyP50, s.GangLatencyP99, s.PartialGangSeconds, s.MakespanSeconds, 100*s.MeanOccupancy,
-			excess(r.Levels), status)
+			s.GangLatencyP50, s.GangLatencyP99, s.PartialGangSeconds, s.MakespanSeconds, 100*s.UsefulOccupancy,
+			s.IdleHeldGPUSeconds, excess(r.Levels), status)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -67,7 +67,10 @@ func WriteSummary(w io.Writer, run *Run) error {
 		}
 		fmt.Fprintf(w, "%s %s\n", ref.Profile, strings.Join(parts, "; "))
 	}
-	_, err := fmt.Fprintln(w, "extra domains: per level, domains spanned beyond the lower bound, summed over gangs (spine/leaf/NVLink domain/node).")
+	window := run.Results[0].Summary.WindowSeconds
+	fmt.Fprintf(w, "useful GPU use: GPUs of complete gangs and plain pods, mean over the same %.1fs window for every profile, of all GPUs (pre-fill left out);\n", window)
+	fmt.Fprintln(w, "idle-held GPU·s: GPUs held by gangs bound only in part, over that window;")
+	_, err := fmt.Fprintln(w, "extra domains: per level (spine/leaf/NVLink domain/node), domains spanned beyond the joint lower bound (fewest spines, then leaves inside them, ...), summed over gangs.")
 	return err
 }
 
@@ -88,11 +91,11 @@ func WriteGangs(w io.Writer, r *metrics.Result, limit int) error {
 		}
 		var spans []string
 		for _, sp := range g.Spans {
-			spans = append(spans, fmt.Sprintf("%s %d/%d", plural(sp.Level), sp.Domains, sp.LowerBound))
+			spans = append(spans, fmt.Sprintf("%s %d/%d", plural(sp.Level), sp.Domains, sp.JointBound))
 		}
 		where := "-"
 		if len(spans) > 0 {
-			where = strings.Join(spans, ", ") + " (spanned/lower bound)"
+			where = strings.Join(spans, ", ") + " (spanned/joint lower bound)"
 		}
 		if g.PartialSeconds > 0 {
 			where += fmt.Sprintf("; part-bound %.1fs", g.PartialSeconds)
@@ -102,14 +105,15 @@ func WriteGangs(w io.Writer, r *metrics.Result, limit int) error {
 	return tw.Flush()
 }
 
-// excess renders the extra domains per level, loosest first.
+// excess renders the extra domains per level against the joint bound,
+// loosest first.
 func excess(levels []metrics.LevelSummary) string {
 	if len(levels) == 0 {
 		return "-"
 	}
 	parts := make([]string, len(levels))
 	for i, l := range levels {
-		parts[i] = fmt.Sprint(l.ExcessDomains)
+		parts[i] = fmt.Sprint(l.ExcessOverJoint)
 	}
 	return strings.Join(parts, "/")
 }

@@ -1,0 +1,68 @@
+{{- define "gpu-gang.schedulerConfig" -}}
+{{- if and (not .Values.topology.levels) (not .Values.topology.preset) }}
+{{- fail "set topology.preset or topology.levels" }}
+{{- end -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  qps: {{ .Values.scheduler.clientQPS }}
+  burst: {{ .Values.scheduler.clientBurst }}
+  contentType: application/vnd.kubernetes.protobuf
+leaderElection:
+  leaderElect: true
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: gpu-gang-scheduler
+profiles:
+  - schedulerName: {{ .Values.scheduler.schedulerName }}
+    percentageOfNodesToScore: 100
+    plugins:
+      multiPoint:
+        disabled:
+          - name: DefaultPreemption
+      queueSort:
+        enabled:
+          - name: Coscheduling
+        disabled:
+          - name: "*"
+      preEnqueue:
+        enabled:
+          - name: Coscheduling
+      preFilter:
+        enabled:
+          - name: GPUFleet
+          - name: Coscheduling
+      filter:
+        enabled:
+          - name: GPUFleet
+          - name: Coscheduling
+      postFilter:
+        enabled:
+          - name: Coscheduling
+      reserve:
+        enabled:
+          - name: Coscheduling
+      permit:
+        enabled:
+          - name: Coscheduling
+    pluginConfig:
+      - name: Coscheduling
+        args:
+          apiVersion: kubescheduler.config.k8s.io/v1
+          kind: CoschedulingArgs
+          permitWaitingTimeSeconds: {{ .Values.timeouts.permitWaitingTimeSeconds }}
+          podGroupBackoffSeconds: {{ .Values.timeouts.podGroupBackoffSeconds }}
+          podGroupMaxBackoffSeconds: {{ .Values.timeouts.podGroupMaxBackoffSeconds }}
+          {{- if .Values.topology.levels }}
+          topologyLevels:
+            {{- toYaml .Values.topology.levels | nindent 12 }}
+          {{- else }}
+          topologyPreset: {{ .Values.topology.preset }}
+          {{- end }}
+      - name: GPUFleet
+        args:
+          apiVersion: kubescheduler.config.k8s.io/v1
+          kind: GPUFleetArgs
+          unlabelledNodes: {{ .Values.gpuFleet.unlabelledNodes }}
+          capacityTypeLabels:
+            {{- toYaml .Values.gpuFleet.capacityTypeLabels | nindent 12 }}
+{{- end -}}
