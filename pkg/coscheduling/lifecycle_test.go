@@ -126,6 +126,15 @@ func TestFinishedMembersCountTowardsQuorum(t *testing.T) {
 	fresh := member("job", "job-9", "8")
 	env.create(fresh)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, fresh).Code())
+	// A whole new run gathers and starts as a gang again: its first member
+	// waits for the others in Permit.
+	next := []*v1.Pod{fresh, member("job", "job-10", "8"), member("job", "job-11", "8")}
+	env.create(next[1])
+	env.create(next[2])
+	require.True(t, env.pl.PreEnqueue(env.ctx, fresh).IsSuccess())
+	env.forget(bound[0])
+	_, status = env.schedule(fresh)
+	require.Equal(t, fwk.Wait, status.Code(), "the new run's first member must wait for its gang: %v", status)
 }
 
 func TestMembersThatExcludeEachOtherGetDistinctNodes(t *testing.T) {
@@ -463,4 +472,22 @@ func TestReplacementStaysInsideRequiredLeaf(t *testing.T) {
 	node, status := env.schedule(r)
 	require.True(t, status.IsSuccess(), "%v", status)
 	require.Equal(t, home, leafOf(node))
+}
+
+func TestANewRunGathersAsAGang(t *testing.T) {
+	// Every member of the last run succeeded; the job restarts under the
+	// same PodGroup. The new members must start together again, not one by
+	// one on the strength of the finished ones.
+	old := members("job", 2, "8")
+	for _, p := range old {
+		p.Status.Phase = v1.PodSucceeded
+	}
+	fresh := []*v1.Pod{member("job", "job-2", "8"), member("job", "job-3", "8")}
+	env := newTestEnv(t, gpuNodes(2), append(old, fresh...), []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()})
+	node, status := env.schedule(fresh[0])
+	require.Equal(t, fwk.Wait, status.Code(), "the new run's first member must wait for its gang: %v", status)
+	w := env.waitAsync(fresh[0], node)
+	_, status = env.schedule(fresh[1])
+	require.True(t, status.IsSuccess(), "%v", status)
+	require.True(t, (<-w).IsSuccess())
 }

@@ -367,8 +367,11 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	for _, p := range victims {
 		env.waitForLister(p, nil)
 	}
-	_, waiting := env.pl.gangs.awaitingVictims(preemptorID(job[0]))
-	require.False(t, waiting, "every victim is gone")
+	// The informer's handlers see a deletion after its lister does.
+	require.Eventually(t, func() bool {
+		_, waiting := env.pl.gangs.awaitingVictims(preemptorID(job[0]))
+		return !waiting
+	}, wait.ForeverTestTimeout, 10*time.Millisecond, "every victim is gone")
 	// The scheduler's cache may still show the victims for a moment: the
 	// member waits on its pinned node rather than failing its gang.
 	res, status = env.attempt(job[1])

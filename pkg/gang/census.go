@@ -82,7 +82,15 @@ type Quorum struct {
 }
 
 // QuorumOf decides quorum for a gang that needs minMember members.
+// Succeeded members count while some member of the gang is still bound and
+// running: they did their part of the run in progress. Once none is, the
+// run is over, and members that appear start a new run (a job restarted
+// under the same PodGroup) that gathers as a whole; members the scheduler
+// has only reserved do not revive the old run.
 func QuorumOf(minMember int32, c Census) Quorum {
+	if c.Bound == 0 {
+		c.Succeeded = 0
+	}
 	return Quorum{
 		Gathered: c.Present() >= minMember,
 		Placed:   c.Placed() >= minMember,
