@@ -228,13 +228,39 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 			want = append(want, g)
 		}
 	}
-	for _, verb := range []string{"get", "list", "watch"} {
-		want = append(want, grant{"scheduling.x-k8s.io", "podgroups", "", verb})
+	// Both PodGroup APIs alike: the plugin reads them. It writes no
+	// PodGroup, status or finalizer, and reads no Workload.
+	for _, group := range []string{"scheduling.x-k8s.io", "scheduling.k8s.io"} {
+		for _, verb := range []string{"get", "list", "watch"} {
+			want = append(want, grant{group, "podgroups", "", verb})
+		}
 	}
 
 	got := grants(one[*rbacv1.ClusterRole](t, in, scheduler).Rules)
 	if diff := cmp.Diff(normalize(want), got); diff != "" {
 		t.Errorf("ClusterRole %s grants (-want,+got):\n%s", scheduler, diff)
+	}
+}
+
+// The scheduler runs with the GenericWorkload feature gate off, so that
+// kube-scheduler's own PodGroup cycle never takes native gangs from the
+// plugin, and the controller reports on the native PodGroups of exactly the
+// profiles the scheduler runs.
+func TestNativePodGroupSettings(t *testing.T) {
+	in := build(t)
+	d := one[*appsv1.Deployment](t, in, scheduler)
+	gates := flagValue(t, container(t, d, "scheduler"), "--feature-gates")
+	if !slices.Contains(strings.Split(gates, ","), "GenericWorkload=false") {
+		t.Errorf("scheduler --feature-gates=%s; want GenericWorkload=false among them", gates)
+	}
+	var profiles []string
+	for _, p := range schedulerConfig(t).Profiles {
+		profiles = append(profiles, p.SchedulerName)
+	}
+	ctrl := container(t, one[*appsv1.Deployment](t, in, controller), "podgroup-controller")
+	names := strings.Split(flagValue(t, ctrl, "--scheduler-names"), ",")
+	if diff := cmp.Diff(profiles, names); diff != "" {
+		t.Errorf("podgroup-controller --scheduler-names against the configuration's profiles (-profiles,+flag):\n%s", diff)
 	}
 }
 
@@ -265,14 +291,19 @@ func TestControllerClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 	in := build(t)
 	var want []grant
 	for _, verb := range []string{"get", "list", "watch"} {
-		// The controller's cache watches PodGroups and the pods of gangs.
-		want = append(want, grant{"scheduling.x-k8s.io", "podgroups", "", verb}, grant{"", "pods", "", verb})
+		// The controller's cache watches PodGroups of both APIs and the
+		// pods of gangs.
+		want = append(want, grant{"scheduling.x-k8s.io", "podgroups", "", verb}, grant{"scheduling.k8s.io", "podgroups", "", verb},
+			grant{"", "pods", "", verb})
 	}
 	// Node labels, through a metadata-only watch: spot reclaims.
 	want = append(want, grant{"", "nodes", "", "list"}, grant{"", "nodes", "", "watch"})
 	want = append(want,
-		// Status().Patch, with the status subresource only.
+		// Status().Patch, with the status subresource only, on both APIs;
+		// nothing touches a native PodGroup's finalizers, and nothing
+		// reads Workloads.
 		grant{"scheduling.x-k8s.io", "podgroups/status", "", "patch"},
+		grant{"scheduling.k8s.io", "podgroups/status", "", "patch"},
 		// Events: events.k8s.io from the reconciler's recorder, core from
 		// leader election's; each creates, then patches a repeat.
 		grant{"", "events", "", "create"}, grant{"", "events", "", "patch"},
@@ -630,6 +661,9 @@ func schedulerConfig(t *testing.T) (cfg struct {
 		ResourceNamespace string `json:"resourceNamespace"`
 		ResourceName      string `json:"resourceName"`
 	} `json:"leaderElection"`
+	Profiles []struct {
+		SchedulerName string `json:"schedulerName"`
+	} `json:"profiles"`
 }) {
 	t.Helper()
 	data, err := os.ReadFile(configFile)

@@ -1,8 +1,11 @@
 // Command podgroup-controller keeps the status of scheduling.x-k8s.io
 // PodGroups true to their pods, and records Events when a gang's phase
 // changes or its members wait for others that are never going to be
-// created. It runs beside gpu-gang-scheduler, in the same Deployment, with
-// leader election on a Lease of its own; see pkg/controller/podgroup.
+// created. Where the API server serves Kubernetes' own PodGroups
+// (scheduling.k8s.io/v1beta1), it keeps the conditions of those whose
+// members gpu-gang schedules too (PodGroupInitiallyScheduled among them).
+// It runs beside gpu-gang-scheduler, in the same Deployment, with leader
+// election on a Lease of its own; see pkg/controller/podgroup.
 package main
 
 import (
@@ -10,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -66,6 +70,19 @@ func parseFlags(name string, args []string) (*settings, error) {
 	fs.DurationVar(&s.opts.MissingMembersGrace, "missing-members-grace", podgroup.DefaultMissingMembersGrace,
 		"How long a gang's members may wait with no new member created before the PodGroup reports the rest as missing.")
 	fs.IntVar(&s.opts.Workers, "workers", 4, "PodGroups reconciled at once.")
+	fs.Func("scheduler-names", "Comma-separated scheduler names of gpu-gang's profiles; the controller keeps the status of native PodGroups whose members name one of them. (default "+podgroup.DefaultSchedulerName+")",
+		func(v string) error {
+			s.opts.SchedulerNames = nil
+			for _, name := range strings.Split(v, ",") {
+				if name = strings.TrimSpace(name); name != "" {
+					s.opts.SchedulerNames = append(s.opts.SchedulerNames, name)
+				}
+			}
+			if len(s.opts.SchedulerNames) == 0 {
+				return fmt.Errorf("no scheduler name in %q", v)
+			}
+			return nil
+		})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -56,6 +56,12 @@ func TestParseFlags(t *testing.T) {
 	if s, err := parseFlags("podgroup-controller", []string{"--missing-members-grace=90s"}); err != nil || s.opts.MissingMembersGrace != 90*time.Second {
 		t.Errorf("--missing-members-grace=90s: %v, %v", s, err)
 	}
+	if s, err := parseFlags("podgroup-controller", []string{"--scheduler-names=gpu-gang, gpu-gang-batch"}); err != nil || !cmp.Equal(s.opts.SchedulerNames, []string{"gpu-gang", "gpu-gang-batch"}) {
+		t.Errorf("--scheduler-names: %v, %v", s, err)
+	}
+	if _, err := parseFlags("podgroup-controller", []string{"--scheduler-names=,"}); err == nil || !strings.Contains(err.Error(), "no scheduler name") {
+		t.Errorf("--scheduler-names=, : error = %v", err)
+	}
 	if s.version {
 		t.Error("--version is on without the flag")
 	}

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,10 +27,12 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/component-base/cli"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/report"
@@ -62,7 +65,20 @@ type options struct {
 	childResult     string
 }
 
+// schedulerCommand, as the first argument, makes the simulator run
+// gpu-gang's scheduler command (kube-scheduler with gpu-gang's plugins)
+// with the arguments that follow, as cmd/scheduler does. Profiles whose
+// scheduler must not share this process's feature gates with the
+// in-process kube-apiserver run it in a process of its own this way, so
+// that no separate binary needs building.
+const schedulerCommand = "run-scheduler"
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == schedulerCommand {
+		cmd := scheduler.NewCommand()
+		cmd.SetArgs(os.Args[2:])
+		os.Exit(cli.Run(cmd))
+	}
 	os.Exit(run())
 }
 
@@ -74,7 +90,7 @@ func run() int {
 	fs.StringVar(&o.fromCluster, "from-cluster", "", "take the snapshot from the cluster this kubeconfig file points at, write it to <out>/snapshot.yaml, and run it")
 	fs.BoolVar(&o.keepNames, "keep-names", false, "with --snapshot or --from-cluster, keep node, label and job names; by default they are anonymized")
 	fs.StringVar(&o.profiles, "profiles", strings.Join(simulator.ProfileNames, ","),
-		"comma-separated profiles to run, one after another, each on a fresh control plane: gpu-gang, default (stock kube-scheduler, no gangs), in-tree (k8s 1.37 GangScheduling + TopologyPlacement)")
+		"comma-separated profiles to run, one after another, each on a fresh control plane: gpu-gang, default (stock kube-scheduler, no gangs), in-tree (k8s 1.37 GangScheduling + TopologyPlacement), gpu-gang-native (gpu-gang on in-tree's very objects: scheduling.k8s.io/v1beta1 PodGroups)")
 	fs.StringVar(&o.out, "out", "", "directory for the report, JSON results and logs (default _output/simulator/<scenario>)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "manifests/scheduler-config.yaml", "gpu-gang's KubeSchedulerConfiguration, used as written except for the client limits")
 	fs.StringVar(&o.crd, "crd", "manifests/crds/scheduling.x-k8s.io_podgroups.yaml", "the PodGroup CRD file to install")
@@ -426,6 +442,23 @@ func runChild(ctx context.Context, o *options, in *simulator.Input, klogFlags *f
 	if o.childProfile == simulator.ProfileGpuGang && o.gpuGangGates != "" {
 		extraGates = strings.Split(o.gpuGangGates, ",")
 	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(progressOut, err)
+		return 1
+	}
+	// A profile whose scheduler runs in a process of its own logs it to a
+	// file of its own; an in-process scheduler logs with the rest.
+	var schedulerLog io.Writer
+	if p, err := simulator.LookupProfile(o.childProfile); err == nil && p.SchedulerProcess {
+		f, err := os.Create(filepath.Join(o.out, o.childProfile+"-scheduler.log"))
+		if err != nil {
+			fmt.Fprintln(progressOut, err)
+			return 1
+		}
+		defer func() { _ = f.Close() }()
+		schedulerLog = f
+	}
 	res, runErr := simulator.Run(klog.NewContext(ctx, klog.Background()), simulator.Options{
 		Input:             in,
 		Profile:           o.childProfile,
@@ -442,6 +475,8 @@ func runChild(ctx context.Context, o *options, in *simulator.Input, klogFlags *f
 		ProgressTTY:       isTerminal(os.Stderr),
 		KwokLog:           kwokLog,
 		ExtraFeatureGates: extraGates,
+		SchedulerCommand:  []string{self, schedulerCommand},
+		SchedulerLog:      schedulerLog,
 		Preemption: func(s metrics.PreemptionSummary) {
 			if err := writeJSON(simulator.PreemptionFile(o.out, o.childProfile), s); err != nil {
 				fmt.Fprintln(progressOut, err)

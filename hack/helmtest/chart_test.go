@@ -279,6 +279,8 @@ func TestChartValues(t *testing.T) {
 		{"scheduler log level", at(sched, "spec", "template", "spec", "containers", 0, "command", 2), "--v=4"},
 		{"controller flags", at(ctrl, "spec", "template", "spec", "containers", 0, "command"), []any{
 			"/podgroup-controller", "--leader-elect=true", "--leader-elect-resource-name=gpu-gang-podgroup-controller",
+			// The controller reports on the native PodGroups of the profile's scheduler name.
+			"--scheduler-names=gangs",
 			"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--v=4", "--missing-members-grace=5m"}},
 		{"node selector", at(ctrl, "spec", "template", "spec", "nodeSelector"), map[string]any{"node-role.kubernetes.io/control-plane": ""}},
 	} {

@@ -27,13 +27,29 @@ var defaultAPIServerFlags = []string{
 	"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 }
 
+// NativePodGroupAPIFlags returns the kube-apiserver flags that serve
+// Kubernetes' own gang API, scheduling.k8s.io/v1beta1 Workloads and
+// PodGroups, with topology constraints: the beta GenericWorkload gate, the
+// alpha TopologyAwareWorkloadScheduling gate, and the API group version,
+// which a beta API needs on top of its gate. Without them the API is not
+// served and the server drops spec.schedulingGroup from pods.
+//
+// The gates apply to the whole process (see Options.APIServerFlags): a
+// kube-scheduler started in it afterwards runs with GenericWorkload on too,
+// and its own PodGroup cycle takes pods with spec.schedulingGroup. Run
+// gpu-gang's scheduler in a process of its own against such a control
+// plane, as a cluster does (StartSchedulerProcess).
+func NativePodGroupAPIFlags() []string {
+	return []string{
+		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+		"--runtime-config=scheduling.k8s.io/v1beta1=true",
+	}
+}
+
 // Options configures a ControlPlane.
 type Options struct {
 	// APIServerFlags are kube-apiserver command-line flags added after the
-	// defaults, for example
-	//
-	//	"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
-	//	"--runtime-config=scheduling.k8s.io/v1beta1=true"
+	// defaults, for example NativePodGroupAPIFlags.
 	//
 	// Feature gates set here also apply to everything else in the process,
 	// the in-process scheduler among them, until Stop.

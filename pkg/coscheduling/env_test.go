@@ -78,6 +78,11 @@ type envConfig struct {
 	// filters are more plugins to register at PreFilter and Filter, as a
 	// profile would have them.
 	filters []tf.RegisterPluginFunc
+	// objects are more API objects for the fake clientset.
+	objects []runtime.Object
+	// setup runs on the plugin once it is built, before any informer
+	// starts, as New's own wiring does (see withNativePodGroups).
+	setup []func(*Plugin, fwk.Handle) error
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -135,6 +140,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	for _, p := range pods {
 		objs = append(objs, p)
 	}
+	objs = append(objs, cfg.objects...)
 	cs := fake.NewClientset(objs...)
 	informerFactory := informers.NewSharedInformerFactory(cs, 0)
 	// The PodGroup informer is fed through its store rather than started:
@@ -169,6 +175,11 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 
 	factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 		pl, err := newPlugin(ctx, cfg.args, fh, pgInformer.Lister(), pgInformer.Informer(), env.clock, cfg.planner)
+		for _, setup := range cfg.setup {
+			if err == nil {
+				err = setup(pl, fh)
+			}
+		}
 		env.pl = pl
 		return pl, err
 	}

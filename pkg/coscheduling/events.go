@@ -67,6 +67,18 @@ const (
 	// ReasonHoldExpired: the head gang's hold ran out; the gangs behind it
 	// use the capacity for as long (backfill) before it may hold again.
 	ReasonHoldExpired = "HoldExpired"
+	// ReasonNativePodGroupsIgnored: a pod names a native PodGroup
+	// (scheduling.k8s.io/v1beta1) in spec.schedulingGroup, but this
+	// scheduler does not schedule native PodGroups; the note says why.
+	ReasonNativePodGroupsIgnored = "NativePodGroupsIgnored"
+	// ReasonTwoPodGroups: a pod names a native PodGroup and carries the
+	// scheduling.x-k8s.io/pod-group label of another; it belongs to the
+	// native one alone.
+	ReasonTwoPodGroups = "TwoPodGroups"
+	// ReasonPodGroupDeleting: a native PodGroup is being deleted while
+	// members still wait; the API server keeps it, and gpu-gang schedules
+	// them as a gang, until no active pod names it.
+	ReasonPodGroupDeleting = "PodGroupDeleting"
 	// ReasonPreempted: on a victim's PodGroup (or a plain victim pod): the
 	// gang, or some of its members above minMember, were preempted; the
 	// note names the preemptor, its priority and where it lands.

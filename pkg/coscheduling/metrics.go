@@ -176,8 +176,8 @@ func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
 func (pl *Plugin) belowMinMember() int {
 	n := 0
 	for _, key := range pl.gangs.admittedKeys() {
-		pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
-		if err != nil {
+		spec, ok := pl.lookup(key)
+		if !ok {
 			continue
 		}
 		members, err := pl.members(key)
@@ -185,7 +185,7 @@ func (pl *Plugin) belowMinMember() int {
 			continue
 		}
 		c := pl.census(key, members)
-		if c.Bound+c.Reserved > 0 && !gang.QuorumOf(pg.Spec.MinMember, c).Placed {
+		if c.Bound+c.Reserved > 0 && !gang.QuorumOf(spec.MinMember, c).Placed {
 			n++
 		}
 	}

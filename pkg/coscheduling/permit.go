@@ -39,8 +39,8 @@ func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 		// Binding is one API call per member: the API server refused this
 		// one, or the pod went away, after its siblings were let go. The
 		// member is retried next to its running gang.
-		if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
-			pl.events.gang(gang.FromPodGroup(pg), pod, v1.EventTypeWarning, ReasonMemberNotBound,
+		if spec, ok := pl.lookup(key); ok {
+			pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberNotBound,
 				"member %s was let go with its gang but did not bind to node %s (see its FailedScheduling Event); it is tried again next to the gang", pod.Name, nodeName)
 		}
 		return
@@ -177,8 +177,7 @@ func (pl *Plugin) failGang(ctx context.Context, key gang.Key, reason, why string
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Gang gave back its reservations", "podGroup", key, "reason", why, "rejected", len(uids), "backoff", backoff)
-	if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
-		spec := gang.FromPodGroup(pg)
+	if spec, ok := pl.lookup(key); ok {
 		if backoff > 0 {
 			pl.events.gang(spec, nil, v1.EventTypeWarning, reason, "%s; waiting members rejected: %d; retrying in %s", why, len(uids), backoff)
 		} else {

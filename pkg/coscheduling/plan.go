@@ -514,8 +514,8 @@ func (pl *Plugin) endHeadTurn(key gang.Key, since time.Time) {
 	}
 	holdsEnded.WithLabelValues(holdExpired).Inc()
 	pl.logger.V(3).Info("Head hold expired: the gangs behind it may use the capacity", "podGroup", key, "yield", yield)
-	if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
-		pl.events.gang(gang.FromPodGroup(pg), nil, v1.EventTypeNormal, ReasonHoldExpired,
+	if spec, ok := pl.lookup(key); ok {
+		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonHoldExpired,
 			"held its places for %s without room for the whole gang; they are released for %s so the gangs queued behind it can run (backfill), then it may hold again",
 			yield, yield)
 	}

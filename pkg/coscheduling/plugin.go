@@ -1,6 +1,9 @@
 // Package coscheduling is gpu-gang's gang plugin: the pods of a PodGroup
-// (scheduling.x-k8s.io/v1alpha1) start together or not at all, and a running
-// gang heals.
+// start together or not at all, and a running gang heals. A PodGroup is
+// scheduler-plugins' (scheduling.x-k8s.io/v1alpha1, members labelled
+// scheduling.x-k8s.io/pod-group) or Kubernetes' own (scheduling.k8s.io/v1beta1,
+// members naming it in spec.schedulingGroup); source.go reads both into one
+// gang model, and nothing after it knows which API a gang came from.
 //
 // A gang moves through the extension points like this (one file each):
 //   - queue.go: QueueSort keeps a gang's members next to each other, in
@@ -43,13 +46,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -92,7 +98,8 @@ type Plugin struct {
 	// finished holds succeeded pods, indexed by gang: they count towards
 	// quorum, and the scheduler's own informer leaves them out.
 	finished cache.Indexer
-	pgLister pglisters.PodGroupLister
+	// sources reads gangs, one API each (source.go).
+	sources sources
 	// nodeLister and podLister read the scheduler's informers, which run
 	// ahead of a cycle's snapshot.
 	nodeLister corelisters.NodeLister
@@ -128,7 +135,9 @@ var (
 
 // New builds the plugin from its args. It starts a PodGroup informer on a
 // JSON client (PodGroups are a CRD, which protobuf cannot carry) and fails if
-// the PodGroup API is not served.
+// the PodGroup API is not served. It asks discovery whether Kubernetes' own
+// PodGroups are served, and watches them if they are and this scheduler may
+// schedule them (see decideNative); it says once which.
 func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
 	if err != nil {
@@ -162,7 +171,47 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	return newPlugin(ctx, args, handle, pgInformer.Lister(), informer, clock.RealClock{}, planner)
+	native, note, err := decideNative(ctx, handle.ClientSet().Discovery(), utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
+	if err != nil {
+		return nil, err
+	}
+	pl, err := newPlugin(ctx, args, handle, pgInformer.Lister(), informer, clock.RealClock{}, planner)
+	if err != nil {
+		return nil, err
+	}
+	logger := klog.FromContext(ctx)
+	if !native {
+		pl.ignoreNative(note)
+		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are ignored", "reason", note)
+		return pl, nil
+	}
+	// The scheduler's own informer factory starts the informer, and waits
+	// for it to sync before the first scheduling cycle.
+	if err := pl.scheduleNative(handle.SharedInformerFactory().Scheduling().V1beta1().PodGroups()); err != nil {
+		return nil, err
+	}
+	logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are scheduled as gangs", "reason", note)
+	return pl, nil
+}
+
+// scheduleNative makes native PodGroups a source of gangs, read from the
+// informer, and follows their changes.
+func (pl *Plugin) scheduleNative(informer schedulinginformers.PodGroupInformer) error {
+	pl.sources[gang.Native] = nativeSource{lister: informer.Lister()}
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    pl.onNativePodGroupAdd,
+		UpdateFunc: pl.onNativePodGroupUpdate,
+		DeleteFunc: pl.onNativePodGroupDelete,
+	}); err != nil {
+		return fmt.Errorf("watching native PodGroups: %w", err)
+	}
+	return nil
+}
+
+// ignoreNative leaves native PodGroups unwatched: pods that name one are
+// held with an Event that gives note.
+func (pl *Plugin) ignoreNative(note string) {
+	pl.sources[gang.Native] = unwatched{why: note}
 }
 
 // newPlugin wires the plugin to its informers. Tests call it with fake
@@ -170,14 +219,14 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, pgLister pglisters.PodGroupLister,
 	pgInformer cache.SharedIndexInformer, c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
 	pl := &Plugin{
-		handle:   handle,
-		args:     args,
-		clock:    c,
-		pgLister: pgLister,
-		planner:  planner,
-		gangs:    newGangs(c),
-		events:   newEventRecorder(handle.EventRecorder(), c),
-		logger:   klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:  handle,
+		args:    args,
+		clock:   c,
+		sources: sources{gang.XK8s: xk8sSource{lister: pgLister}, gang.Native: unwatched{why: "native PodGroups are not watched"}},
+		planner: planner,
+		gangs:   newGangs(c),
+		events:  newEventRecorder(handle.EventRecorder(), c),
+		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
@@ -270,7 +319,8 @@ func startFinishedInformer(ctx context.Context, handle fwk.Handle) (cache.Indexe
 	return informer.GetIndexer(), nil
 }
 
-// slimFinished keeps what counting a finished member needs.
+// slimFinished keeps what counting a finished member needs, the gang it
+// belongs to (its label or spec.schedulingGroup) among it.
 func slimFinished(obj interface{}) (interface{}, error) {
 	p, ok := obj.(*v1.Pod)
 	if !ok {
@@ -279,7 +329,7 @@ func slimFinished(obj interface{}) (interface{}, error) {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels,
 			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   v1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName},
+		Spec:   v1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, SchedulingGroup: p.Spec.SchedulingGroup},
 		Status: v1.PodStatus{Phase: p.Status.Phase},
 	}, nil
 }
@@ -301,7 +351,7 @@ func indexByGang(obj interface{}) ([]string, error) {
 }
 
 // members lists a gang's live members: pods in the PodGroup's own namespace
-// that carry its label, have not finished and are not being deleted.
+// that belong to it (gang.Of), have not finished and are not being deleted.
 // newPlugin adds the index or fails, so ByIndex cannot miss it.
 func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
 	objs, err := pl.podIndex.ByIndex(gangIndex, key.String())
@@ -356,17 +406,20 @@ func (pl *Plugin) running(key gang.Key, spec *gang.Spec, c gang.Census) bool {
 // spec fetches and checks a member's gang. On a problem it records an Event
 // saying what would fix it and returns the status to reject with.
 func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
-	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
+	spec, err := pl.sources.spec(key)
+	switch {
+	case apierrors.IsNotFound(err):
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
-			"PodGroup %s does not exist: create it in namespace %s, or remove the label %s from the pod",
-			key, key.Namespace, scheduling.PodGroupLabel)
+			"PodGroup %s does not exist: create it in namespace %s, %s; until then the pod waits",
+			key, key.Namespace, howToLeave(key))
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
-	}
-	if err != nil {
+	case errors.Is(err, errNotWatched):
+		pl.events.pod(pod, v1.EventTypeWarning, ReasonNativePodGroupsIgnored,
+			"the pod names PodGroup %s in spec.schedulingGroup, but gpu-gang ignores native PodGroups: %s", key, err)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s: gpu-gang ignores native PodGroups", key))
+	case err != nil:
 		return nil, fwk.AsStatus(err)
 	}
-	spec := gang.FromPodGroup(pg)
 	if err := spec.Validate(); err != nil {
 		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
@@ -394,18 +447,19 @@ func (pl *Plugin) onPodAdd(obj interface{}) {
 	if !ok {
 		return
 	}
-	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
-	if err != nil {
+	spec, ok := pl.lookup(key)
+	if !ok {
 		return
 	}
-	if members, err := pl.members(key); err == nil && gang.QuorumOf(pg.Spec.MinMember, pl.census(key, members)).Gathered {
+	if members, err := pl.members(key); err == nil && gang.QuorumOf(spec.MinMember, pl.census(key, members)).Gathered {
 		pl.releaseGated(key)
 	}
 }
 
 // onPodUpdate follows a pod that was bound, which may complete a
-// preemptor, and a pod whose gang label changed: it leaves the old gang's
-// held-back members and may complete the new gang.
+// preemptor, and a pod whose gang changed (its label did, and it names no
+// native PodGroup, which would win): it leaves the old gang's held-back
+// members and may complete the new gang.
 func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 	o, ok1 := oldObj.(*v1.Pod)
 	n, ok2 := newObj.(*v1.Pod)
@@ -415,7 +469,7 @@ func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
 		pl.preemptorBound(n)
 	}
-	if o.Labels[scheduling.PodGroupLabel] == n.Labels[scheduling.PodGroupLabel] {
+	if sameGang(o, n) {
 		return
 	}
 	if key, ok := gang.Of(o); ok {
@@ -506,11 +560,10 @@ func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 // reportLostMember records that a running gang lost a member that had not
 // finished, and, if the gang is now below minMember, what it has left.
 func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod) {
-	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
-	if err != nil || pg.DeletionTimestamp != nil {
+	spec, ok := pl.lookup(key)
+	if !ok || spec.Deleting {
 		return // the job is going away as a whole
 	}
-	spec := gang.FromPodGroup(pg)
 	c := pl.census(key, members)
 	q := gang.QuorumOf(spec.MinMember, c)
 	how := "was deleted"
@@ -560,9 +613,29 @@ func (pl *Plugin) onPodGroupDelete(obj interface{}) {
 		obj = tomb.Obj
 	}
 	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		pl.gangs.forgetGang(gang.Key{Namespace: pg.Namespace, Name: pg.Name})
-		pl.activateBlocked()
+		pl.gangDeleted(gang.Key{Namespace: pg.Namespace, Name: pg.Name})
 	}
+}
+
+// gangDeleted handles a gang whose PodGroup no longer exists, of either API.
+// Its attempt in flight ends at once, so that members waiting in Permit give
+// back their nodes instead of holding them until the timeout; its state and
+// timers are forgotten; and its unscheduled members go back through
+// PreEnqueue, which holds them with a PodGroupNotFound Event until a
+// PodGroup of that name exists again. Bound members keep running.
+func (pl *Plugin) gangDeleted(key gang.Key) {
+	ctx := klog.NewContext(context.Background(), pl.logger)
+	pl.failGang(ctx, key, ReasonGangRejected, "its PodGroup was deleted", false)
+	pl.gangs.forgetGang(key)
+	pl.activateBlocked()
+	pl.activate(key)
+}
+
+// sameGang reports whether two versions of a pod belong to the same gang.
+func sameGang(a, b *v1.Pod) bool {
+	ka, _ := gang.Of(a)
+	kb, _ := gang.Of(b)
+	return ka == kb
 }
 
 // activateBlocked moves the pods held capacity turned away back to the

@@ -89,7 +89,7 @@ func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statu
 	}
 	// The engine would say the same; saying it first spares every pod
 	// that cannot preempt the cost of describing the cluster.
-	if pp := pod.Spec.PreemptionPolicy; pp != nil && *pp == v1.PreemptNever {
+	if pp := p.preemptionPolicy(); pp != nil && *pp == v1.PreemptNever {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: %s has preemptionPolicy %s and evicts nothing", p.name, v1.PreemptNever))
 	}
 	if !pl.anyBelow(p.priority) {
@@ -151,8 +151,22 @@ func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preemptor, bool) {
 			return nil, false
 		}
 		p.spec, p.members = s.spec, s.unplaced
+		if s.spec != nil && s.spec.Priority != nil {
+			// A gang's own priority (a native PodGroup's) is what it
+			// preempts with.
+			p.priority = *s.spec.Priority
+		}
 	}
 	return p, true
+}
+
+// preemptionPolicy is the gang's own policy if its API gives one (a native
+// PodGroup's), else the pod's.
+func (p *preemptor) preemptionPolicy() *v1.PreemptionPolicy {
+	if p.spec != nil && p.spec.PreemptionPolicy != nil {
+		return p.spec.PreemptionPolicy
+	}
+	return p.pod.Spec.PreemptionPolicy
 }
 
 // preemptionRequest describes the preemptor and its candidate victims to
@@ -192,7 +206,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 		Priority: p.priority,
 		Now:      pl.clock.Now(),
 	}
-	if pp := p.pod.Spec.PreemptionPolicy; pp != nil {
+	if pp := p.preemptionPolicy(); pp != nil {
 		preq.PreemptionPolicy = *pp
 	}
 	cands := pl.addUnits(preq, p, sorted, leaving)
@@ -337,13 +351,14 @@ func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fw
 			continue // a gang goes whole; one member of enough priority keeps it
 		}
 		minMember := int32(len(pods))
-		var spec *gang.Spec
-		if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
-			spec = gang.FromPodGroup(pg)
+		spec, ok := pl.lookup(key)
+		if ok {
 			minMember = max(1, spec.MinMember)
 		}
 		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: startedAt(pods, minMember)}
-		if spec != nil {
+		// A gang that may only be disrupted whole (a native PodGroup's
+		// disruptionMode all) offers no members above minMember.
+		if ok && spec.Disruption != gang.DisruptionAll {
 			if members, err := pl.members(key); err == nil {
 				placed := int(pl.census(key, members).Placed())
 				u.Surplus = min(max(0, placed-int(minMember)), len(pods)-1)

@@ -42,13 +42,13 @@ func (a queueOrder) compare(b queueOrder) int {
 func (a queueOrder) before(b queueOrder) bool { return a.compare(b) < 0 }
 
 // queueOrderOf places a pod in queue order. It reads only the PodGroup
-// lister.
+// listers.
 func (pl *Plugin) queueOrderOf(pod *v1.Pod) queueOrder {
 	o := queueOrder{priority: corev1helpers.PodPriority(pod), created: pod.CreationTimestamp.Time, group: "pod/" + pod.Namespace + "/" + pod.Name}
 	if key, ok := gang.Of(pod); ok {
 		o.group = "pg/" + key.String()
-		if pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
-			o.created = pg.CreationTimestamp.Time
+		if created, ok := pl.sources.created(key); ok {
+			o.created = created
 		}
 	}
 	return o
@@ -93,6 +93,11 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	if !ok {
 		return nil
 	}
+	if label, ok := gang.OfLabel(pod); ok && label != key {
+		pl.events.pod(pod, v1.EventTypeWarning, ReasonTwoPodGroups,
+			"the pod names PodGroup %s in spec.schedulingGroup and PodGroup %s in its label %s: it belongs to %s alone, and %s does not count it. Remove the label",
+			key, label, scheduling.PodGroupLabel, key, label)
+	}
 	seen := pl.gangs.releaseCount(key)
 	status := pl.preEnqueue(ctx, pod, key)
 	if !status.IsSuccess() && !pl.gangs.gate(key, pod, seen) {
@@ -118,8 +123,8 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 	}
 	if names := schedulerNames(members); len(names) > 1 {
 		pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
-			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod labelled %s=%s",
-			names, pod.Spec.SchedulerName, scheduling.PodGroupLabel, key.Name)
+			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod %s",
+			names, pod.Spec.SchedulerName, joinedBy(key))
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
 	census := pl.census(key, members)

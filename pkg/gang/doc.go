@@ -2,11 +2,14 @@
 // plugin, the PodGroup status controller and the simulator.
 //
 // A gang is a group of pods that start together or not at all. Which API
-// defines it (scheduler-plugins' PodGroup today) is an adapter's concern: an
-// adapter turns the API object into a Spec, and everything downstream works
-// on Specs. The rules that must mean the same thing everywhere live here and
+// defines it is an adapter's concern: FromPodGroup adapts scheduler-plugins'
+// PodGroup (scheduling.x-k8s.io/v1alpha1), FromNativePodGroup Kubernetes' own
+// (scheduling.k8s.io/v1beta1). An adapter turns the API object into a Spec,
+// and everything downstream works on Specs; a Key says which API a gang is
+// of. The rules that must mean the same thing everywhere live here and
 // nowhere else:
-//   - membership: which gang a pod belongs to (Of);
+//   - membership: which gang a pod belongs to (Of), a native PodGroup
+//     winning over a label, so that a pod never counts in two gangs;
 //   - quorum: whether a gang has enough members (QuorumOf), counted the same
 //     way by the scheduler and the status controller (Census);
 //   - rank: the order members are placed in (RankOf);

@@ -6,21 +6,78 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
-// Key names a gang: a PodGroup in a namespace.
+// API is the API that defines a gang.
+type API uint8
+
+const (
+	// XK8s is scheduler-plugins' PodGroup (scheduling.x-k8s.io/v1alpha1):
+	// members carry the scheduling.x-k8s.io/pod-group label. It is the zero
+	// value, so Key{Namespace: ns, Name: name} names such a PodGroup.
+	XK8s API = iota
+	// Native is Kubernetes' own PodGroup (scheduling.k8s.io/v1beta1):
+	// members name it in spec.schedulingGroup.podGroupName.
+	Native
+)
+
+// APIs lists every API, in the order their gangs are looked at.
+var APIs = []API{XK8s, Native}
+
+// String names the API's group and version.
+func (a API) String() string {
+	if a == Native {
+		return "scheduling.k8s.io/v1beta1"
+	}
+	return "scheduling.x-k8s.io/v1alpha1"
+}
+
+// Key names a gang: a PodGroup of one API in a namespace.
 type Key struct {
+	// API is the API of the PodGroup; the zero value is XK8s.
+	API       API
 	Namespace string
 	Name      string
 }
 
-// String renders the key as namespace/name.
-func (k Key) String() string { return k.Namespace + "/" + k.Name }
+// String renders the key as namespace/name, followed by the API for a
+// native PodGroup, so that two gangs of the same name in the same namespace
+// never look alike, in a log or in an index.
+func (k Key) String() string {
+	if k.API == Native {
+		return k.Namespace + "/" + k.Name + " (" + k.API.String() + ")"
+	}
+	return k.Namespace + "/" + k.Name
+}
 
-// Of returns the gang a pod belongs to, if any: the PodGroup its
-// scheduling.x-k8s.io/pod-group label names, in the pod's own namespace.
+// Of returns the gang a pod belongs to, if any, in the pod's own namespace.
+// A pod that names a native PodGroup in spec.schedulingGroup belongs to it,
+// whether or not it also carries the scheduling.x-k8s.io/pod-group label: a
+// pod never counts in two gangs, and the field, which the API server makes
+// immutable, wins over a label anyone may change. Otherwise the label names
+// the scheduler-plugins PodGroup the pod belongs to.
 func Of(pod *v1.Pod) (Key, bool) {
+	if name := NativeName(pod); name != "" {
+		return Key{API: Native, Namespace: pod.Namespace, Name: name}, true
+	}
+	return OfLabel(pod)
+}
+
+// OfLabel returns the scheduler-plugins PodGroup the pod's
+// scheduling.x-k8s.io/pod-group label names, if any, whatever else the pod
+// says. Only a pod carrying both a label and spec.schedulingGroup has an
+// OfLabel that differs from Of; use it to say so.
+func OfLabel(pod *v1.Pod) (Key, bool) {
 	name := pod.Labels[scheduling.PodGroupLabel]
 	if name == "" {
 		return Key{}, false
 	}
 	return Key{Namespace: pod.Namespace, Name: name}, true
+}
+
+// NativeName returns the native PodGroup the pod's spec.schedulingGroup
+// names, or "".
+func NativeName(pod *v1.Pod) string {
+	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+		return *g.PodGroupName
+	}
+	return ""
 }

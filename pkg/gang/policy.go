@@ -7,11 +7,17 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// PolicyOf reads a gang's topology policy: the gang's own annotations first,
-// then Kueue's pod-template annotations on its first member in rank order.
-// Required wins over preferred when both are set. No annotation means
-// preferred from the tightest level, the planner's default.
+// PolicyOf reads a gang's topology policy: the policy its API states in a
+// field of its own (a native PodGroup's topology constraint), then the
+// gang's own annotations, then Kueue's pod-template annotations on its first
+// member in rank order. Required wins over preferred when both are set. No
+// policy anywhere means preferred from the tightest level, the planner's
+// default. Whatever the source, the level is a label key the planner checks
+// against its configured levels.
 func PolicyOf(s *Spec, first *v1.Pod) placement.Policy {
+	if s.Topology != nil {
+		return *s.Topology
+	}
 	sources := []struct{ required, preferred string }{
 		{s.Annotations[scheduling.AnnotationTopologyRequired], s.Annotations[scheduling.AnnotationTopologyPreferred]},
 	}

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // Spec is what gpu-gang needs to know of a gang, whichever API defines it.
@@ -29,8 +31,53 @@ type Spec struct {
 	// Annotations are the API object's annotations, for per-gang policies.
 	// Read only.
 	Annotations map[string]string
+	// Topology, if set, is the placement policy the API object states in
+	// a field of its own (a native PodGroup's topology constraint). It
+	// wins over the annotations; see PolicyOf.
+	Topology *placement.Policy
+	// Disruption says whether the gang's members may be disrupted one by
+	// one or only together; DisruptionUnset when the API does not say.
+	Disruption DisruptionMode
+	// PriorityClassName and Priority are the gang's own priority, when its
+	// API gives one (a native PodGroup's spec.priority, which admission
+	// resolves from spec.priorityClassName). Nil Priority means the
+	// members' own.
+	PriorityClassName string
+	Priority          *int32
+	// PreemptionPolicy, if set, says whether the gang may preempt pods of
+	// lower priority; nil means the members' own.
+	PreemptionPolicy *v1.PreemptionPolicy
+	// Workload, if set, names the Workload and its PodGroup template the
+	// gang was made from (a native PodGroup's workloadRef). Nothing waits
+	// for the Workload: it is named in messages only.
+	Workload *WorkloadRef
+	// Deleting is true while the API object is being deleted (a native
+	// PodGroup stays so while pods still name it).
+	Deleting bool
 	// Ref names the API object in Events.
 	Ref *v1.ObjectReference
+
+	// quorumField is the API field that sets MinMember, for messages.
+	quorumField string
+}
+
+// DisruptionMode says how a running gang may be disrupted (preempted,
+// evicted).
+type DisruptionMode string
+
+const (
+	// DisruptionUnset: the API does not say.
+	DisruptionUnset DisruptionMode = ""
+	// DisruptionSingle: members may be disrupted independently.
+	DisruptionSingle DisruptionMode = "Single"
+	// DisruptionAll: the gang is disrupted whole or not at all.
+	DisruptionAll DisruptionMode = "All"
+)
+
+// WorkloadRef names a Workload and one of its PodGroup templates.
+type WorkloadRef struct {
+	Name     string
+	Template string
 }
 
 // FromPodGroup adapts a scheduler-plugins PodGroup.
@@ -42,6 +89,7 @@ func FromPodGroup(pg *v1alpha1.PodGroup) *Spec {
 		MinMember:    pg.Spec.MinMember,
 		MinResources: pg.Spec.MinResources,
 		Annotations:  pg.Annotations,
+		Deleting:     pg.DeletionTimestamp != nil,
 		Ref: &v1.ObjectReference{
 			APIVersion:      v1alpha1.SchemeGroupVersion.String(),
 			Kind:            "PodGroup",
@@ -50,6 +98,7 @@ func FromPodGroup(pg *v1alpha1.PodGroup) *Spec {
 			UID:             pg.UID,
 			ResourceVersion: pg.ResourceVersion,
 		},
+		quorumField: "spec.minMember",
 	}
 	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil && *t > 0 {
 		s.Timeout = time.Duration(*t) * time.Second
@@ -60,7 +109,11 @@ func FromPodGroup(pg *v1alpha1.PodGroup) *Spec {
 // Validate reports what makes the spec impossible to honour, with the fix.
 func (s *Spec) Validate() error {
 	if s.MinMember < 1 {
-		return fmt.Errorf("spec.minMember is %d: set it to the number of pods that must start together (at least 1)", s.MinMember)
+		field := s.quorumField
+		if field == "" {
+			field = "the gang's quorum"
+		}
+		return fmt.Errorf("%s is %d: set it to the number of pods that must start together (at least 1)", field, s.MinMember)
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func (pl *Plugin) isNodeNowAdmitting(logger klog.Logger, pod *v1.Pod, oldObj, ne
 // an annotation cannot be read.
 func (pl *Plugin) requirementsOf(pod *v1.Pod) (req fleet.Requirements, d fleet.Demand, known bool, err error) {
 	var group map[string]string
-	if key, ok := gang.Of(pod); ok {
+	if key, ok := gang.Of(pod); ok && key.API == gang.XK8s {
 		pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
 		if err != nil {
 			return req, d, false, nil
@@ -104,7 +104,7 @@ func (pl *Plugin) isRequirementChange(logger klog.Logger, pod *v1.Pod, oldObj, n
 // changed.
 func (pl *Plugin) isOwnPodGroup(logger klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 	key, ok := gang.Of(pod)
-	if !ok {
+	if !ok || key.API != gang.XK8s {
 		return fwk.QueueSkip, nil
 	}
 	obj, err := meta.Accessor(newObj)

@@ -178,10 +178,12 @@ func slimPodGroup(obj interface{}) (interface{}, error) {
 // any gang. A member whose PodGroup the informer has not seen yet gets a
 // status to wait with: its requirements are not known. The gang plugin
 // holds members back until their PodGroup exists, so that is only the lag
-// between two informers; the member is activated when it ends.
+// between two informers; the member is activated when it ends. A member of
+// a native PodGroup (scheduling.k8s.io/v1beta1) has its own annotations
+// only: this plugin reads scheduler-plugins PodGroups.
 func (pl *Plugin) podGroupOf(pod *v1.Pod) (*v1alpha1.PodGroup, *fwk.Status) {
 	key, ok := gang.Of(pod)
-	if !ok {
+	if !ok || key.API != gang.XK8s {
 		return nil, nil
 	}
 	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)

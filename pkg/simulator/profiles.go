@@ -8,6 +8,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
 )
 
@@ -16,10 +17,14 @@ const (
 	ProfileGpuGang = "gpu-gang"
 	ProfileDefault = "default"
 	ProfileInTree  = "in-tree"
+	// ProfileGpuGangNative runs gpu-gang on the very objects the in-tree
+	// profile runs: Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1),
+	// which pods name in spec.schedulingGroup.
+	ProfileGpuGangNative = "gpu-gang-native"
 )
 
 // ProfileNames lists the profiles in the order a run compares them.
-var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree}
+var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree, ProfileGpuGangNative}
 
 // Profile is a scheduler set-up to compare.
 type Profile struct {
@@ -36,6 +41,12 @@ type Profile struct {
 	FeatureGates []string
 	// APIServerFlags are added to kube-apiserver's.
 	APIServerFlags []string
+	// SchedulerFlags are added to kube-scheduler's.
+	SchedulerFlags []string
+	// SchedulerProcess runs kube-scheduler in a process of its own
+	// (Options.SchedulerCommand), so that its feature gates are its own:
+	// in this process they are the in-process kube-apiserver's.
+	SchedulerProcess bool
 }
 
 // inTreeGates are the gates the in-tree gang and topology plugins need, on
@@ -59,8 +70,37 @@ func LookupProfile(name string) (Profile, error) {
 			FeatureGates:   inTreeGates,
 			APIServerFlags: []string{workloadAPIFlag},
 		}, nil
+	case ProfileGpuGangNative:
+		// The API server serves the native API as for in-tree; gpu-gang's
+		// scheduler runs as manifests/deploy/deployment.yaml runs it, with
+		// GenericWorkload off, which in-process it could not be.
+		return Profile{
+			Name: name, Flavor: workload.Native, SchedulerName: "gpu-gang", UseConfigFile: true,
+			APIServerFlags:   controlplane.NativePodGroupAPIFlags(),
+			SchedulerFlags:   []string{"--feature-gates=GenericWorkload=false"},
+			SchedulerProcess: true,
+		}, nil
 	}
 	return Profile{}, fmt.Errorf("unknown profile %q; known profiles: %s", name, strings.Join(ProfileNames, ", "))
+}
+
+// gatesSummary says which feature gates the profile sets, and where.
+func (p Profile) gatesSummary() string {
+	var parts []string
+	if len(p.FeatureGates) > 0 {
+		parts = append(parts, strings.Join(p.FeatureGates, ","))
+	}
+	for _, side := range []struct {
+		name  string
+		flags []string
+	}{{"kube-apiserver", p.APIServerFlags}, {"kube-scheduler", p.SchedulerFlags}} {
+		for _, f := range side.flags {
+			if gates, ok := strings.CutPrefix(f, "--feature-gates="); ok {
+				parts = append(parts, side.name+": "+gates)
+			}
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // gatesFlag renders gates as a --feature-gates flag, or nothing.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -83,9 +82,23 @@ type Options struct {
 	// ExtraFeatureGates ("Name=true") are set on both kube-apiserver and
 	// kube-scheduler in addition to the profile's own.
 	ExtraFeatureGates []string
+	// SchedulerCommand runs gpu-gang's scheduler command with the
+	// arguments that follow it, for profiles whose scheduler runs in a
+	// process of its own (cmd/simulator runs itself).
+	SchedulerCommand []string
+	// SchedulerLog receives such a scheduler process's output; nil
+	// discards it.
+	SchedulerLog io.Writer
 	// Preemption, if set, receives what preemption cost the run (see
 	// metrics.PreemptionTracker) when it ends.
 	Preemption func(metrics.PreemptionSummary)
+}
+
+// runningScheduler is a scheduler started in this process or in one of its
+// own.
+type runningScheduler interface {
+	Done() <-chan struct{}
+	Stop() error
 }
 
 // Run runs the scenario through one profile on a fresh control plane and
@@ -165,12 +178,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sched, err := controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{
-		ConfigFile: configFile,
-		Kubeconfig: cp.KubeconfigPath(),
-		Registry:   scheduler.RegistryOptions(),
-		Flags:      gatesFlag(profile.FeatureGates),
-	})
+	sched, err := startScheduler(ctx, profile, opts, configFile, cp.KubeconfigPath())
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +255,7 @@ wait:
 		ClientQPS: opts.ClientQPS, ClientBurst: opts.ClientBurst,
 		PartialGraceSeconds:          opts.PartialGrace.Base.Seconds(),
 		PartialGracePerMemberSeconds: opts.PartialGrace.PerMember.Seconds(),
-		FeatureGates:                 strings.Join(profile.FeatureGates, ","),
+		FeatureGates:                 profile.gatesSummary(),
 	}
 	if runErr != nil {
 		res.Error = runErr.Error()
@@ -256,6 +264,30 @@ wait:
 }
 
 var errTimeout = errors.New("the scenario's timeout passed")
+
+// startScheduler starts the profile's scheduler with its configuration
+// file: in this process, or in a process of its own if the profile says so.
+func startScheduler(ctx context.Context, profile Profile, opts Options, configFile, kubeconfig string) (runningScheduler, error) {
+	flags := append(gatesFlag(profile.FeatureGates), profile.SchedulerFlags...)
+	if profile.SchedulerProcess {
+		if len(opts.SchedulerCommand) == 0 {
+			return nil, fmt.Errorf("profile %s runs its scheduler in a process of its own, and no scheduler command was given", profile.Name)
+		}
+		return controlplane.StartSchedulerProcess(ctx, controlplane.SchedulerProcessOptions{
+			Command:    opts.SchedulerCommand,
+			ConfigFile: configFile,
+			Kubeconfig: kubeconfig,
+			Flags:      flags,
+			Output:     opts.SchedulerLog,
+		})
+	}
+	return controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{
+		ConfigFile: configFile,
+		Kubeconfig: kubeconfig,
+		Registry:   scheduler.RegistryOptions(),
+		Flags:      flags,
+	})
+}
 
 // setUp creates the namespace, the PriorityClasses the jobs need and the
 // nodes.

@@ -103,7 +103,8 @@ func TestFaultRunningGangMemberReplaced(t *testing.T) {
 	pods := env.gangPods("job", 8, 8)
 	env.createPods(pods...)
 	env.waitForBound(bindTimeout, pods...)
-	// The controller reports on gangs it has seen scheduled.
+	// The controller can only say the gang runs below minMember once it
+	// has seen it run.
 	env.waitForStatus("job", "the gang is scheduled", func(pg *v1alpha1.PodGroup) bool {
 		return hasCondition(pg, podgroup.ConditionScheduled, metav1.ConditionTrue, podgroup.ReasonQuorumScheduled)
 	})

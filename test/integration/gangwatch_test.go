@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // partialBindGrace is how long a gang may be seen part-bound. Once Permit
@@ -65,16 +65,19 @@ func (env *testEnv) watchGangs(minMembers map[string]int) *gangWatcher {
 }
 
 func (w *gangWatcher) observe(pod *v1.Pod, now time.Time) {
-	gang, ok := pod.Labels[scheduling.PodGroupLabel]
+	// A member of a native PodGroup is a member like any other: the
+	// watcher names gangs by their PodGroup's name only.
+	key, ok := gang.Of(pod)
 	if !ok {
 		return
 	}
+	name := key.Name
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	g, ok := w.gangs[gang]
+	g, ok := w.gangs[name]
 	if !ok {
 		if w.watchErr == nil {
-			w.watchErr = fmt.Errorf("pod %s is in gang %q, which the test did not declare to the gang watcher", pod.Name, gang)
+			w.watchErr = fmt.Errorf("pod %s is in gang %q, which the test did not declare to the gang watcher", pod.Name, name)
 		}
 		return
 	}
@@ -86,7 +89,7 @@ func (w *gangWatcher) observe(pod *v1.Pod, now time.Time) {
 	case n < g.minMember && g.partialSince.IsZero():
 		g.partialSince = now
 	case n >= g.minMember && !g.partialSince.IsZero():
-		g.closePartial(gang, now)
+		g.closePartial(name, now)
 	}
 }
 

@@ -54,10 +54,10 @@ func pauseInProcessScheduler(t *testing.T) {
 }
 
 // startSchedulerProcess runs the scheduler binary with the shipped
-// configuration, its kubeconfig pointed at the control plane. With
-// leaderElect it runs as one replica of a deployment: leader election on
-// the shipped Lease, with short timings.
-func startSchedulerProcess(t *testing.T, name string, leaderElect bool) *schedulerProcess {
+// configuration, its kubeconfig pointed at the control plane, and flags
+// added to the command line. With leaderElect it runs as one replica of a
+// deployment: leader election on the shipped Lease, with short timings.
+func startSchedulerProcess(t *testing.T, name string, leaderElect bool, flags ...string) *schedulerProcess {
 	t.Helper()
 	binary := requireBinary(t, schedulerBinary, "the scheduler (make test-binaries)")
 	ensureNamespace(t, systemNamespace)
@@ -84,7 +84,7 @@ func startSchedulerProcess(t *testing.T, name string, leaderElect bool) *schedul
 	p := &schedulerProcess{name: name, done: make(chan struct{}), log: newProcessLog(t, name)}
 	// No serving: replicas on one host would fight over the port, and
 	// nothing here reads their health or metrics endpoints.
-	p.cmd = exec.Command(binary, "--config="+config, "--secure-port=0", "--v=2")
+	p.cmd = exec.Command(binary, append([]string{"--config=" + config, "--secure-port=0", "--v=2"}, flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

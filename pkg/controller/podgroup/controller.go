@@ -6,6 +6,12 @@
 // waits. It records an Event at each phase change, and a warning when a
 // gang's members wait for others that are never going to be created.
 //
+// Where the API server serves Kubernetes' own PodGroups
+// (scheduling.k8s.io/v1beta1), the NativeReconciler (native.go) keeps the
+// conditions of those gpu-gang schedules: PodGroupInitiallyScheduled as
+// kube-scheduler sets it, and MembersCreated and BelowMinMember with the
+// meanings above, computed by the same functions.
+//
 // The scheduler plugin (pkg/coscheduling) decides; this controller reports.
 // It runs in its own process, cmd/podgroup-controller, beside the
 // scheduler.
@@ -35,6 +41,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Name is the controller's name in logs, metrics and as the reporting
@@ -75,10 +82,16 @@ type Reconciler struct {
 
 var _ reconcile.Reconciler = &Reconciler{}
 
-// IndexPodsByPodGroup is the PodGroupIndex extractor: a pod's PodGroup name.
+// IndexPodsByPodGroup is the PodGroupIndex extractor: the name of the
+// scheduling.x-k8s.io PodGroup a pod belongs to. A pod that also names a
+// native PodGroup belongs to that one alone (gang.Of), and is left out.
 func IndexPodsByPodGroup(obj client.Object) []string {
-	if name := obj.GetLabels()[scheduling.PodGroupLabel]; name != "" {
-		return []string{name}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	if key, ok := gang.Of(pod); ok && key.API == gang.XK8s {
+		return []string{key.Name}
 	}
 	return nil
 }
@@ -114,7 +127,7 @@ func (r *Reconciler) memberHandler() handler.EventHandler {
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if pod, ok := e.Object.(*corev1.Pod); ok {
 				gone, spot := r.nodes.spotReclaimed(pod.Spec.NodeName)
-				r.lost.record(pod, gone || spot && lostWithNode(pod), r.Clock.Now())
+				r.lost.record(pod, gang.XK8s, gone || spot && lostWithNode(pod), r.Clock.Now())
 			}
 			enqueue.Delete(ctx, e, q)
 		},

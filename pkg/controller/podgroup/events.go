@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -57,18 +58,26 @@ func recordTransitions(rec events.EventRecorder, before, after *v1alpha1.PodGrou
 			rec.Eventf(after, nil, eventType, reason, eventAction, "phase %s -> %s: %s", phaseName(b.Phase), a.Phase, phaseNote(after))
 		}
 	}
-	if c := meta.FindStatusCondition(a.Conditions, ConditionBelowMinMember); c != nil {
-		old := meta.FindStatusCondition(b.Conditions, ConditionBelowMinMember)
+	recordConditionTransitions(rec, after, b.Conditions, a.Conditions)
+}
+
+// recordConditionTransitions records an Event on obj, a PodGroup of either
+// API, for each change of the conditions both APIs share that a person
+// would ask about: a gang that ran dropping below minMember or getting its
+// quorum back, and members found missing.
+func recordConditionTransitions(rec events.EventRecorder, obj runtime.Object, before, after []metav1.Condition) {
+	if c := meta.FindStatusCondition(after, ConditionBelowMinMember); c != nil {
+		old := meta.FindStatusCondition(before, ConditionBelowMinMember)
 		switch {
 		case c.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue):
-			rec.Eventf(after, nil, corev1.EventTypeWarning, EventBelowMinMember, eventAction, "%s", c.Message)
+			rec.Eventf(obj, nil, corev1.EventTypeWarning, EventBelowMinMember, eventAction, "%s", c.Message)
 		case c.Reason == ReasonAtLeastMinMember && old != nil && old.Status == metav1.ConditionTrue:
-			rec.Eventf(after, nil, corev1.EventTypeNormal, EventMinMemberRestored, eventAction, "%s", c.Message)
+			rec.Eventf(obj, nil, corev1.EventTypeNormal, EventMinMemberRestored, eventAction, "%s", c.Message)
 		}
 	}
-	if c := meta.FindStatusCondition(a.Conditions, ConditionMembersCreated); c != nil && c.Reason == ReasonMembersMissing {
-		if old := meta.FindStatusCondition(b.Conditions, ConditionMembersCreated); old == nil || old.Reason != ReasonMembersMissing {
-			rec.Eventf(after, nil, corev1.EventTypeWarning, EventMembersMissing, eventAction, "%s", c.Message)
+	if c := meta.FindStatusCondition(after, ConditionMembersCreated); c != nil && c.Reason == ReasonMembersMissing {
+		if old := meta.FindStatusCondition(before, ConditionMembersCreated); old == nil || old.Reason != ReasonMembersMissing {
+			rec.Eventf(obj, nil, corev1.EventTypeWarning, EventMembersMissing, eventAction, "%s", c.Message)
 		}
 	}
 }

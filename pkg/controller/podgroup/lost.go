@@ -24,11 +24,13 @@ type lostLedger struct {
 	byGroup map[types.NamespacedName][]lostMember
 }
 
-// record remembers pod if it was a member that held a node and had not
-// finished. spotReclaimed says its node was a spot node that went away.
-func (l *lostLedger) record(pod *corev1.Pod, spotReclaimed bool, now time.Time) {
+// record remembers pod if it was a member of a gang of api that held a node
+// and had not finished. spotReclaimed says its node was a spot node that
+// went away. Each API's reconciler keeps a ledger of its own, so that two
+// gangs of one name, one per API, keep theirs apart.
+func (l *lostLedger) record(pod *corev1.Pod, api gang.API, spotReclaimed bool, now time.Time) {
 	key, ok := gang.Of(pod)
-	if !ok || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
+	if !ok || key.API != api || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded {
 		return
 	}
 	how := howLost(pod, pod.Spec.NodeName)

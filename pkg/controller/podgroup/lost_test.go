@@ -10,6 +10,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 func TestLostMembersAreNamedHowTheyWent(t *testing.T) {
@@ -25,7 +26,7 @@ func TestLostMembersAreNamedHowTheyWent(t *testing.T) {
 	}
 	record := func(p *corev1.Pod) {
 		reclaimed, _ := nodes.spotReclaimed(p.Spec.NodeName)
-		lost.record(p, reclaimed, t0)
+		lost.record(p, gang.XK8s, reclaimed, t0)
 	}
 	// The spot node goes away; the pod garbage collector deletes its pod.
 	nodes.observe(spot, true, t0)

@@ -8,12 +8,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -25,6 +28,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Options configures the manager NewManager builds.
@@ -50,15 +54,21 @@ type Options struct {
 	Workers int
 	// Clock is the reconciler's time source; nil means the real clock.
 	Clock clock.PassiveClock
+	// SchedulerNames are the scheduler names gpu-gang's profiles run, whose
+	// native PodGroups the controller reports on; empty means
+	// DefaultSchedulerName. Native PodGroups of other schedulers are theirs
+	// to report on.
+	SchedulerNames []string
 	// SkipNameValidation lets more than one manager in a process run the
 	// controller, one after another: tests do. controller-runtime refuses
 	// a second controller of the same name otherwise.
 	SkipNameValidation bool
 }
 
-// Scheme returns a scheme with the built-in types and the PodGroup of
-// package scheduling/v1alpha1 (with status conditions), and not
-// scheduler-plugins' PodGroup type: a scheme maps each kind to one Go type.
+// Scheme returns a scheme with the built-in types (Kubernetes' own
+// scheduling.k8s.io/v1beta1 PodGroup among them) and the PodGroup of package
+// scheduling/v1alpha1 (with status conditions), and not scheduler-plugins'
+// PodGroup type: a scheme maps each kind to one Go type.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
@@ -66,14 +76,25 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// discoveryTimeout bounds how long NewManager retries a discovery request
+// that fails for another reason than the API not being served.
+const discoveryTimeout = 30 * time.Second
+
 // NewManager builds a controller-runtime manager running the PodGroup status
-// controller against the cluster cfg points at. Start it with its Start
+// controller against the cluster cfg points at, and, if the API server
+// serves Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1), the
+// NativeReconciler beside it; it logs once which. Start it with its Start
 // method.
 func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
-	// The cache holds only pods that belong to a PodGroup, without their
-	// managed fields: everything else on a large cluster is memory spent
-	// for nothing.
-	inGroup, err := labels.NewRequirement(scheduling.PodGroupLabel, selection.Exists, nil)
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the discovery client: %w", err)
+	}
+	native, err := gang.NativeServed(ctx, disc, discoveryTimeout)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := podCache(native)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +106,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: Scheme(),
 		Cache: cache.Options{
-			ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: labels.NewSelector().Add(*inGroup)}},
+			ByObject:         map[client.Object]cache.ByObject{&corev1.Pod{}: pods},
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
 		Metrics:                 metrics,
@@ -118,6 +139,22 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err := r.SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
 		return nil, err
 	}
+	logger := klog.FromContext(ctx)
+	if native {
+		nr := &NativeReconciler{
+			Client:              mgr.GetClient(),
+			Recorder:            mgr.GetEventRecorder(Name),
+			Clock:               c,
+			MissingMembersGrace: opts.MissingMembersGrace,
+			SchedulerNames:      opts.SchedulerNames,
+		}
+		if err := nr.SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
+			return nil, err
+		}
+		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are served: their status is kept too", "schedulerNames", nr.SchedulerNames)
+	} else {
+		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are ignored: the API server does not serve them")
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -127,6 +164,45 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// podCache is how the manager's cache holds pods. Without native PodGroups,
+// it holds only pods that carry the scheduler-plugins label: everything else
+// on a large cluster is memory spent for nothing. Native members carry no
+// label, and pods cannot be selected by spec.schedulingGroup, so with
+// native PodGroups the cache lists every pod and keeps of a pod outside
+// every gang only what tells its versions apart (slimNonMember).
+func podCache(native bool) (cache.ByObject, error) {
+	if native {
+		return cache.ByObject{Transform: slimNonMember}, nil
+	}
+	inGroup, err := labels.NewRequirement(scheduling.PodGroupLabel, selection.Exists, nil)
+	if err != nil {
+		return cache.ByObject{}, err
+	}
+	return cache.ByObject{Label: labels.NewSelector().Add(*inGroup)}, nil
+}
+
+// slimNonMember drops a pod's managed fields and, if it belongs to no gang,
+// everything but its identity and labels: a label added later makes it a
+// member, and the next version is kept whole.
+func slimNonMember(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	if err != nil {
+		return obj, err
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	if _, member := gang.Of(p); member {
+		return p, nil
+	}
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp},
+	}, nil
 }
 
 // cacheSynced is a readiness check that passes once the cache's informers

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -69,10 +70,13 @@ func (l *nodeLedger) spotReclaimed(node string) (reclaimed, spot bool) {
 
 // nodeHandler keeps the node ledger from the nodes' metadata; nodes
 // requeue no PodGroup themselves: their pods do when they go.
-func (r *Reconciler) nodeHandler() handler.EventHandler {
+func (r *Reconciler) nodeHandler() handler.EventHandler { return r.nodes.handler(r.Clock) }
+
+// handler keeps the ledger from the nodes' metadata, as of c.
+func (l *nodeLedger) handler(c clock.PassiveClock) handler.EventHandler {
 	observe := func(obj metav1.Object, deleted bool) {
 		if obj != nil {
-			r.nodes.observe(obj, deleted, r.Clock.Now())
+			l.observe(obj, deleted, c.Now())
 		}
 	}
 	return handler.Funcs{

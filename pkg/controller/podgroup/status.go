@@ -197,39 +197,10 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []corev1.Pod, lost []lostMember, 
 	}
 
 	var out desired
-	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: condType, Status: status, Reason: reason, Message: message,
-			ObservedGeneration: pg.Generation, LastTransitionTime: metav1.NewTime(now),
-		})
-	}
+	set := conditionSetter(&st.Conditions, pg.Generation, now)
 	have := int32(len(o.present))
-
-	// Once a gang has started, its members finishing or being cleaned up is
-	// not a gang waiting for members: MembersCreated keeps what it said
-	// when the gang started.
-	if started(st.Phase) {
-		if !meta.IsStatusConditionTrue(st.Conditions, ConditionMembersCreated) {
-			set(ConditionMembersCreated, metav1.ConditionTrue, ReasonEnoughMembers,
-				fmt.Sprintf("the gang started with at least minMember (%d) members", minMember))
-		}
-	} else {
-		switch {
-		case have >= minMember:
-			set(ConditionMembersCreated, metav1.ConditionTrue, ReasonEnoughMembers,
-				fmt.Sprintf("%d members exist; minMember is %d", have, minMember))
-		case have > 0 && now.Sub(o.lastCreated) >= grace:
-			set(ConditionMembersCreated, metav1.ConditionFalse, ReasonMembersMissing,
-				fmt.Sprintf("%d/%d members exist and no member has been created for %s; the scheduler holds these %d until %d exist, so they wait for members that are not coming. %s",
-					have, minMember, grace, have, minMember, missingMembersHint(pg, o.present)))
-		default:
-			set(ConditionMembersCreated, metav1.ConditionFalse, ReasonWaitingForMembers,
-				fmt.Sprintf("waiting for members: %d/%d present", have, minMember))
-			if have > 0 {
-				out.recheckAfter = o.lastCreated.Add(grace).Sub(now)
-			}
-		}
-	}
+	out.recheckAfter = membersCreated(st.Conditions, started(st.Phase), minMember, o, now, grace,
+		func() string { return missingMembersHint(pg, o.present, "spec.minMember") }, set)
 
 	// A finished group keeps the Scheduled condition it ended with.
 	if st.Phase == upstream.PodGroupFinished || st.Phase == upstream.PodGroupFailed {
@@ -256,7 +227,7 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []corev1.Pod, lost []lostMember, 
 		}
 	}
 	ran = ran || meta.IsStatusConditionTrue(st.Conditions, ConditionScheduled)
-	belowMinMember(&st, ran, minMember, pods, lost, set)
+	belowMinMember(st.Conditions, ran, minMember, pods, lost, set)
 	// A condition kept as it was has still been checked against this
 	// generation.
 	for i := range st.Conditions {
@@ -268,12 +239,63 @@ func computeStatus(pg *v1alpha1.PodGroup, pods []corev1.Pod, lost []lostMember, 
 	return out
 }
 
-// belowMinMember sets ConditionBelowMinMember on a gang that ran: True while
-// it has fewer than minMember members placed, with the counts and the
-// missing members. Quorum is decided by the gang package, as the scheduler
-// decides it.
-func belowMinMember(st *v1alpha1.PodGroupStatus, ran bool, minMember int32, pods []corev1.Pod, lost []lostMember,
-	set func(condType string, status metav1.ConditionStatus, reason, message string)) {
+// setCondition sets one condition of a status; see conditionSetter.
+type setCondition func(condType string, status metav1.ConditionStatus, reason, message string)
+
+// conditionSetter returns a setCondition on conds for an object of the given
+// generation at now. A condition's lastTransitionTime moves only when its
+// status does (meta.SetStatusCondition keeps it otherwise).
+func conditionSetter(conds *[]metav1.Condition, generation int64, now time.Time) setCondition {
+	return func(condType string, status metav1.ConditionStatus, reason, message string) {
+		meta.SetStatusCondition(conds, metav1.Condition{
+			Type: condType, Status: status, Reason: reason, Message: message,
+			ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
+		})
+	}
+}
+
+// membersCreated sets ConditionMembersCreated, for PodGroups of either API:
+// True once minMember members exist; False while fewer do, with reason
+// MembersMissing and hint() once no member has been created for grace. It
+// returns how long until that grace runs out, if the condition turns on it.
+//
+// Once a gang has started, its members finishing or being cleaned up is not
+// a gang waiting for members: MembersCreated keeps what it said when the
+// gang started.
+func membersCreated(conds []metav1.Condition, started bool, minMember int32, o observation, now time.Time, grace time.Duration,
+	hint func() string, set setCondition) (recheckAfter time.Duration) {
+	have := int32(len(o.present))
+	if started {
+		if !meta.IsStatusConditionTrue(conds, ConditionMembersCreated) {
+			set(ConditionMembersCreated, metav1.ConditionTrue, ReasonEnoughMembers,
+				fmt.Sprintf("the gang started with at least minMember (%d) members", minMember))
+		}
+		return 0
+	}
+	switch {
+	case have >= minMember:
+		set(ConditionMembersCreated, metav1.ConditionTrue, ReasonEnoughMembers,
+			fmt.Sprintf("%d members exist; minMember is %d", have, minMember))
+	case have > 0 && now.Sub(o.lastCreated) >= grace:
+		set(ConditionMembersCreated, metav1.ConditionFalse, ReasonMembersMissing,
+			fmt.Sprintf("%d/%d members exist and no member has been created for %s; the scheduler holds these %d until %d exist, so they wait for members that are not coming. %s",
+				have, minMember, grace, have, minMember, hint()))
+	default:
+		set(ConditionMembersCreated, metav1.ConditionFalse, ReasonWaitingForMembers,
+			fmt.Sprintf("waiting for members: %d/%d present", have, minMember))
+		if have > 0 {
+			return o.lastCreated.Add(grace).Sub(now)
+		}
+	}
+	return 0
+}
+
+// belowMinMember sets ConditionBelowMinMember on a gang that ran, for
+// PodGroups of either API: True while it has fewer than minMember members
+// placed, with the counts and the missing members. conds are the status's
+// conditions before this call. Quorum is decided by the gang package, as the
+// scheduler decides it.
+func belowMinMember(conds []metav1.Condition, ran bool, minMember int32, pods []corev1.Pod, lost []lostMember, set setCondition) {
 	if !ran {
 		return
 	}
@@ -285,7 +307,7 @@ func belowMinMember(st *v1alpha1.PodGroupStatus, ran bool, minMember int32, pods
 	q := gang.QuorumOf(minMember, c)
 	switch {
 	case c.Bound == 0:
-		if meta.IsStatusConditionTrue(st.Conditions, ConditionBelowMinMember) || meta.FindStatusCondition(st.Conditions, ConditionBelowMinMember) == nil {
+		if meta.IsStatusConditionTrue(conds, ConditionBelowMinMember) || meta.FindStatusCondition(conds, ConditionBelowMinMember) == nil {
 			set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonNotRunning,
 				fmt.Sprintf("no member holds a node (%d succeeded, %d failed)", c.Succeeded, c.Failed))
 		}
@@ -376,10 +398,11 @@ func unschedulable(present []*corev1.Pod) (string, string, bool) {
 
 // missingMembersHint says what is known to keep a gang's remaining members
 // from being created, from who owns the PodGroup and which members exist.
-func missingMembersHint(pg *v1alpha1.PodGroup, present []*corev1.Pod) string {
+// quorumField is the field that sets minMember in the PodGroup's API.
+func missingMembersHint(pg metav1.Object, present []*corev1.Pod, quorumField string) string {
 	owner := metav1.GetControllerOf(pg)
-	if owner == nil && len(pg.OwnerReferences) > 0 {
-		owner = &pg.OwnerReferences[0]
+	if refs := pg.GetOwnerReferences(); owner == nil && len(refs) > 0 {
+		owner = &refs[0]
 	}
 	kind := ""
 	if owner != nil {
@@ -393,7 +416,7 @@ func missingMembersHint(pg *v1alpha1.PodGroup, present []*corev1.Pod) string {
 	case owner != nil:
 		return fmt.Sprintf("Check %s %s: its controller has not created the rest, perhaps because it creates some pods only after others run (which deadlocks with any gang scheduler), or because it is failing to create them.", kind, owner.Name)
 	default:
-		return "Create the remaining members, or lower spec.minMember to the number that will exist."
+		return "Create the remaining members, or lower " + quorumField + " to the number that will exist."
 	}
 }
 

@@ -1,0 +1,386 @@
+package coscheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
+)
+
+// withNativePodGroups has the plugin schedule native PodGroups, as New does
+// when the API server serves them, starting with pgs.
+func withNativePodGroups(pgs ...*schedulingv1beta1.PodGroup) envOption {
+	return func(c *envConfig) {
+		for _, pg := range pgs {
+			c.objects = append(c.objects, pg)
+		}
+		c.setup = append(c.setup, func(pl *Plugin, fh fwk.Handle) error {
+			return pl.scheduleNative(fh.SharedInformerFactory().Scheduling().V1beta1().PodGroups())
+		})
+	}
+}
+
+// withNativeIgnored has the plugin ignore native PodGroups, as New does
+// when it may not schedule them, for the reason note.
+func withNativeIgnored(note string) envOption {
+	return func(c *envConfig) {
+		c.setup = append(c.setup, func(pl *Plugin, _ fwk.Handle) error {
+			pl.ignoreNative(note)
+			return nil
+		})
+	}
+}
+
+// nativeMember is a member of a native PodGroup asking for gpus GPUs and one
+// CPU; it carries no gang label.
+func nativeMember(group, name, gpus string) *v1.Pod {
+	req := map[v1.ResourceName]string{v1.ResourceCPU: "1"}
+	if gpus != "" && gpus != "0" {
+		req[gpu] = gpus
+	}
+	return gangtest.InNativeGroup(st.MakePod().Namespace(testNS).Name(name).UID(testNS+"/"+name).
+		SchedulerName(testScheduler).Req(req).Obj(), group)
+}
+
+func nativeMembers(group string, n int, gpus string) []*v1.Pod {
+	pods := make([]*v1.Pod, n)
+	for i := range pods {
+		pods[i] = nativeMember(group, fmt.Sprintf("%s-%d", group, i), gpus)
+	}
+	return pods
+}
+
+// A native gang is held until minCount members exist, and then reserves and
+// binds as one, like a scheduler-plugins gang.
+func TestNativeGangRunsAsOneGang(t *testing.T) {
+	job := nativeMembers("job", 3, "8")
+	env := newTestEnv(t, gpuNodes(3), job[:2], nil,
+		withNativePodGroups(gangtest.MakeNativePodGroup("job", testNS).MinCount(3).Obj()))
+
+	status := env.pl.PreEnqueue(env.ctx, job[0])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+	require.Contains(t, status.Message(), "2/3 present")
+	require.True(t, hasEvent(env.recorded(), ReasonWaitingForMembers, "waiting for members: 2/3 present"))
+
+	env.create(job[2])
+	require.Eventually(t, func() bool { return sets.New(env.activator.get()...).Has(testNS + "/job-0") },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "the third member releases the held ones")
+	for _, p := range job {
+		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess())
+	}
+	bound := env.runGang(job)
+	nodes := sets.New[string]()
+	for _, p := range bound {
+		nodes.Insert(p.Spec.NodeName)
+	}
+	require.Equal(t, 3, nodes.Len(), "one 8-GPU member per node")
+	require.True(t, hasEvent(env.recorded(), ReasonGangScheduled, "3/3 members reserved"))
+}
+
+// A native topology constraint is a required level: the gang starts inside
+// one domain of it, waits with an Event while none has room, and a key that
+// is no configured level is an invalid PodGroup.
+func TestNativeTopologyConstraint(t *testing.T) {
+	t.Run("the gang lands inside one leaf", func(t *testing.T) {
+		pair := nativeMembers("pair", 2, "8")
+		// One node of the first leaf is busy: the pair goes to a whole leaf.
+		env := newTestEnv(t, fabric(), append([]*v1.Pod{busy("s0-l0-n0")}, pair...), nil, withTopology(t),
+			withNativePodGroups(gangtest.MakeNativePodGroup("pair", testNS).MinCount(2).Topology(leafLabel).Obj()))
+		got := plannedNodes(t, env, pair)
+		require.Equal(t, got[0][:len("s0-l0")], got[1][:len("s0-l0")], "both members in one leaf: %v", got)
+	})
+	t.Run("no leaf has room: the gang waits with an Event", func(t *testing.T) {
+		var existing []*v1.Pod
+		for _, n := range []string{"s0-l0-n0", "s0-l1-n0", "s1-l0-n0", "s1-l1-n0"} {
+			existing = append(existing, busy(n))
+		}
+		pair := nativeMembers("pair", 2, "8")
+		env := newTestEnv(t, fabric(), append(existing, pair...), nil, withTopology(t),
+			withNativePodGroups(gangtest.MakeNativePodGroup("pair", testNS).MinCount(2).Topology(leafLabel).Obj()))
+		_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), pair[0])
+		require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+		require.True(t, hasEvent(env.recorded(), ReasonTopologyUnsatisfied, "no single domain of level "+leafLabel))
+	})
+	t.Run("a key that is no configured level", func(t *testing.T) {
+		pair := nativeMembers("pair", 2, "8")
+		env := newTestEnv(t, fabric(), pair, nil, withTopology(t),
+			withNativePodGroups(gangtest.MakeNativePodGroup("pair", testNS).MinCount(2).Topology("example.com/rack").Obj()))
+		_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), pair[0])
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+		require.True(t, hasEvent(env.recorded(), ReasonInvalidPodGroup, `"example.com/rack"`))
+	})
+}
+
+// A pod that names a native PodGroup and carries the label of a
+// scheduler-plugins PodGroup belongs to the native one alone, with an Event
+// that says so; the other gang does not count it. Two gangs of the same
+// name in one namespace, one per API, never share members.
+func TestPodInBothKindsOfGang(t *testing.T) {
+	both := nativeMember("job", "both", "8")
+	both.Labels = map[string]string{scheduling.PodGroupLabel: "job"}
+	labelled := member("job", "labelled", "8")
+	env := newTestEnv(t, gpuNodes(2), []*v1.Pod{both, labelled},
+		[]*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()},
+		withNativePodGroups(gangtest.MakeNativePodGroup("job", testNS).MinCount(1).Obj()))
+
+	key, _ := gang.Of(both)
+	require.Equal(t, gang.Native, key.API)
+	require.True(t, env.pl.PreEnqueue(env.ctx, both).IsSuccess(), "the native gang of one is complete")
+	require.True(t, hasEvent(env.recorded(), ReasonTwoPodGroups, "it belongs to team-a/job (scheduling.k8s.io/v1beta1) alone, and team-a/job does not count it"))
+
+	status := env.pl.PreEnqueue(env.ctx, labelled)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "the labelled gang has 1 of its 2 members: %v", status)
+	require.Contains(t, status.Message(), "1/2 present")
+
+	xk8s, err := env.pl.members(gang.Key{Namespace: testNS, Name: "job"})
+	require.NoError(t, err)
+	native, err := env.pl.members(key)
+	require.NoError(t, err)
+	require.Equal(t, []string{"labelled"}, podNamesOf(xk8s))
+	require.Equal(t, []string{"both"}, podNamesOf(native))
+}
+
+func podNamesOf(pods []*v1.Pod) []string {
+	out := make([]string, len(pods))
+	for i, p := range pods {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// Where gpu-gang ignores native PodGroups, a pod that names one is held with
+// an Event that says why, and gangs of scheduler-plugins PodGroups schedule
+// as before.
+func TestNativePodGroupsIgnored(t *testing.T) {
+	nativePod := nativeMember("job", "native", "8")
+	labelled := member("other", "labelled", "8")
+	env := newTestEnv(t, gpuNodes(1), []*v1.Pod{nativePod, labelled},
+		[]*v1alpha1.PodGroup{gangtest.MakePodGroup("other", testNS).MinMember(1).Obj()},
+		withNativeIgnored("the API server does not serve them"))
+
+	status := env.pl.PreEnqueue(env.ctx, nativePod)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+	require.True(t, hasEvent(env.recorded(), ReasonNativePodGroupsIgnored, "gpu-gang ignores native PodGroups: not watched: the API server does not serve them"))
+	require.True(t, env.pl.PreEnqueue(env.ctx, labelled).IsSuccess())
+	node, status := env.schedule(labelled)
+	require.True(t, status.IsSuccess(), "%v", status)
+	require.NotEmpty(t, node)
+}
+
+// A native PodGroup deleted while members wait in Permit fails the attempt
+// at once: the waiting members give back their nodes instead of holding
+// them until the timeout. Its members are then held, each with an Event
+// saying the PodGroup does not exist, and schedule when it comes back.
+func TestNativePodGroupDeletedMidFlight(t *testing.T) {
+	job := nativeMembers("job", 2, "8")
+	pg := gangtest.MakeNativePodGroup("job", testNS).MinCount(2).Obj()
+	env := newTestEnv(t, gpuNodes(2), job, nil, withNativePodGroups(pg))
+
+	node, status := env.schedule(job[0])
+	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
+	waiting := env.waitAsync(job[0], node)
+	require.NoError(t, env.client.SchedulingV1beta1().PodGroups(testNS).Delete(env.ctx, "job", metav1.DeleteOptions{}))
+	select {
+	case s := <-waiting:
+		require.False(t, s.IsSuccess(), "the waiting member is rejected")
+		require.Contains(t, s.Message(), "its PodGroup was deleted")
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("the waiting member still holds its node after its PodGroup was deleted")
+	}
+	env.forget(job[0])
+	env.recorded()
+
+	status = env.pl.PreEnqueue(env.ctx, job[1])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+	require.True(t, hasEvent(env.recorded(), ReasonPodGroupNotFound,
+		"PodGroup team-a/job (scheduling.k8s.io/v1beta1) does not exist: create it in namespace team-a, or recreate the pod without spec.schedulingGroup"))
+
+	env.activator.reset()
+	recreated := pg.DeepCopy()
+	recreated.ResourceVersion = ""
+	_, err := env.client.SchedulingV1beta1().PodGroups(testNS).Create(env.ctx, recreated, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return sets.New(env.activator.get()...).HasAll(testNS+"/job-0", testNS+"/job-1") },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "a recreated PodGroup brings its members back")
+	bound := env.runGang(job)
+	require.Len(t, bound, 2)
+}
+
+// A native PodGroup being deleted (held by the API server's protection
+// finalizer while pods name it) still defines its gang, and an Event on it
+// says so.
+func TestNativePodGroupBeingDeletedStillSchedules(t *testing.T) {
+	job := nativeMembers("job", 2, "8")
+	pg := gangtest.MakeNativePodGroup("job", testNS).MinCount(2).Obj()
+	env := newTestEnv(t, gpuNodes(2), job, nil, withNativePodGroups(pg))
+
+	deleting := pg.DeepCopy()
+	now := metav1.NewTime(env.clock.Now())
+	deleting.DeletionTimestamp = &now
+	deleting.Finalizers = []string{"scheduling.k8s.io/podgroup-protection"}
+	_, err := env.client.SchedulingV1beta1().PodGroups(testNS).Update(env.ctx, deleting, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, ok := env.pl.lookup(gang.Key{API: gang.Native, Namespace: testNS, Name: "job"})
+		return ok && s.Deleting
+	}, wait.ForeverTestTimeout, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return hasEvent(env.recorded(), ReasonPodGroupDeleting, "while 2 of its members wait for a node")
+	}, wait.ForeverTestTimeout, 10*time.Millisecond)
+	require.True(t, env.pl.PreEnqueue(env.ctx, job[0]).IsSuccess())
+	require.Len(t, env.runGang(job), 2)
+}
+
+// The source seam: one lister per API, Specs out, the API in the key
+// choosing which.
+func TestSources(t *testing.T) {
+	created := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	xIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	nIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, xIndexer.Add(gangtest.MakePodGroup("job", testNS).MinMember(4).Created(created).Obj()))
+	require.NoError(t, nIndexer.Add(gangtest.MakeNativePodGroup("job", testNS).MinCount(8).Created(created.Add(time.Minute)).Obj()))
+	s := sources{
+		gang.XK8s:   xk8sSource{lister: pglisters.NewPodGroupLister(xIndexer)},
+		gang.Native: nativeSource{lister: schedulinglisters.NewPodGroupLister(nIndexer)},
+	}
+	xKey := gang.Key{Namespace: testNS, Name: "job"}
+	nKey := gang.Key{API: gang.Native, Namespace: testNS, Name: "job"}
+
+	x, err := s.spec(xKey)
+	require.NoError(t, err)
+	require.Equal(t, xKey, x.Key)
+	require.EqualValues(t, 4, x.MinMember)
+	n, err := s.spec(nKey)
+	require.NoError(t, err)
+	require.Equal(t, nKey, n.Key)
+	require.EqualValues(t, 8, n.MinMember)
+	require.Equal(t, "scheduling.k8s.io/v1beta1", n.Ref.APIVersion)
+
+	at, ok := s.created(nKey)
+	require.True(t, ok)
+	require.Equal(t, created.Add(time.Minute), at)
+	_, err = s.spec(gang.Key{API: gang.Native, Namespace: testNS, Name: "ghost"})
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
+	_, ok = s.created(gang.Key{Namespace: "elsewhere", Name: "job"})
+	require.False(t, ok)
+
+	s[gang.Native] = unwatched{why: "off"}
+	_, err = s.spec(nKey)
+	require.ErrorIs(t, err, errNotWatched)
+	_, err = s.spec(xKey)
+	require.NoError(t, err, "the other API is unaffected")
+}
+
+// decideNative schedules native PodGroups only where discovery serves them
+// and this scheduler's GenericWorkload gate is off; a discovery error other
+// than "not served" is retried, then reported.
+func TestDecideNative(t *testing.T) {
+	podGroups := metav1.APIResource{Name: "podgroups", Namespaced: true, Kind: "PodGroup", Verbs: metav1.Verbs{"get", "list", "watch"}}
+	workloads := metav1.APIResource{Name: "workloads", Namespaced: true, Kind: "Workload", Verbs: metav1.Verbs{"get", "list", "watch"}}
+	served := []*metav1.APIResourceList{{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{podGroups, workloads}}}
+	tests := []struct {
+		name            string
+		resources       []*metav1.APIResourceList
+		genericWorkload bool
+		want            bool
+		wantNote        string
+	}{
+		{name: "served", resources: served, want: true, wantNote: "pods that set spec.schedulingGroup are gangs"},
+		{name: "group version not served", wantNote: "does not serve scheduling.k8s.io/v1beta1 podgroups"},
+		{name: "podgroups not served", resources: []*metav1.APIResourceList{{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{workloads}}},
+			wantNote: "does not serve scheduling.k8s.io/v1beta1 podgroups"},
+		{name: "served, but the scheduler's gate is on", resources: served, genericWorkload: true, wantNote: "--feature-gates=GenericWorkload=false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tt.resources}}
+			got, note, err := decideNative(t.Context(), disc, tt.genericWorkload)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+			require.Contains(t, note, tt.wantNote)
+		})
+	}
+	t.Run("discovery fails", func(t *testing.T) {
+		fake := &clienttesting.Fake{}
+		fake.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("connection refused")
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		_, _, err := decideNative(ctx, &fakediscovery.FakeDiscovery{Fake: fake}, false)
+		require.ErrorContains(t, err, "connection refused")
+	})
+}
+
+// native makes pods members of the native PodGroup group instead of the
+// scheduler-plugins one their label names.
+func native(group string, pods []*v1.Pod) []*v1.Pod {
+	for _, p := range pods {
+		delete(p.Labels, scheduling.PodGroupLabel)
+		gangtest.InNativeGroup(p, group)
+	}
+	return pods
+}
+
+// A running native gang with disruptionMode all offers no member above
+// minCount to preemption: a plain pod of higher priority that needs one node
+// evicts the whole gang, not one member.
+func TestNativeDisruptionModeAllIsEvictedWhole(t *testing.T) {
+	nodes := gpuNodes(4)
+	running := native("elastic", runningGang("elastic", 0, t0, nodes[0].Name, nodes[1].Name, nodes[2].Name, nodes[3].Name))
+	plain := st.MakePod().Namespace("other").Name("urgent").UID("other/urgent").SchedulerName(testScheduler).
+		Priority(100).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	env := newTestEnv(t, nodes, append(running, plain), nil, withTopology(t),
+		withNativePodGroups(gangtest.MakeNativePodGroup("elastic", testNS).MinCount(3).DisruptAll().Obj()))
+	rec := env.record()
+	env.syncWatch()
+
+	_, status := env.attempt(plain)
+	require.True(t, status.IsSuccess(), "%v", status)
+	req := rec.last()
+	require.Len(t, req.Units, 1)
+	require.Zero(t, req.Units[0].Surplus, "no member may go alone")
+	require.Len(t, env.deleted(), 4, "the gang goes whole")
+	require.True(t, hasEvent(env.recorded(), ReasonPreempted, "all 4 of its running pods evicted"))
+}
+
+// A native gang preempts with its PodGroup's priority and preemption
+// policy: preemptionPolicy Never on the PodGroup keeps its members, whose
+// own policy says otherwise, from evicting anything.
+func TestNativePreemptionPolicyNever(t *testing.T) {
+	nodes, running, pgs := fullFabric()
+	job := native("urgent", urgent("urgent", 2, 100))
+	env := newTestEnv(t, nodes, append(running, job...), pgs, withTopology(t),
+		withNativePodGroups(gangtest.MakeNativePodGroup("urgent", testNS).MinCount(2).Priority("urgent", 100).
+			PreemptionPolicy(schedulingv1beta1.PreemptNever).Created(t0.Add(time.Hour)).Obj()))
+	env.syncWatch()
+	res, status := env.attempt(job[0])
+	require.Nil(t, res)
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	require.Contains(t, status.Message(), "has preemptionPolicy Never")
+	require.Empty(t, env.deleted())
+}

@@ -1,0 +1,64 @@
+package simulator
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
+)
+
+func TestLookupProfile(t *testing.T) {
+	for _, name := range ProfileNames {
+		p, err := LookupProfile(name)
+		if err != nil || p.Name != name {
+			t.Errorf("LookupProfile(%q) = %+v, %v", name, p, err)
+		}
+	}
+	if _, err := LookupProfile("nope"); err == nil {
+		t.Error("an unknown profile is accepted")
+	}
+}
+
+// gpu-gang-native runs in-tree's very objects, with the API served by the
+// API server only: gpu-gang's scheduler runs in a process of its own with
+// GenericWorkload off, as the Deployment runs it.
+func TestGpuGangNativeRunsInTreeObjects(t *testing.T) {
+	native, err := LookupProfile(ProfileGpuGangNative)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTree, err := LookupProfile(ProfileInTree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if native.Flavor != inTree.Flavor || !native.UseConfigFile || !native.SchedulerProcess || len(native.FeatureGates) != 0 {
+		t.Errorf("gpu-gang-native = %+v", native)
+	}
+	if !slices.Contains(native.APIServerFlags, workloadAPIFlag) || !slices.Contains(native.SchedulerFlags, "--feature-gates=GenericWorkload=false") {
+		t.Errorf("gpu-gang-native flags: API server %v, scheduler %v", native.APIServerFlags, native.SchedulerFlags)
+	}
+	if got, want := native.gatesSummary(), "kube-apiserver: GenericWorkload=true,TopologyAwareWorkloadScheduling=true; kube-scheduler: GenericWorkload=false"; got != want {
+		t.Errorf("gatesSummary = %q, want %q", got, want)
+	}
+
+	job := scenario.Job{Name: "train-00", Gang: true, Pods: 4, GPUsPerPod: 8, Duration: 10 * time.Second, Priority: 5,
+		Topology: &scenario.Topology{Level: scenario.TierLeaf, Required: true}}
+	tiers := map[string]string{scenario.TierLeaf: "network.topology.nvidia.com/leaf"}
+	build := func(p Profile) *workload.Objects {
+		o, err := (&workload.Builder{Namespace: Namespace, Flavor: p.Flavor, SchedulerName: p.SchedulerName, TierKeys: tiers}).Build(&job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pod := range o.Pods {
+			pod.Spec.SchedulerName = "" // the one difference, by design
+		}
+		return o
+	}
+	if diff := cmp.Diff(build(inTree), build(native)); diff != "" {
+		t.Errorf("objects (-in-tree,+gpu-gang-native):\n%s", diff)
+	}
+}
