@@ -86,7 +86,7 @@ test-binaries: ## Build kwok, training-operator and the scheduler into bin/ for 
 ##@ Test
 
 .PHONY: test
-test: test-unit test-integration test-image test-chart ## Run every test: unit (with -race), integration (real kube-apiserver), the image and the Helm chart.
+test: test-unit test-integration test-snapshot test-image test-chart ## Run every test: unit (with -race), integration (real kube-apiserver), the simulator on a cluster snapshot, the image and the Helm chart.
 
 .PHONY: test-unit
 test-unit: ## Run the unit tests with the race detector.
@@ -95,6 +95,10 @@ test-unit: ## Run the unit tests with the race detector.
 .PHONY: test-integration
 test-integration: test-binaries ## Run the integration tests against an in-process etcd and kube-apiserver.
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_PKGS)
+
+.PHONY: test-snapshot
+test-snapshot: simulator ## Run the shipped cluster snapshot through the built simulator (gpu-gang, default, in-tree) and check the results.
+	GPU_GANG_SIMULATOR=$(BIN)/simulator $(GO) test -count=1 -run '^TestSnapshotRun$$' ./cmd/simulator
 
 .PHONY: test-image
 test-image: ## Build the image in a temporary directory and check its config, files and binaries (runs them with --version).
@@ -111,14 +115,14 @@ test-browser: ## Open the simulator's HTML report in headless Chromium (installe
 	GPU_GANG_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'InBrowser' -v ./pkg/simulator/report/
 
 .PHONY: bench
-bench: bench-micro bench-scenarios ## Run every benchmark: micro-benchmarks, then scenarios S1-S6 in the simulator.
+bench: bench-micro bench-scenarios ## Run every benchmark: micro-benchmarks, then scenarios S1-S8 in the simulator.
 
 .PHONY: bench-micro
 bench-micro: ## Run the micro-benchmarks (QueueSort, capacity pre-check, topology planner).
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 
 .PHONY: bench-scenarios
-bench-scenarios: simulator ## Run scenarios S1-S6 through every profile; reports go to _output/simulator/.
+bench-scenarios: simulator ## Run scenarios S1-S8 through every profile; reports go to _output/simulator/.
 	@for f in $(SCENARIOS); do echo "== $$f"; $(BIN)/simulator --scenario $$f || exit 1; done
 
 .PHONY: bench-soak

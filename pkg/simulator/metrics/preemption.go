@@ -304,11 +304,29 @@ func (t *PreemptionTracker) Summary(profile string) PreemptionSummary {
 	return s
 }
 
-// fewestLeaves is how many leaves a job needs at least on an empty fabric.
+// fewestLeaves is how many leaves a job needs at least on an empty fabric:
+// the fewest leaves, largest first, whose nodes hold its pods. It reads the
+// layout's own leaves, so it holds for a cluster snapshot's uneven ones as
+// for a generated fabric; a job no set of leaves holds needs them all.
 func (t *PreemptionTracker) fewestLeaves(j scenario.Job) int {
-	perNode := max(1, t.layout.Spec.GPUsPerNode/max(1, j.GPUsPerPod))
-	nodes := (j.Pods + perNode - 1) / perNode
-	return max(1, (nodes+t.layout.Spec.NodesPerLeaf-1)/t.layout.Spec.NodesPerLeaf)
+	if j.GPUsPerPod <= 0 {
+		return 1
+	}
+	holds := make([]int, 0, len(t.layout.Leaves))
+	for _, leaf := range t.layout.Leaves {
+		pods := 0
+		for _, n := range leaf {
+			pods += t.layout.Nodes[n].GPUs / j.GPUsPerPod
+		}
+		holds = append(holds, pods)
+	}
+	slices.Sort(holds)
+	leaves, pods := 0, 0
+	for i := len(holds) - 1; i >= 0 && pods < j.Pods; i-- {
+		pods += holds[i]
+		leaves++
+	}
+	return max(1, leaves)
 }
 
 // WritePreemption prints the profiles' preemption figures side by side,

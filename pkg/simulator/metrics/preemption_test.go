@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
@@ -115,4 +117,57 @@ func TestPreemptionSummary(t *testing.T) {
 		require.NoError(t, WritePreemption(&out, []PreemptionSummary{got}))
 		require.Contains(t, out.String(), "urgent (priority 100, 2 pods): never bound, evicted nothing")
 	})
+}
+
+// A cluster snapshot's layout has leaves of any size and no fabric spec:
+// the fewest leaves a preemptor needs come from the leaves themselves.
+func TestPreemptionSummaryOnUnevenLeaves(t *testing.T) {
+	levels, ok := scheduling.Preset("nvidia")
+	require.True(t, ok)
+	leafKey := levels[1].Key
+	node := func(name, leaf string) fabric.NodeInfo {
+		return fabric.NodeInfo{Name: name, GPUs: 8, Labels: map[string]string{leafKey: leaf}}
+	}
+	layout, err := fabric.FromNodes("nvidia", levels, []fabric.NodeInfo{
+		node("a1", "big"), node("a2", "big"), node("a3", "big"), node("b1", "small"),
+		{Name: "lone", GPUs: 4, Labels: map[string]string{}}, // a leaf of its own, too small for an 8-GPU pod
+	})
+	require.NoError(t, err)
+	require.Zero(t, layout.Spec.NodesPerLeaf, "a snapshot's layout has no fabric spec")
+	jobs := []scenario.Job{
+		{Name: "low", Pods: 1, GPUsPerPod: 8}, // urgent jobs are those above the lowest priority
+		{Name: "three", Gang: true, Pods: 3, GPUsPerPod: 8, Priority: 100},
+		{Name: "four", Gang: true, Pods: 4, GPUsPerPod: 8, Priority: 100},
+	}
+	pt := NewPreemptionTracker(layout, jobs)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	index := map[string]int{}
+	for i, n := range layout.Nodes {
+		index[n.Name] = i
+	}
+	bind := func(job string, i int, node string) {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", job, i), Labels: map[string]string{workload.JobLabel: job, workload.RoleLabel: workload.RoleWorkload}}}
+		p.Spec.NodeName = layout.Nodes[index[node]].Name
+		pt.Observe(p, start.Add(time.Second))
+	}
+	for _, j := range jobs {
+		pt.Submitted(j.Name, start)
+	}
+	// "three" fits the big leaf but spans both; "four" needs both.
+	bind("three", 0, "a1")
+	bind("three", 1, "a2")
+	bind("three", 2, "b1")
+	got := pt.Summary("gpu-gang")
+	require.Equal(t, 2, got.LeavesSpanned)
+	require.Equal(t, 1, got.ExtraLeaves, "three 8-GPU pods fit the 3-node leaf")
+
+	pt = NewPreemptionTracker(layout, jobs)
+	for _, j := range jobs {
+		pt.Submitted(j.Name, start)
+	}
+	for i, n := range []string{"a1", "a2", "a3", "b1"} {
+		bind("four", i, n)
+	}
+	got = pt.Summary("gpu-gang")
+	require.Equal(t, 0, got.ExtraLeaves, "four 8-GPU pods need both leaves that hold one; the 4-GPU node holds none")
 }
