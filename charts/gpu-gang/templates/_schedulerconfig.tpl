@@ -14,7 +14,6 @@ leaderElection:
   resourceName: gpu-gang-scheduler
 profiles:
   - schedulerName: {{ .Values.scheduler.schedulerName }}
-    percentageOfNodesToScore: 100
     plugins:
       multiPoint:
         disabled:
