@@ -21,7 +21,7 @@ import (
 // Native PodGroups (scheduling.k8s.io/v1beta1) have no cluster event here:
 // kube-scheduler registers its handlers for them only with the
 // GenericWorkload feature gate on, which gpu-gang runs without (see
-// decideNative), and a dynamic informer of its own would be a second copy
+// gang.DecideNative), and a dynamic informer of its own would be a second copy
 // of every PodGroup. The plugin's own informer follows them instead
 // (onNativePodGroupAdd and the functions after it) and activates the
 // members a change concerns.

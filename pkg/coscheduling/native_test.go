@@ -295,7 +295,7 @@ func TestSources(t *testing.T) {
 	require.NoError(t, err, "the other API is unaffected")
 }
 
-// decideNative schedules native PodGroups only where discovery serves them
+// gang.DecideNative schedules native PodGroups only where discovery serves them
 // and this scheduler's GenericWorkload gate is off; a discovery error other
 // than "not served" is retried, then reported.
 func TestDecideNative(t *testing.T) {
@@ -318,7 +318,7 @@ func TestDecideNative(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tt.resources}}
-			got, note, err := decideNative(t.Context(), disc, tt.genericWorkload)
+			got, note, err := gang.DecideNative(t.Context(), disc, tt.genericWorkload)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
 			require.Contains(t, note, tt.wantNote)
@@ -331,7 +331,7 @@ func TestDecideNative(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
-		_, _, err := decideNative(ctx, &fakediscovery.FakeDiscovery{Fake: fake}, false)
+		_, _, err := gang.DecideNative(ctx, &fakediscovery.FakeDiscovery{Fake: fake}, false)
 		require.ErrorContains(t, err, "connection refused")
 	})
 }

@@ -137,7 +137,7 @@ var (
 // JSON client (PodGroups are a CRD, which protobuf cannot carry) and fails if
 // the PodGroup API is not served. It asks discovery whether Kubernetes' own
 // PodGroups are served, and watches them if they are and this scheduler may
-// schedule them (see decideNative); it says once which.
+// schedule them (see gang.DecideNative); it says once which.
 func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
 	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
 	if err != nil {
@@ -171,7 +171,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	native, note, err := decideNative(ctx, handle.ClientSet().Discovery(), utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
+	native, note, err := gang.DecideNative(ctx, handle.ClientSet().Discovery(), utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
 	if err != nil {
 		return nil, err
 	}

@@ -6,13 +6,10 @@ package coscheduling
 // pl.sources and works on Specs, whichever API a gang comes from.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/client-go/discovery"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
@@ -107,39 +104,6 @@ func (u unwatched) spec(gang.Key) (*gang.Spec, error) {
 }
 
 func (u unwatched) created(gang.Key) (time.Time, bool) { return time.Time{}, false }
-
-// discoveryTimeout bounds how long New retries a discovery request that
-// fails for another reason than the API not being served.
-const discoveryTimeout = 30 * time.Second
-
-// decideNative decides, once, at start-up, whether gpu-gang schedules native
-// PodGroups (scheduling.k8s.io/v1beta1): only if the API server serves them
-// and this scheduler runs with the GenericWorkload feature gate off
-// (genericWorkload). The note says what gpu-gang does with them and, when
-// it ignores them, why and what would change that.
-//
-// With the gate on, kube-scheduler's queue takes every pod that sets
-// spec.schedulingGroup out of pod-by-pod scheduling into its own PodGroup
-// cycle, which reserves and unreserves each member while it tries a
-// placement; gpu-gang cannot hold, plan and release such pods, so it holds
-// them in PreEnqueue with an Event that says how to fix it instead of
-// letting that cycle run them half-understood.
-func decideNative(ctx context.Context, disc discovery.DiscoveryInterface, genericWorkload bool) (scheduled bool, note string, err error) {
-	gv := schedulingv1beta1.SchemeGroupVersion.String()
-	if genericWorkload {
-		return false, "this scheduler runs with the GenericWorkload feature gate on, which hands pods that set spec.schedulingGroup to kube-scheduler's own PodGroup cycle; " +
-			"run gpu-gang-scheduler with --feature-gates=GenericWorkload=false (the Kubernetes 1.37 default; the API server keeps its own gates) to have gpu-gang schedule them", nil
-	}
-	served, err := gang.NativeServed(ctx, disc, discoveryTimeout)
-	if err != nil {
-		return false, "", err
-	}
-	if !served {
-		return false, fmt.Sprintf("the API server does not serve %s podgroups (it needs the GenericWorkload feature gate and --runtime-config=%s=true); restart gpu-gang-scheduler once it does",
-			gv, gv), nil
-	}
-	return true, fmt.Sprintf("the API server serves %s podgroups: pods that set spec.schedulingGroup are gangs, as pods labelled %s are", gv, scheduling.PodGroupLabel), nil
-}
 
 // joinedBy says how a pod joins the gang, for messages.
 func joinedBy(key gang.Key) string {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -113,4 +114,38 @@ func FromNativePodGroup(pg *schedulingv1beta1.PodGroup) *Spec {
 		s.Workload = &WorkloadRef{Name: r.WorkloadName, Template: r.TemplateName}
 	}
 	return s
+}
+
+// DiscoveryTimeout bounds how long DecideNative retries a discovery request
+// that fails for another reason than the API not being served.
+const DiscoveryTimeout = 30 * time.Second
+
+// DecideNative decides, once, at start-up, whether gpu-gang schedules native
+// PodGroups (scheduling.k8s.io/v1beta1): only if the API server serves them
+// and this scheduler runs with the GenericWorkload feature gate off
+// (genericWorkload). The note says what gpu-gang does with them and, when
+// it ignores them, why and what would change that.
+//
+// With the gate on, kube-scheduler's queue takes every pod that sets
+// spec.schedulingGroup out of pod-by-pod scheduling into its own PodGroup
+// cycle, which reserves and unreserves each member while it tries a
+// placement; gpu-gang cannot hold, plan and release such pods, so it holds
+// them in PreEnqueue with an Event that says how to fix it instead of
+// letting that cycle run them half-understood. Every plugin that reads
+// native PodGroups decides with it, so they all read the same ones.
+func DecideNative(ctx context.Context, disc discovery.DiscoveryInterface, genericWorkload bool) (scheduled bool, note string, err error) {
+	gv := schedulingv1beta1.SchemeGroupVersion.String()
+	if genericWorkload {
+		return false, "this scheduler runs with the GenericWorkload feature gate on, which hands pods that set spec.schedulingGroup to kube-scheduler's own PodGroup cycle; " +
+			"run gpu-gang-scheduler with --feature-gates=GenericWorkload=false (the Kubernetes 1.37 default; the API server keeps its own gates) to have gpu-gang schedule them", nil
+	}
+	served, err := NativeServed(ctx, disc, DiscoveryTimeout)
+	if err != nil {
+		return false, "", err
+	}
+	if !served {
+		return false, fmt.Sprintf("the API server does not serve %s podgroups (it needs the GenericWorkload feature gate and --runtime-config=%s=true); restart gpu-gang-scheduler once it does",
+			gv, gv), nil
+	}
+	return true, fmt.Sprintf("the API server serves %s podgroups: pods that set spec.schedulingGroup are gangs, as pods labelled %s are", gv, scheduling.PodGroupLabel), nil
 }

@@ -53,6 +53,10 @@ type testEnv struct {
 	// pgInformer is fed through its store: the generated fake clientset
 	// cannot serve the watch-list stream client-go's reflector asks for.
 	pgInformer cache.SharedIndexInformer
+	// cs and informers are the cluster's own clientset and informers, on
+	// which native PodGroups can be watched.
+	cs        *fake.Clientset
+	informers informers.SharedInformerFactory
 }
 
 func defaultArgs() *config.GPUFleetArgs {
@@ -91,6 +95,8 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		activator:  &fakeActivator{},
 		snapshot:   internalcache.NewSnapshot(nil, nodes),
 		pgInformer: pgInformer.Informer(),
+		cs:         cs,
+		informers:  informerFactory,
 	}
 	factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 		pl, err := NewWithPodGroups(ctx, args, fh, pgInformer.Lister(), pgInformer.Informer())

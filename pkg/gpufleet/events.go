@@ -11,8 +11,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
-	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-
 	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
@@ -55,7 +53,7 @@ func (er *eventRecorder) record(regarding runtime.Object, key, reason, note stri
 
 // reportRequirements records an Event for each unreadable annotation, on
 // the object that holds it, and returns the status message.
-func (pl *Plugin) reportRequirements(pod *v1.Pod, pg *v1alpha1.PodGroup, err error) string {
+func (pl *Plugin) reportRequirements(pod *v1.Pod, group *gang.Spec, err error) string {
 	var errs []error
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = joined.Unwrap()
@@ -65,16 +63,15 @@ func (pl *Plugin) reportRequirements(pod *v1.Pod, pg *v1alpha1.PodGroup, err err
 	parts := make([]string, 0, len(errs))
 	for _, e := range errs {
 		var ae *fleet.AnnotationError
-		if !errors.As(e, &ae) || ae.OnPod || pg == nil {
+		if !errors.As(e, &ae) || ae.OnPod || group == nil {
 			note := fmt.Sprintf("pod %s/%s: %v; fix or remove the annotation", pod.Namespace, pod.Name, e)
 			pl.events.record(pod, "pod/"+string(pod.UID)+"/"+annotationOf(ae), ReasonInvalidGPURequirements, note)
 			parts = append(parts, fmt.Sprintf("pod %s: %v", pod.Name, e))
 			continue
 		}
-		spec := gang.FromPodGroup(pg)
-		note := fmt.Sprintf("PodGroup %s: %v; fix or remove the annotation: no GPU member of the gang schedules until then", spec.Key, e)
-		pl.events.record(spec.Ref, "podgroup/"+string(pg.UID)+"/"+ae.Annotation, ReasonInvalidGPURequirements, note)
-		parts = append(parts, fmt.Sprintf("PodGroup %s: %v", spec.Key, e))
+		note := fmt.Sprintf("PodGroup %s: %v; fix or remove the annotation: no GPU member of the gang schedules until then", group.Key, e)
+		pl.events.record(group.Ref, "podgroup/"+string(group.UID)+"/"+ae.Annotation, ReasonInvalidGPURequirements, note)
+		parts = append(parts, fmt.Sprintf("PodGroup %s: %v", group.Key, e))
 	}
 	return ErrReasonInvalidRequirements + ": " + strings.Join(parts, "; ")
 }

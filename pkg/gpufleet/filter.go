@@ -24,18 +24,18 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if !d.Any() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	pg, status := pl.podGroupOf(pod)
+	group, status := pl.groupOf(pod)
 	if status != nil {
 		return nil, status
 	}
 	var groupAnnotations map[string]string
-	if pg != nil {
-		groupAnnotations = pg.Annotations
+	if group != nil {
+		groupAnnotations = group.Annotations
 	}
 	req, err := fleet.ParseRequirements(groupAnnotations, pod.Annotations)
 	if err != nil {
 		// Only an edit fixes it; the pod is tried again when one is made.
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.reportRequirements(pod, pg, err))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.reportRequirements(pod, group, err))
 	}
 	s := &cycleState{req: req, demand: d, nodes: pl.nodes}
 	cs.Write(stateKey, s)

@@ -70,12 +70,14 @@ func (pl *Plugin) isNodeNowAdmitting(logger klog.Logger, pod *v1.Pod, oldObj, ne
 // an annotation cannot be read.
 func (pl *Plugin) requirementsOf(pod *v1.Pod) (req fleet.Requirements, d fleet.Demand, known bool, err error) {
 	var group map[string]string
-	if key, ok := gang.Of(pod); ok && key.API == gang.XK8s {
-		pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
+	if key, ok := gang.Of(pod); ok {
+		spec, err := pl.lookup(key)
 		if err != nil {
 			return req, d, false, nil
 		}
-		group = pg.Annotations
+		if spec != nil {
+			group = spec.Annotations
+		}
 	}
 	req, err = fleet.ParseRequirements(group, pod.Annotations)
 	return req, fleet.DemandOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})), true, err

@@ -33,16 +33,21 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -67,8 +72,12 @@ const informerSyncTimeout = 30 * time.Second
 type Plugin struct {
 	handle fwk.Handle
 	// opts are the plugin args as pkg/fleet reads them; set once in New.
-	opts      fleet.Options
-	pgLister  pglisters.PodGroupLister
+	opts     fleet.Options
+	pgLister pglisters.PodGroupLister
+	// native reads Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1)
+	// where gpu-gang schedules them (gang.DecideNative); nil elsewhere, and
+	// then their members have their own annotations only.
+	native    schedulinglisters.PodGroupLister
 	podLister corelisters.PodLister
 	nodes     *nodeCache
 	events    *eventRecorder
@@ -118,7 +127,63 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 		return nil, fmt.Errorf("PodGroups (%s) could not be listed within %s: install the CRD from manifests/crds and grant the scheduler list/watch on podgroups",
 			v1alpha1.SchemeGroupVersion.WithResource("podgroups"), informerSyncTimeout)
 	}
-	return NewWithPodGroups(ctx, args, handle, pgInformer.Lister(), informer)
+	pl, err := NewWithPodGroups(ctx, args, handle, pgInformer.Lister(), informer)
+	if err != nil {
+		return nil, err
+	}
+	native, _, err := gang.DecideNative(ctx, handle.ClientSet().Discovery(), utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
+	if err != nil {
+		return nil, err
+	}
+	if native {
+		// The scheduler's own informer factory starts the informer, and
+		// waits for it to sync before the first scheduling cycle.
+		if err := pl.WatchNative(handle.SharedInformerFactory().Scheduling().V1beta1().PodGroups()); err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// WatchNative reads the annotations of Kubernetes' own PodGroups from
+// informer, as of scheduler-plugins ones, and activates the members that
+// waited for a PodGroup, or whose PodGroup's GPU annotations changed.
+// kube-scheduler queues no pod on native PodGroup events while its
+// GenericWorkload gate is off (the only way gpu-gang schedules them), so
+// the plugin follows them itself.
+func (pl *Plugin) WatchNative(informer schedulinginformers.PodGroupInformer) error {
+	pl.native = informer.Lister()
+	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if pg, ok := obj.(*schedulingv1beta1.PodGroup); ok {
+				pl.activateGang(gang.Key{API: gang.Native, Namespace: pg.Namespace, Name: pg.Name})
+			}
+		},
+		UpdateFunc: func(oldObj, newObj interface{}) {
+			o, ok1 := oldObj.(*schedulingv1beta1.PodGroup)
+			n, ok2 := newObj.(*schedulingv1beta1.PodGroup)
+			if ok1 && ok2 && fleetAnnotationsChanged(o.Annotations, n.Annotations) {
+				pl.activateMembers(gang.Key{API: gang.Native, Namespace: n.Namespace, Name: n.Name})
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watching native PodGroups: %w", err)
+	}
+	return nil
+}
+
+// fleetAnnotationsChanged reports whether a GPU requirement annotation
+// differs between two annotation maps.
+func fleetAnnotationsChanged(old, new map[string]string) bool {
+	for _, k := range fleet.AnnotationKeys() {
+		o, oldSet := old[k]
+		n, newSet := new[k]
+		if o != n || oldSet != newSet {
+			return true
+		}
+	}
+	return false
 }
 
 // NewWithPodGroups builds the plugin on a PodGroup lister its caller keeps
@@ -174,21 +239,21 @@ func slimPodGroup(obj interface{}) (interface{}, error) {
 	}}, nil
 }
 
-// podGroupOf returns the PodGroup of a gang member, nil for a pod outside
-// any gang. A member whose PodGroup the informer has not seen yet gets a
-// status to wait with: its requirements are not known. The gang plugin
-// holds members back until their PodGroup exists, so that is only the lag
-// between two informers; the member is activated when it ends. A member of
-// a native PodGroup (scheduling.k8s.io/v1beta1) has its own annotations
-// only: this plugin reads scheduler-plugins PodGroups.
-func (pl *Plugin) podGroupOf(pod *v1.Pod) (*v1alpha1.PodGroup, *fwk.Status) {
+// groupOf returns the gang of a member, adapted from its PodGroup of
+// either API; nil for a pod outside any gang, or in a native PodGroup where
+// gpu-gang does not schedule native ones (its own annotations apply). A
+// member whose PodGroup the informer has not seen yet gets a status to
+// wait with: its requirements are not known. The gang plugin holds members
+// back until their PodGroup exists, so that is only the lag between two
+// informers; the member is activated when it ends.
+func (pl *Plugin) groupOf(pod *v1.Pod) (*gang.Spec, *fwk.Status) {
 	key, ok := gang.Of(pod)
-	if !ok || key.API != gang.XK8s {
+	if !ok {
 		return nil, nil
 	}
-	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
+	spec, err := pl.lookup(key)
 	if err == nil {
-		return pg, nil
+		return spec, nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, fwk.AsStatus(fmt.Errorf("reading PodGroup %s: %w", key, err))
@@ -196,13 +261,38 @@ func (pl *Plugin) podGroupOf(pod *v1.Pod) (*v1alpha1.PodGroup, *fwk.Status) {
 	pl.mu.Lock()
 	pl.awaiting[key] = true
 	pl.mu.Unlock()
-	// The informer may have added it between the Get and the line above.
-	if _, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name); err == nil {
+	// The informer may have added it between the lookup and the line above.
+	if _, err := pl.lookup(key); err == nil {
 		pl.activateGang(key)
 	}
+	leave := "remove the label " + scheduling.PodGroupLabel + " from the pod"
+	if key.API == gang.Native {
+		leave = "recreate the pod without spec.schedulingGroup"
+	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-		fmt.Sprintf("PodGroup %s, whose annotations may set the pod's GPU requirements, is not known yet; create it in namespace %s or remove the label %s from the pod",
-			key, key.Namespace, scheduling.PodGroupLabel))
+		fmt.Sprintf("PodGroup %s, whose annotations may set the pod's GPU requirements, is not known yet; create it in namespace %s or %s",
+			key, key.Namespace, leave))
+}
+
+// lookup reads a gang's PodGroup from the lister of its API. It returns
+// nil and no error for a native gang when native PodGroups are not read,
+// and a NotFound error when the PodGroup does not exist.
+func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, error) {
+	if key.API == gang.Native {
+		if pl.native == nil {
+			return nil, nil
+		}
+		pg, err := pl.native.PodGroups(key.Namespace).Get(key.Name)
+		if err != nil {
+			return nil, err
+		}
+		return gang.FromNativePodGroup(pg), nil
+	}
+	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
+	if err != nil {
+		return nil, err
+	}
+	return gang.FromPodGroup(pg), nil
 }
 
 // onPodGroupAdd activates the members that waited for a PodGroup.
@@ -219,21 +309,33 @@ func (pl *Plugin) activateGang(key gang.Key) {
 	waited := pl.awaiting[key]
 	delete(pl.awaiting, key)
 	pl.mu.Unlock()
-	if !waited {
-		return
+	if waited {
+		pl.activateMembers(key)
 	}
-	pods, err := pl.podLister.Pods(key.Namespace).List(labels.SelectorFromSet(labels.Set{scheduling.PodGroupLabel: key.Name}))
+}
+
+// activateMembers moves a gang's unbound members back to the active queue.
+func (pl *Plugin) activateMembers(key gang.Key) {
+	var pods []*v1.Pod
+	var err error
+	if key.API == gang.Native {
+		// Native members name their PodGroup in the spec, which no
+		// selector reaches.
+		pods, err = pl.podLister.Pods(key.Namespace).List(labels.Everything())
+	} else {
+		pods, err = pl.podLister.Pods(key.Namespace).List(labels.SelectorFromSet(labels.Set{scheduling.PodGroupLabel: key.Name}))
+	}
 	if err != nil {
 		return
 	}
 	waiting := map[string]*v1.Pod{}
 	for _, p := range pods {
-		if p.Spec.NodeName == "" {
+		if k, ok := gang.Of(p); ok && k == key && p.Spec.NodeName == "" {
 			waiting[p.Namespace+"/"+p.Name] = p
 		}
 	}
 	if len(waiting) > 0 {
-		pl.logger.V(4).Info("PodGroup arrived: activating its members", "podGroup", key, "pods", len(waiting))
+		pl.logger.V(4).Info("PodGroup arrived or changed: activating its members", "podGroup", key, "pods", len(waiting))
 		pl.handle.Activate(pl.logger, waiting)
 	}
 }

@@ -32,6 +32,7 @@ import (
 
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/controller/podgroup"
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
@@ -241,6 +242,22 @@ func TestNativePodGroups(t *testing.T) {
 		if !nativeCondition(pg, podgroup.ConditionMembersCreated, metav1.ConditionTrue, podgroup.ReasonEnoughMembers) {
 			t.Errorf("MembersCreated: %+v", pg.Status.Conditions)
 		}
+	})
+
+	t.Run("a native PodGroup's GPU annotations apply to its members", func(t *testing.T) {
+		env := newTestEnv(t)
+		// The nodes that come first have a driver too old for the gang.
+		env.createNodes(
+			fleetNode("a-old-0", gfd(h100, "535.104.05", "12.2", "9.0")),
+			fleetNode("a-old-1", gfd(h100, "535.104.05", "12.2", "9.0")),
+			h100Node("b-new-0"), h100Node("b-new-1"),
+		)
+		watch := env.watchGangs(map[string]int{"cuda": 2})
+		env.createNativePodGroup(gangtest.MakeNativePodGroup("cuda", env.ns).MinCount(2).Annotation(scheduling.AnnotationMinCUDA, "12.4").Obj())
+		pods := env.nativePods("cuda", 2, 8)
+		env.createPods(pods...)
+		env.expectOn(env.waitForBound(bindTimeout, pods...), "b-new-0", "b-new-1")
+		watch.expectNeverPartial()
 	})
 
 	t.Run("a native gang with a topology key lands inside one domain", func(t *testing.T) {

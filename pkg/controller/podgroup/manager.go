@@ -76,10 +76,6 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// discoveryTimeout bounds how long NewManager retries a discovery request
-// that fails for another reason than the API not being served.
-const discoveryTimeout = 30 * time.Second
-
 // NewManager builds a controller-runtime manager running the PodGroup status
 // controller against the cluster cfg points at, and, if the API server
 // serves Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1), the
@@ -90,7 +86,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if err != nil {
 		return nil, fmt.Errorf("building the discovery client: %w", err)
 	}
-	native, err := gang.NativeServed(ctx, disc, discoveryTimeout)
+	native, err := gang.NativeServed(ctx, disc, gang.DiscoveryTimeout)
 	if err != nil {
 		return nil, err
 	}
