@@ -91,13 +91,9 @@ func (pl *Plugin) isRequirementChange(logger klog.Logger, pod *v1.Pod, oldObj, n
 	if !ok1 || !ok2 {
 		return fwk.Queue, fmt.Errorf("expected Pods, got %T and %T", oldObj, newObj)
 	}
-	for _, k := range fleet.AnnotationKeys() {
-		o, oldSet := oldPod.Annotations[k]
-		n, newSet := newPod.Annotations[k]
-		if o != n || oldSet != newSet {
-			logger.V(5).Info("GPU requirements of the pod changed, requeueing", "pod", klog.KObj(pod), "annotation", k)
-			return fwk.Queue, nil
-		}
+	if fleetAnnotationsChanged(oldPod.Annotations, newPod.Annotations) {
+		logger.V(5).Info("GPU requirements of the pod changed, requeueing", "pod", klog.KObj(pod))
+		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }
