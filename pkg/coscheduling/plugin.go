@@ -51,7 +51,6 @@ import (
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -59,8 +58,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
-	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
@@ -82,10 +79,6 @@ const (
 	// ErrReasonNoSlot: the gang's plan has no place for this member's shape.
 	ErrReasonNoSlot = "the gang's plan has no place left for this member; it schedules once the gang reaches quorum"
 )
-
-// informerSyncTimeout bounds how long New waits for the plugin's own
-// informers.
-const informerSyncTimeout = 30 * time.Second
 
 // Plugin implements gang admission.
 type Plugin struct {
@@ -143,25 +136,9 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	if handle.KubeConfig() == nil {
-		return nil, errors.New("the framework handle has no kubeconfig to watch PodGroups with")
-	}
-	cfg := rest.CopyConfig(handle.KubeConfig())
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	client, err := pgclientset.NewForConfig(cfg)
+	pgLister, informer, err := gang.StartPodGroupInformer(ctx, handle.KubeConfig(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("building PodGroup client: %w", err)
-	}
-	factory := pginformers.NewSharedInformerFactory(client, 0)
-	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
-	informer := pgInformer.Informer()
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, informerSyncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return nil, fmt.Errorf("PodGroups (%s) could not be listed within %s: install the CRD from manifests/crds and grant the scheduler list/watch on podgroups",
-			v1alpha1.SchemeGroupVersion.WithResource("podgroups"), informerSyncTimeout)
+		return nil, err
 	}
 	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
 	if err != nil {
@@ -175,7 +152,7 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	pl, err := newPlugin(ctx, args, handle, pgInformer.Lister(), informer, clock.RealClock{}, planner)
+	pl, err := newPlugin(ctx, args, handle, pgLister, informer, clock.RealClock{}, planner)
 	if err != nil {
 		return nil, err
 	}
@@ -311,10 +288,10 @@ func startFinishedInformer(ctx context.Context, handle fwk.Handle) (cache.Indexe
 		return nil, fmt.Errorf("indexing finished pods by gang: %w", err)
 	}
 	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, informerSyncTimeout)
+	syncCtx, cancel := context.WithTimeout(ctx, gang.InformerSyncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return nil, fmt.Errorf("succeeded pods could not be listed within %s: grant the scheduler list/watch on pods", informerSyncTimeout)
+		return nil, fmt.Errorf("succeeded pods could not be listed within %s: grant the scheduler list/watch on pods", gang.InformerSyncTimeout)
 	}
 	return informer.GetIndexer(), nil
 }

@@ -27,10 +27,8 @@ package gpufleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -43,7 +41,6 @@ import (
 	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -51,8 +48,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
-	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
@@ -64,9 +59,6 @@ import (
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = "GPUFleet"
-
-// informerSyncTimeout bounds how long New waits for the PodGroup informer.
-const informerSyncTimeout = 30 * time.Second
 
 // Plugin applies pkg/fleet's GPU rules.
 type Plugin struct {
@@ -104,30 +96,11 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	if handle.KubeConfig() == nil {
-		return nil, errors.New("the framework handle has no kubeconfig to watch PodGroups with")
-	}
-	cfg := rest.CopyConfig(handle.KubeConfig())
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	client, err := pgclientset.NewForConfig(cfg)
+	pgLister, informer, err := gang.StartPodGroupInformer(ctx, handle.KubeConfig(), slimPodGroup)
 	if err != nil {
-		return nil, fmt.Errorf("building PodGroup client: %w", err)
+		return nil, err
 	}
-	factory := pginformers.NewSharedInformerFactory(client, 0)
-	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
-	informer := pgInformer.Informer()
-	if err := informer.SetTransform(slimPodGroup); err != nil {
-		return nil, fmt.Errorf("trimming PodGroups: %w", err)
-	}
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, informerSyncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return nil, fmt.Errorf("PodGroups (%s) could not be listed within %s: install the CRD from manifests/crds and grant the scheduler list/watch on podgroups",
-			v1alpha1.SchemeGroupVersion.WithResource("podgroups"), informerSyncTimeout)
-	}
-	pl, err := NewWithPodGroups(ctx, args, handle, pgInformer.Lister(), informer)
+	pl, err := NewWithPodGroups(ctx, args, handle, pgLister, informer)
 	if err != nil {
 		return nil, err
 	}

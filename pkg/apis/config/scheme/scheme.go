@@ -37,36 +37,19 @@ func init() {
 // yields the defaults. path names the args in errors, e.g.
 // profiles[0].pluginConfig[0].args.
 func DecodeCoschedulingArgs(obj runtime.Object, path *field.Path) (*config.CoschedulingArgs, error) {
-	raw := []byte("{}")
-	switch o := obj.(type) {
-	case nil:
-	case *runtime.Unknown:
-		if len(o.Raw) > 0 {
-			raw = o.Raw
-		}
-	case *config.CoschedulingArgs:
-		return o, validation.ValidateCoschedulingArgs(path, o).ToAggregate()
-	default:
-		return nil, fmt.Errorf("%s: want CoschedulingArgs, got %T", path, obj)
-	}
-	gvk := configv1.SchemeGroupVersion.WithKind("CoschedulingArgs")
-	decoded, _, err := Codecs.UniversalDecoder().Decode(raw, &gvk, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: decoding CoschedulingArgs: %w", path, err)
-	}
-	args, ok := decoded.(*config.CoschedulingArgs)
-	if !ok {
-		return nil, fmt.Errorf("%s: want CoschedulingArgs, got %T", path, decoded)
-	}
-	if errs := validation.ValidateCoschedulingArgs(path, args); len(errs) > 0 {
-		return nil, errs.ToAggregate()
-	}
-	return args, nil
+	return decodeArgs(obj, path, "CoschedulingArgs", validation.ValidateCoschedulingArgs)
 }
 
 // DecodeGPUFleetArgs is DecodeCoschedulingArgs for the GPUFleet plugin's
 // args.
 func DecodeGPUFleetArgs(obj runtime.Object, path *field.Path) (*config.GPUFleetArgs, error) {
+	return decodeArgs(obj, path, "GPUFleetArgs", validation.ValidateGPUFleetArgs)
+}
+
+// decodeArgs decodes, defaults and validates the args of kind, internal type
+// T, from what kube-scheduler passes a plugin's New.
+func decodeArgs[T runtime.Object](obj runtime.Object, path *field.Path, kind string, validate func(*field.Path, T) field.ErrorList) (T, error) {
+	var zero T
 	raw := []byte("{}")
 	switch o := obj.(type) {
 	case nil:
@@ -74,22 +57,22 @@ func DecodeGPUFleetArgs(obj runtime.Object, path *field.Path) (*config.GPUFleetA
 		if len(o.Raw) > 0 {
 			raw = o.Raw
 		}
-	case *config.GPUFleetArgs:
-		return o, validation.ValidateGPUFleetArgs(path, o).ToAggregate()
+	case T:
+		return o, validate(path, o).ToAggregate()
 	default:
-		return nil, fmt.Errorf("%s: want GPUFleetArgs, got %T", path, obj)
+		return zero, fmt.Errorf("%s: want %s, got %T", path, kind, obj)
 	}
-	gvk := configv1.SchemeGroupVersion.WithKind("GPUFleetArgs")
+	gvk := configv1.SchemeGroupVersion.WithKind(kind)
 	decoded, _, err := Codecs.UniversalDecoder().Decode(raw, &gvk, nil)
 	if err != nil {
-		return nil, fmt.Errorf("%s: decoding GPUFleetArgs: %w", path, err)
+		return zero, fmt.Errorf("%s: decoding %s: %w", path, kind, err)
 	}
-	args, ok := decoded.(*config.GPUFleetArgs)
+	args, ok := decoded.(T)
 	if !ok {
-		return nil, fmt.Errorf("%s: want GPUFleetArgs, got %T", path, decoded)
+		return zero, fmt.Errorf("%s: want %s, got %T", path, kind, decoded)
 	}
-	if errs := validation.ValidateGPUFleetArgs(path, args); len(errs) > 0 {
-		return nil, errs.ToAggregate()
+	if errs := validate(path, args); len(errs) > 0 {
+		return zero, errs.ToAggregate()
 	}
 	return args, nil
 }
