@@ -150,6 +150,6 @@ type node struct {
 	free        Amounts
 }
 
-func (n node) Name() string                             { return n.name }
+func (n node) Name() string                           { return n.name }
 func (n node) Allocatable(name v1.ResourceName) int64 { return n.allocatable[name] }
 func (n node) Free(name v1.ResourceName) int64        { return n.free[name] }
