@@ -240,3 +240,21 @@ func boolCount(b bool) int64 {
 	}
 	return 0
 }
+
+// Counted is how many of the devices at positions on node a dimension
+// counts: what a dimension gains when those devices are freed (a preemption
+// victim's, say).
+func (d *Devices) Counted(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName, positions Bits) int64 {
+	s := d.sourceOf(ctx, n, dim, unions)
+	if !s.devices {
+		return 0
+	}
+	if s.all {
+		// The dimension counts 1 when every device of its kind is free.
+		if s.bits.Count() > 0 && s.bits.CountWithout(positions) == 0 {
+			return 1
+		}
+		return 0
+	}
+	return int64(s.bits.Count() - s.bits.CountWithout(positions))
+}

@@ -209,3 +209,14 @@ func (inv *Inventory) String() string {
 	return fmt.Sprintf("%d devices on %d nodes (%d networked pools, %d incomplete pools left out)",
 		devices, len(inv.nodes), len(inv.Networked), len(inv.Incomplete))
 }
+
+// Positions returns where ids sit on node; ids elsewhere are left out.
+func (inv *Inventory) Positions(node string, ids []structured.DeviceID) Bits {
+	var b Bits
+	for _, id := range ids {
+		if pos, ok := inv.where[id]; ok && pos.node.Node == node {
+			b.set(pos.index)
+		}
+	}
+	return b
+}
