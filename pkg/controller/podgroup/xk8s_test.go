@@ -271,6 +271,13 @@ func TestComputeStatus(t *testing.T) {
 			want: counts{Phase: upstream.PodGroupFinished},
 		},
 		{
+			name: "a running gang whose members are all being deleted no longer runs",
+			pg:   pg(2).Phase(upstream.PodGroupRunning),
+			pods: []*st.PodWrapper{running(member("a")).Terminating(), running(member("b")).Terminating()},
+			now:  t0,
+			want: counts{Phase: upstream.PodGroupPending, Running: 2},
+		},
+		{
 			name: "a finished gang whose members are being cleaned up stays finished",
 			pg:   pg(2).Phase(upstream.PodGroupFinished),
 			pods: []*st.PodWrapper{succeeded(member("a")).Terminating(), succeeded(member("b")).Terminating()},
