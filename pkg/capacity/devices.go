@@ -216,7 +216,7 @@ func (d *Devices) isPlainOn(n NodeCapacity, dim v1.ResourceName) bool {
 // whose devices overlap bits.
 func (d *Devices) heldOverlap(ctx context.Context, n NodeCapacity, bits Bits, held Amounts) int64 {
 	var sum int64
-	for _, h := range sortedNames(held) {
+	for _, h := range held.Names() {
 		q := held[h]
 		if q == 0 {
 			continue
