@@ -442,8 +442,12 @@ func TestFaultSoak(t *testing.T) {
 	})
 	t.Logf("%s after the faults: of %d gangs, %d finished, %d running, %d waiting %v; the first %d submitted have finished",
 		time.Since(faultsEnd).Round(100*time.Millisecond), submitted, len(v.finished), len(v.running), len(v.waiting), v.waiting, len(early))
+	submittedAt := map[string]time.Time{}
+	for _, g := range gangs {
+		submittedAt[g.name] = start.Add(g.at)
+	}
 	for _, name := range v.waiting {
-		t.Logf("gang %s waits: %s", name, v.why[name])
+		t.Logf("gang %s waits, %s after it was submitted: %s", name, time.Since(submittedAt[name]).Round(time.Second), v.why[name])
 	}
 	if err != nil {
 		if len(v.unexplained) > 0 {
