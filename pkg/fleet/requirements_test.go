@@ -159,6 +159,9 @@ func TestResourceKindAndDemand(t *testing.T) {
 	}
 	for name, want := range kinds {
 		require.Equal(t, want, ResourceKind(name), name)
+		if want != NotGPU {
+			require.True(t, IsAccelerator(name), "every NVIDIA GPU is an accelerator: %s", name)
+		}
 	}
 
 	q := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
