@@ -124,33 +124,21 @@ func Parse(data []byte) (*Snapshot, error) {
 	for _, it := range items {
 		switch it.kind {
 		case "v1 Node":
-			n := &v1.Node{}
-			if err := yaml.Unmarshal(it.raw, n); err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a Node: %w", it.where, err))
-				continue
+			if n := decode[v1.Node](it, &errs); n != nil {
+				nodes = append(nodes, n)
 			}
-			nodes = append(nodes, n)
 		case "v1 Pod":
-			p := &v1.Pod{}
-			if err := yaml.Unmarshal(it.raw, p); err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a Pod: %w", it.where, err))
-				continue
+			if p := decode[v1.Pod](it, &errs); p != nil {
+				pods = append(pods, p)
 			}
-			pods = append(pods, p)
 		case v1alpha1.SchemeGroupVersion.String() + " PodGroup":
-			g := &v1alpha1.PodGroup{}
-			if err := yaml.Unmarshal(it.raw, g); err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a PodGroup: %w", it.where, err))
-				continue
+			if g := decode[v1alpha1.PodGroup](it, &errs); g != nil {
+				groups = append(groups, gang.FromPodGroup(g))
 			}
-			groups = append(groups, gang.FromPodGroup(g))
 		case schedulingv1beta1.SchemeGroupVersion.String() + " PodGroup":
-			g := &schedulingv1beta1.PodGroup{}
-			if err := yaml.Unmarshal(it.raw, g); err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a PodGroup: %w", it.where, err))
-				continue
+			if g := decode[schedulingv1beta1.PodGroup](it, &errs); g != nil {
+				groups = append(groups, gang.FromNativePodGroup(g))
 			}
-			groups = append(groups, gang.FromNativePodGroup(g))
 		default:
 			errs = append(errs, fmt.Errorf("%s: a snapshot holds only v1 Nodes, v1 Pods and PodGroups of %s or %s, not %s; take it with: %s",
 				it.where, v1alpha1.SchemeGroupVersion, schedulingv1beta1.SchemeGroupVersion, it.kind, Command))
@@ -168,6 +156,16 @@ func Parse(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("no pending pod asks for %s: there is nothing to schedule; take the snapshot while jobs wait", fabric.GPU)
 	}
 	return s, nil
+}
+
+// decode reads an item as a T, or adds to errs why it is not one.
+func decode[T any](it item, errs *[]error) *T {
+	obj := new(T)
+	if err := yaml.Unmarshal(it.raw, obj); err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: not a %s: %w", it.where, it.kind, err))
+		return nil
+	}
+	return obj
 }
 
 // split finds the objects of a List or of a stream of objects and Lists.
