@@ -52,9 +52,11 @@ type usage struct {
 	// vectors are never written. Owned by this call; the greedy packer
 	// undoes its trial writes.
 	free []placement.Vector
-	// scale is, per dimension, the largest allocatable of any node, putting
-	// dimensions with different units on one scale. Filled on first use.
-	scale placement.Vector
+	// fit scores best fit on the Request's scale. It is measured on first
+	// use (fitted), since most plans never pack by best fit. Owned by this
+	// call.
+	fit    placement.BestFit
+	fitted bool
 }
 
 // newUsage checks req against the tree and counts free capacity.
@@ -239,31 +241,12 @@ func (u *usage) eligibleAt(sh *shape, p int32) bool {
 	return sh.eligible == nil || sh.eligible[u.tree.node[p]]
 }
 
-// scaleOf fills and returns scale.
-func (u *usage) scaleOf() placement.Vector {
-	if u.scale == nil {
-		u.scale = make(placement.Vector, len(u.req.Resources))
-		for i := range u.req.Nodes {
-			for d, q := range u.req.Nodes[i].Allocatable {
-				if d < len(u.scale) && q > u.scale[d] {
-					u.scale[d] = q
-				}
-			}
-		}
+// bestFit returns fit, measuring the Request's nodes on first use.
+func (u *usage) bestFit() placement.BestFit {
+	if !u.fitted {
+		u.fit, u.fitted = placement.NewBestFit(u.req), true
 	}
-	return u.scale
-}
-
-// size measures a request on the common scale, to pack large shapes first.
-func (u *usage) size(request placement.Vector) float64 {
-	scale := u.scaleOf()
-	var s float64
-	for d, q := range request {
-		if scale[d] > 0 {
-			s += float64(q) / float64(scale[d])
-		}
-	}
-	return s
+	return u.fit
 }
 
 // weights turns the spans of a placement inside a domain of level top —
