@@ -350,10 +350,10 @@ func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 	env.clock.Step(20 * time.Second)
 	_, status = env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code())
-	env.activator.reset()
+	env.activator.Reset()
 	env.clock.Step(10 * time.Second)
 	require.Eventually(t, func() bool { return hasEvent(env.recorded(), ReasonHoldExpired, "released for 30s") }, wait.ForeverTestTimeout, 10*time.Millisecond)
-	require.Contains(t, env.activator.get(), testNS+"/small-0", "the pod the hold turned away is tried again when it ends")
+	require.Contains(t, env.activator.Get(), testNS+"/small-0", "the pod the hold turned away is tried again when it ends")
 
 	_, status = env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code())
@@ -364,7 +364,7 @@ func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 
 	env.clock.Step(30 * time.Second)
 	require.Eventually(t, func() bool {
-		for _, k := range env.activator.get() {
+		for _, k := range env.activator.Get() {
 			if k == testNS+"/large-0" {
 				return true
 			}
@@ -389,10 +389,14 @@ func TestGangStateIsForgottenWithItsTimers(t *testing.T) {
 	require.True(t, env.fh.RejectWaitingPod(job[0].UID))
 	<-w
 	require.True(t, env.clock.HasWaiters(), "a failed gang waits out its backoff on a timer")
-	env.pl.onPodGroupDelete(pg)
+	env.DeletePodGroup(pg)
+	require.Eventually(t, func() bool {
+		env.pl.gangs.mu.Lock()
+		defer env.pl.gangs.mu.Unlock()
+		_, ok := env.pl.gangs.byKey[gang.Key{Namespace: testNS, Name: "job"}]
+		return !ok
+	}, wait.ForeverTestTimeout, 10*time.Millisecond, "the gang sources tell the plugin, which forgets the gang")
 	require.False(t, env.clock.HasWaiters(), "a forgotten gang's timers are stopped")
-	_, ok := env.pl.gangs.byKey[gang.Key{Namespace: testNS, Name: "job"}]
-	require.False(t, ok)
 }
 
 func TestGatedMemberFollowsItsLabel(t *testing.T) {

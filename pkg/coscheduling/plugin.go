@@ -2,8 +2,9 @@
 // start together or not at all, and a running gang heals. A PodGroup is
 // scheduler-plugins' (scheduling.x-k8s.io/v1alpha1, members labelled
 // scheduling.x-k8s.io/pod-group) or Kubernetes' own (scheduling.k8s.io/v1beta1,
-// members naming it in spec.schedulingGroup); source.go reads both into one
-// gang model, and nothing after it knows which API a gang came from.
+// members naming it in spec.schedulingGroup); the scheduler's gang sources
+// (gang.Sources, shared with the other plugins) read both into one gang
+// model, and nothing after them knows which API a gang came from.
 //
 // A gang moves through the extension points like this (one file each):
 //   - queue.go: QueueSort keeps a gang's members next to each other, in
@@ -41,24 +42,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/informers"
-	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
-
-	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
@@ -91,8 +82,9 @@ type Plugin struct {
 	// finished holds succeeded pods, indexed by gang: they count towards
 	// quorum, and the scheduler's own informer leaves them out.
 	finished cache.Indexer
-	// sources reads gangs, one API each (source.go).
-	sources sources
+	// sources reads gangs, one informer per API; every plugin of the
+	// scheduler shares them.
+	sources *gang.Sources
 	// nodeLister and podLister read the scheduler's informers, which run
 	// ahead of a cycle's snapshot.
 	nodeLister corelisters.NodeLister
@@ -126,17 +118,11 @@ var (
 	_ fwk.EnqueueExtensions = &Plugin{}
 )
 
-// New builds the plugin from its args. It starts a PodGroup informer on a
-// JSON client (PodGroups are a CRD, which protobuf cannot carry) and fails if
-// the PodGroup API is not served. It asks discovery whether Kubernetes' own
-// PodGroups are served, and watches them if they are and this scheduler may
-// schedule them (see gang.DecideNative); it says once which.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin from its args. It reads gangs from sources, which
+// every plugin of the scheduler shares (pkg/scheduler builds them once, with
+// gang.SharedSources).
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
 	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
-	if err != nil {
-		return nil, err
-	}
-	pgLister, informer, err := gang.StartPodGroupInformer(ctx, handle.KubeConfig(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -148,58 +134,18 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	native, note, err := gang.DecideNative(ctx, handle.ClientSet().Discovery(), utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
-	if err != nil {
-		return nil, err
-	}
-	pl, err := newPlugin(ctx, args, handle, pgLister, informer, clock.RealClock{}, planner)
-	if err != nil {
-		return nil, err
-	}
-	logger := klog.FromContext(ctx)
-	if !native {
-		pl.ignoreNative(note)
-		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are ignored", "reason", note)
-		return pl, nil
-	}
-	// The scheduler's own informer factory starts the informer, and waits
-	// for it to sync before the first scheduling cycle.
-	if err := pl.scheduleNative(handle.SharedInformerFactory().Scheduling().V1beta1().PodGroups()); err != nil {
-		return nil, err
-	}
-	logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are scheduled as gangs", "reason", note)
-	return pl, nil
+	return newPlugin(ctx, args, handle, sources, clock.RealClock{}, planner)
 }
 
-// scheduleNative makes native PodGroups a source of gangs, read from the
-// informer, and follows their changes.
-func (pl *Plugin) scheduleNative(informer schedulinginformers.PodGroupInformer) error {
-	pl.sources[gang.Native] = nativeSource{lister: informer.Lister()}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    pl.onNativePodGroupAdd,
-		UpdateFunc: pl.onNativePodGroupUpdate,
-		DeleteFunc: pl.onNativePodGroupDelete,
-	}); err != nil {
-		return fmt.Errorf("watching native PodGroups: %w", err)
-	}
-	return nil
-}
-
-// ignoreNative leaves native PodGroups unwatched: pods that name one are
-// held with an Event that gives note.
-func (pl *Plugin) ignoreNative(note string) {
-	pl.sources[gang.Native] = unwatched{why: note}
-}
-
-// newPlugin wires the plugin to its informers. Tests call it with fake
-// informers and a fake clock.
-func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, pgLister pglisters.PodGroupLister,
-	pgInformer cache.SharedIndexInformer, c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
+// newPlugin wires the plugin to its informers and gang sources. Tests call
+// it with fake informers and a fake clock.
+func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, sources *gang.Sources,
+	c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
 	pl := &Plugin{
 		handle:  handle,
 		args:    args,
 		clock:   c,
-		sources: sources{gang.XK8s: xk8sSource{lister: pgLister}, gang.Native: unwatched{why: "native PodGroups are not watched"}},
+		sources: sources,
 		planner: planner,
 		gangs:   newGangs(c),
 		events:  newEventRecorder(handle.EventRecorder(), c),
@@ -252,15 +198,8 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(nodeHandler); err != nil {
 		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
-	if pgInformer != nil {
-		pgHandler := cache.ResourceEventHandlerFuncs{
-			AddFunc:    pl.onPodGroupChange,
-			UpdateFunc: func(_, newObj interface{}) { pl.onPodGroupChange(newObj) },
-			DeleteFunc: pl.onPodGroupDelete,
-		}
-		if _, err := pgInformer.AddEventHandler(pgHandler); err != nil {
-			return nil, fmt.Errorf("watching PodGroup deletions: %w", err)
-		}
+	if err := sources.Subscribe(gang.Handler{Added: pl.onGangAdded, Updated: pl.onGangUpdated, Deleted: pl.onGangDeleted}); err != nil {
+		return nil, err
 	}
 	registerMetrics()
 	instances.add(pl)
@@ -272,125 +211,20 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	return pl, nil
 }
 
-// startFinishedInformer watches succeeded pods, which the scheduler's own
-// pod informer leaves out but quorum counts. It keeps only what counting
-// needs of each pod.
-func startFinishedInformer(ctx context.Context, handle fwk.Handle) (cache.Indexer, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(handle.ClientSet(), 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("status.phase", string(v1.PodSucceeded)).String()
-		}))
-	informer := factory.Core().V1().Pods().Informer()
-	if err := informer.SetTransform(slimFinished); err != nil {
-		return nil, fmt.Errorf("trimming finished pods: %w", err)
-	}
-	if err := informer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
-		return nil, fmt.Errorf("indexing finished pods by gang: %w", err)
-	}
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, gang.InformerSyncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return nil, fmt.Errorf("succeeded pods could not be listed within %s: grant the scheduler list/watch on pods", gang.InformerSyncTimeout)
-	}
-	return informer.GetIndexer(), nil
-}
-
-// slimFinished keeps what counting a finished member needs, the gang it
-// belongs to (its label or spec.schedulingGroup) among it.
-func slimFinished(obj interface{}) (interface{}, error) {
-	p, ok := obj.(*v1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels,
-			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   v1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, SchedulingGroup: p.Spec.SchedulingGroup},
-		Status: v1.PodStatus{Phase: p.Status.Phase},
-	}, nil
-}
-
 // Name returns the plugin's name.
 func (pl *Plugin) Name() string { return Name }
-
-const gangIndex = "gpu-gang/gang"
-
-func indexByGang(obj interface{}) ([]string, error) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if key, ok := gang.Of(pod); ok {
-		return []string{key.String()}, nil
-	}
-	return nil, nil
-}
-
-// members lists a gang's live members: pods in the PodGroup's own namespace
-// that belong to it (gang.Of), have not finished and are not being deleted.
-// newPlugin adds the index or fails, so ByIndex cannot miss it.
-func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
-	objs, err := pl.podIndex.ByIndex(gangIndex, key.String())
-	if err != nil {
-		return nil, fmt.Errorf("listing the members of gang %s: %w", key, err)
-	}
-	pods := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok && p.DeletionTimestamp == nil {
-			pods = append(pods, p)
-		}
-	}
-	return pods, nil
-}
-
-// census counts a gang's members: the live ones (reserved ones apart), and
-// the succeeded ones.
-func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
-	reserved := pl.gangs.reservations(key)
-	live := make(map[types.UID]bool, len(members))
-	var c gang.Census
-	for _, p := range members {
-		live[p.UID] = true
-		if _, ok := reserved[p.UID]; ok && p.Spec.NodeName == "" {
-			c.Reserved++
-			continue
-		}
-		c.Add(p)
-	}
-	objs, _ := pl.finished.ByIndex(gangIndex, key.String())
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok && !live[p.UID] && p.Status.Phase == v1.PodSucceeded && p.DeletionTimestamp == nil {
-			c.Succeeded++
-		}
-	}
-	return c
-}
-
-// running reports whether a gang is running: it reached quorum (in this
-// scheduler, or its placed members show it) and some member still holds a
-// node. A running gang's members that appear schedule one by one. Once no
-// member holds a node, the next members are a new run of the job and gather
-// as a whole again.
-func (pl *Plugin) running(key gang.Key, spec *gang.Spec, c gang.Census) bool {
-	if c.Bound+c.Reserved == 0 {
-		pl.gangs.dropAdmission(key)
-		return false
-	}
-	return pl.gangs.admitted(key) || gang.QuorumOf(spec.MinMember, c).Placed
-}
 
 // spec fetches and checks a member's gang. On a problem it records an Event
 // saying what would fix it and returns the status to reject with.
 func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
-	spec, err := pl.sources.spec(key)
+	spec, err := pl.sources.Spec(key)
 	switch {
 	case apierrors.IsNotFound(err):
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
-			"PodGroup %s does not exist: create it in namespace %s, %s; until then the pod waits",
-			key, key.Namespace, howToLeave(key))
+			"PodGroup %s does not exist: create it in namespace %s, or %s; until then the pod waits",
+			key, key.Namespace, key.HowToLeave())
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
-	case errors.Is(err, errNotWatched):
+	case errors.Is(err, gang.ErrNotWatched):
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonNativePodGroupsIgnored,
 			"the pod names PodGroup %s in spec.schedulingGroup, but gpu-gang ignores native PodGroups: %s", key, err)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s: gpu-gang ignores native PodGroups", key))
@@ -402,6 +236,13 @@ func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
 	}
 	return spec, nil
+}
+
+// lookup returns a gang's Spec if its object exists. Callers that only say
+// something about a gang (an Event, a metric) use it; admission uses spec.
+func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
+	s, err := pl.sources.Spec(key)
+	return s, err == nil
 }
 
 // timeout is how long an attempt of the gang may take: its own timeout, or
@@ -572,25 +413,6 @@ func (pl *Plugin) onNodeDelete(obj interface{}) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
 	for _, key := range pl.gangs.inFlightOn(node.Name) {
 		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("node %s, which a member had reserved, was deleted", node.Name), false)
-	}
-}
-
-// onPodGroupChange lets PreEnqueue look again at members held back for a
-// PodGroup that was just created or changed. The scheduler's own PodGroup
-// event may come before this informer has the object; this handler runs
-// once the lister has it.
-func (pl *Plugin) onPodGroupChange(obj interface{}) {
-	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		pl.releaseGated(gang.Key{Namespace: pg.Namespace, Name: pg.Name})
-	}
-}
-
-func (pl *Plugin) onPodGroupDelete(obj interface{}) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		pl.gangDeleted(gang.Key{Namespace: pg.Namespace, Name: pg.Name})
 	}
 }
 

@@ -583,11 +583,12 @@ func TestPreemptorThatGoesAwayReleasesTheRoom(t *testing.T) {
 		require.True(t, status.IsSuccess(), "%v", status)
 		require.NotEmpty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue))
 
-		require.NoError(t, env.pgInformer.GetStore().Delete(pg))
-		env.pl.onPodGroupDelete(pg)
+		env.DeletePodGroup(pg)
+		require.Eventually(t, func() bool {
+			_, waiting := env.pl.gangs.awaitingVictims(preemptorID(job[0]))
+			return !waiting
+		}, wait.ForeverTestTimeout, 10*time.Millisecond, "the gang sources tell the plugin")
 		require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "nothing is held for a preemptor that is gone")
-		_, waiting := env.pl.gangs.awaitingVictims(preemptorID(job[0]))
-		require.False(t, waiting)
 		require.Empty(t, env.pl.gangs.pendingVictims(), "its victims are no longer anyone's")
 	})
 	t.Run("a plain pod that is deleted", func(t *testing.T) {

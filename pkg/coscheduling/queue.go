@@ -47,7 +47,7 @@ func (pl *Plugin) queueOrderOf(pod *v1.Pod) queueOrder {
 	o := queueOrder{priority: corev1helpers.PodPriority(pod), created: pod.CreationTimestamp.Time, group: "pod/" + pod.Namespace + "/" + pod.Name}
 	if key, ok := gang.Of(pod); ok {
 		o.group = "pg/" + key.String()
-		if created, ok := pl.sources.created(key); ok {
+		if created, ok := pl.sources.Created(key); ok {
 			o.created = created
 		}
 	}
@@ -124,7 +124,7 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 	if names := schedulerNames(members); len(names) > 1 {
 		pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
 			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod %s",
-			names, pod.Spec.SchedulerName, joinedBy(key))
+			names, pod.Spec.SchedulerName, key.JoinedBy())
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
 	census := pl.census(key, members)
