@@ -164,9 +164,12 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	pl.podLister = handle.SharedInformerFactory().Core().V1().Pods().Lister()
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
-	// index keeps that from scanning the whole namespace.
-	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
-		return nil, fmt.Errorf("indexing pods by gang: %w", err)
+	// index keeps that from scanning the whole namespace. The plugins of
+	// several profiles share the informer, and the first adds the index.
+	if _, ok := podInformer.GetIndexer().GetIndexers()[gangIndex]; !ok {
+		if err := podInformer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
+			return nil, fmt.Errorf("indexing pods by gang: %w", err)
+		}
 	}
 	pl.podIndex = podInformer.GetIndexer()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
