@@ -2,7 +2,6 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sort"
 	"strings"
@@ -22,15 +21,14 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/plugintest"
 )
@@ -166,58 +164,6 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	env.t, env.ctx, env.fh, env.client = t, env.Ctx, env.Framework, env.Client
 	env.snapshot, env.activator = env.Snapshot, env.Activator
 	return env
-}
-
-// gpuNode is a node with 8 GPUs, 64 CPUs, 512Gi and room for 110 pods.
-func gpuNode(name string) *v1.Node {
-	return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{
-		v1.ResourceCPU: "64", v1.ResourceMemory: "512Gi", v1.ResourcePods: "110", gpu: "8",
-	}).Obj()
-}
-
-func gpuNodes(n int) []*v1.Node {
-	nodes := make([]*v1.Node, n)
-	for i := range nodes {
-		nodes[i] = gpuNode(nodeName(i))
-	}
-	return nodes
-}
-
-func nodeName(i int) string { return "node-" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
-
-// batchPod is a pod outside gangs that finishes on its own (a Job's pod),
-// bound to node and asking for gpus GPUs.
-func batchPod(name, node, gpus string) *v1.Pod {
-	p := st.MakePod().Namespace("other").Name(name).UID("other/" + name).Node(node).
-		Req(map[v1.ResourceName]string{gpu: gpus}).Obj()
-	p.Spec.RestartPolicy = v1.RestartPolicyNever
-	return p
-}
-
-// servicePod is a pod outside gangs that never finishes on its own (a
-// Deployment's or a DaemonSet's pod), bound to node and asking for gpus GPUs.
-func servicePod(name, node, gpus string) *v1.Pod {
-	p := batchPod(name, node, gpus)
-	p.Spec.RestartPolicy = v1.RestartPolicyAlways
-	return p
-}
-
-// member is a gang member asking for gpus GPUs and one CPU.
-func member(group, name string, gpus string) *v1.Pod {
-	req := map[v1.ResourceName]string{v1.ResourceCPU: "1"}
-	if gpus != "" && gpus != "0" {
-		req[gpu] = gpus
-	}
-	return st.MakePod().Namespace(testNS).Name(name).UID(testNS+"/"+name).
-		SchedulerName(testScheduler).Label(scheduling.PodGroupLabel, group).Req(req).Obj()
-}
-
-func members(group string, n int, gpus string) []*v1.Pod {
-	pods := make([]*v1.Pod, n)
-	for i := range pods {
-		pods[i] = member(group, fmt.Sprintf("%s-%d", group, i), gpus)
-	}
-	return pods
 }
 
 // schedule runs one scheduling cycle for pod up to Permit, as the scheduler
@@ -381,4 +327,4 @@ func hasEvent(events []string, reason, substr string) bool {
 
 // lastInQueue is a queue position behind every gang, from which every hold
 // is seen.
-var lastInQueue = queueOrder{priority: math.MinInt32, created: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), group: "~"}
+var lastInQueue = ledger.QueueOrder{Priority: math.MinInt32, Created: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Group: "~"}

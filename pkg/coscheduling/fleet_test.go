@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
@@ -134,7 +135,7 @@ func TestFilterSignatureSeesGPUAnnotations(t *testing.T) {
 	a := member("g", "a", "8")
 	b := member("g", "b", "8")
 	b.Labels["training.kubeflow.org/replica-index"] = "1"
-	sig := func(p *v1.Pod) string { return filterSignature(p, podAmounts(p)) }
+	sig := func(p *v1.Pod) string { return filterSignature(p, capacity.PodAmounts(p)) }
 	require.Equal(t, sig(a), sig(b))
 	b.Annotations = map[string]string{scheduling.AnnotationMinCUDA: "12.4"}
 	require.NotEqual(t, sig(a), sig(b))
@@ -174,7 +175,7 @@ func BenchmarkCapacityPreCheckWithGPUFleet(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				env.pl.gangs.forgetGang(key)
+				env.pl.ledger.ForgetGang(key)
 				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 				if !status.IsSuccess() {
 					b.Fatalf("pre-check failed: %v", status)

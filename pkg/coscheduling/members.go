@@ -1,62 +1,22 @@
 package coscheduling
 
-// Membership: which pods are a gang's members, and how they count towards
-// its quorum (gang.Census), from the scheduler's pod informer, indexed by
-// gang, and an informer of the succeeded pods it leaves out.
-
 import (
-	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
-// startFinishedInformer watches succeeded pods, which the scheduler's own
-// pod informer leaves out but quorum counts. It keeps only what counting
-// needs of each pod.
-func startFinishedInformer(ctx context.Context, handle fwk.Handle) (cache.Indexer, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(handle.ClientSet(), 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("status.phase", string(v1.PodSucceeded)).String()
-		}))
-	informer := factory.Core().V1().Pods().Informer()
-	if err := informer.SetTransform(slimFinished); err != nil {
-		return nil, fmt.Errorf("trimming finished pods: %w", err)
-	}
-	if err := informer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
-		return nil, fmt.Errorf("indexing finished pods by gang: %w", err)
-	}
-	factory.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, gang.InformerSyncTimeout)
-	defer cancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
-		return nil, fmt.Errorf("succeeded pods could not be listed within %s: grant the scheduler list/watch on pods", gang.InformerSyncTimeout)
-	}
-	return informer.GetIndexer(), nil
-}
-
-// slimFinished keeps what counting a finished member needs, the gang it
-// belongs to (its label or spec.schedulingGroup) among it.
-func slimFinished(obj interface{}) (interface{}, error) {
-	p, ok := obj.(*v1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels,
-			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   v1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, SchedulingGroup: p.Spec.SchedulingGroup},
-		Status: v1.PodStatus{Phase: p.Status.Phase},
-	}, nil
-}
+// The gang as the plugin reads it: its members from the pod informer's
+// index, its Spec from the gang sources (gang.Sources), its census and
+// whether it runs. Quorum
+// itself is pkg/gang's to decide.
 
 const gangIndex = "gpu-gang/gang"
 
@@ -91,7 +51,7 @@ func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
 // census counts a gang's members: the live ones (reserved ones apart), and
 // the succeeded ones.
 func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
-	reserved := pl.gangs.reservations(key)
+	reserved := pl.ledger.Claims.Reservations(key)
 	live := make(map[types.UID]bool, len(members))
 	var c gang.Census
 	for _, p := range members {
@@ -118,8 +78,48 @@ func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
 // as a whole again.
 func (pl *Plugin) running(key gang.Key, spec *gang.Spec, c gang.Census) bool {
 	if c.Bound+c.Reserved == 0 {
-		pl.gangs.dropAdmission(key)
+		pl.ledger.Claims.DropAdmission(key)
 		return false
 	}
-	return pl.gangs.admitted(key) || gang.QuorumOf(spec.MinMember, c).Placed
+	return pl.ledger.Claims.Admitted(key) || gang.QuorumOf(spec.MinMember, c).Placed
+}
+
+// spec fetches and checks a member's gang. On a problem it records an Event
+// saying what would fix it and returns the status to reject with.
+func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
+	spec, err := pl.sources.Spec(key)
+	switch {
+	case apierrors.IsNotFound(err):
+		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
+			"PodGroup %s does not exist: create it in namespace %s, or %s; until then the pod waits",
+			key, key.Namespace, key.HowToLeave())
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
+	case errors.Is(err, gang.ErrNotWatched):
+		pl.events.pod(pod, v1.EventTypeWarning, ReasonNativePodGroupsIgnored,
+			"the pod names PodGroup %s in spec.schedulingGroup, but gpu-gang ignores native PodGroups: %s", key, err)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s: gpu-gang ignores native PodGroups", key))
+	case err != nil:
+		return nil, fwk.AsStatus(err)
+	}
+	if err := spec.Validate(); err != nil {
+		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
+	}
+	return spec, nil
+}
+
+// lookup returns a gang's Spec if its object exists. Callers that only say
+// something about a gang (an Event, a metric) use it; admission uses spec.
+func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
+	s, err := pl.sources.Spec(key)
+	return s, err == nil
+}
+
+// timeout is how long an attempt of the gang may take: its own timeout, or
+// the plugin default.
+func (pl *Plugin) timeout(spec *gang.Spec) time.Duration {
+	if spec.Timeout > 0 {
+		return spec.Timeout
+	}
+	return time.Duration(pl.args.PermitWaitingTimeSeconds) * time.Second
 }

@@ -6,25 +6,34 @@
 // (gang.Sources, shared with the other plugins) read both into one gang
 // model, and nothing after them knows which API a gang came from.
 //
-// A gang moves through the extension points like this (one file each):
+// The package is the plugin: its files follow the extension points, and
+// what it promised each gang (reservations, claims, the head hold, lessons,
+// preemptions) is kept in package ledger, which knows nothing of the
+// framework. A gang moves through the extension points like this:
 //   - queue.go: QueueSort keeps a gang's members next to each other, in
 //     rank order; PreEnqueue holds members until the PodGroup exists and
 //     has minMember members, so no scheduling cycle is spent on a gang
 //     without quorum.
-//   - filter.go: PreFilter of the first member plans the whole gang, node
-//     by node, in free capacity less what other gangs hold, on nodes every
-//     Filter plugin of the profile accepts (feasibility.go), and holds the
-//     plan's capacity (plan.go). A gang that does not fit holds nothing,
-//     except the head of the queue, for a bounded time (hold.go). Filter
-//     keeps other pods out of held capacity; PostFilter learns from a
-//     member that Filter turned away where its plan put it.
-//   - preempt.go, evict.go: a gang that does not fit, or a plain pod,
-//     preempts pods of strictly lower priority in PostFilter, whole gangs
-//     only (or members above minMember), inside one topology domain
-//     (package preemption decides), and holds the freed room for itself.
+//   - prefilter.go: PreFilter of the first member runs the capacity
+//     pre-check (plan.go): it plans the whole gang, node by node, in free
+//     capacity less what other gangs hold, on nodes every Filter plugin of
+//     the profile accepts (eligibility.go, verification.go), and holds the
+//     plan's capacity in the ledger. A gang that does not fit holds nothing
+//     (explain.go says why), except the head of the queue, for a bounded
+//     time (hold.go).
+//   - filter.go: Filter keeps other pods out of held capacity.
+//   - postfilter.go: PostFilter learns from a member that Filter turned
+//     away where its plan put it; preempt.go and evict.go: a gang that does
+//     not fit, or a plain pod, preempts pods of strictly lower priority,
+//     whole gangs only (or members above minMember), inside one topology
+//     domain (package preemption decides), and holds the freed room for
+//     itself.
 //   - permit.go: Reserve/Unreserve count members; Permit holds them until
 //     quorum is reserved, then lets them all bind. A timeout, a failed or a
 //     deleted member rejects every waiting sibling.
+//   - hints.go: the cluster events that may help a pod it turned away;
+//     handlers.go: what the plugin's own informer handlers do when pods and
+//     nodes change; events.go and metrics.go: what people see.
 //
 // Once a gang has reached quorum it is running: members that reappear
 // (replacements of evicted or deleted pods, new members of an elastic gang)
@@ -34,16 +43,16 @@ package coscheduling
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"sync/atomic"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
@@ -55,6 +64,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
@@ -91,9 +101,10 @@ type Plugin struct {
 	podLister  corelisters.PodLister
 	planner    placement.Planner
 	// runner runs the profile's PreFilter plugins for members being
-	// planned; nil when the handle cannot (see feasibility.go).
+	// planned; nil when the handle cannot (see eligibility.go).
 	runner preFilterRunner
-	gangs  *gangs
+	// ledger is the plugin's memory of gangs: what it promised each one.
+	ledger *ledger.Ledger
 	events *eventRecorder
 	// decider chooses preemption victims (preempt.go); nil when the
 	// planner cannot give it a topology tree, and then nothing is
@@ -147,7 +158,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		clock:   c,
 		sources: sources,
 		planner: planner,
-		gangs:   newGangs(c),
+		ledger:  ledger.New(c),
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
@@ -209,215 +220,52 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	go func() {
 		<-ctx.Done()
 		instances.remove(pl)
-		pl.gangs.stop()
+		pl.ledger.Timers.Stop()
 	}()
 	return pl, nil
 }
 
+// startFinishedInformer watches succeeded pods, which the scheduler's own
+// pod informer leaves out but quorum counts. It keeps only what counting
+// needs of each pod.
+func startFinishedInformer(ctx context.Context, handle fwk.Handle) (cache.Indexer, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(handle.ClientSet(), 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("status.phase", string(v1.PodSucceeded)).String()
+		}))
+	informer := factory.Core().V1().Pods().Informer()
+	if err := informer.SetTransform(slimFinished); err != nil {
+		return nil, fmt.Errorf("trimming finished pods: %w", err)
+	}
+	if err := informer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
+		return nil, fmt.Errorf("indexing finished pods by gang: %w", err)
+	}
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, gang.InformerSyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
+		return nil, fmt.Errorf("succeeded pods could not be listed within %s: grant the scheduler list/watch on pods", gang.InformerSyncTimeout)
+	}
+	return informer.GetIndexer(), nil
+}
+
+// slimFinished keeps what counting a finished member needs, the gang it
+// belongs to (its label or spec.schedulingGroup) among it.
+func slimFinished(obj interface{}) (interface{}, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Labels: p.Labels,
+			ResourceVersion: p.ResourceVersion, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   v1.PodSpec{NodeName: p.Spec.NodeName, SchedulerName: p.Spec.SchedulerName, SchedulingGroup: p.Spec.SchedulingGroup},
+		Status: v1.PodStatus{Phase: p.Status.Phase},
+	}, nil
+}
+
 // Name returns the plugin's name.
 func (pl *Plugin) Name() string { return Name }
-
-// spec fetches and checks a member's gang. On a problem it records an Event
-// saying what would fix it and returns the status to reject with.
-func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
-	spec, err := pl.sources.Spec(key)
-	switch {
-	case apierrors.IsNotFound(err):
-		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
-			"PodGroup %s does not exist: create it in namespace %s, or %s; until then the pod waits",
-			key, key.Namespace, key.HowToLeave())
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
-	case errors.Is(err, gang.ErrNotWatched):
-		pl.events.pod(pod, v1.EventTypeWarning, ReasonNativePodGroupsIgnored,
-			"the pod names PodGroup %s in spec.schedulingGroup, but gpu-gang ignores native PodGroups: %s", key, err)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s: gpu-gang ignores native PodGroups", key))
-	case err != nil:
-		return nil, fwk.AsStatus(err)
-	}
-	if err := spec.Validate(); err != nil {
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
-	}
-	return spec, nil
-}
-
-// lookup returns a gang's Spec if its object exists. Callers that only say
-// something about a gang (an Event, a metric) use it; admission uses spec.
-func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
-	s, err := pl.sources.Spec(key)
-	return s, err == nil
-}
-
-// timeout is how long an attempt of the gang may take: its own timeout, or
-// the plugin default.
-func (pl *Plugin) timeout(spec *gang.Spec) time.Duration {
-	if spec.Timeout > 0 {
-		return spec.Timeout
-	}
-	return time.Duration(pl.args.PermitWaitingTimeSeconds) * time.Second
-}
-
-// onPodAdd releases a gang's held-back members once the new member brings it
-// to quorum. The new member itself passes PreEnqueue on its own.
-func (pl *Plugin) onPodAdd(obj interface{}) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != "" {
-		return
-	}
-	key, ok := gang.Of(pod)
-	if !ok {
-		return
-	}
-	spec, ok := pl.lookup(key)
-	if !ok {
-		return
-	}
-	if members, err := pl.members(key); err == nil && gang.QuorumOf(spec.MinMember, pl.census(key, members)).Gathered {
-		pl.releaseGated(key)
-	}
-}
-
-// onPodUpdate follows a pod that was bound, which may complete a
-// preemptor, and a pod whose gang changed (its label did, and it names no
-// native PodGroup, which would win): it leaves the old gang's held-back
-// members and may complete the new gang.
-func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
-	o, ok1 := oldObj.(*v1.Pod)
-	n, ok2 := newObj.(*v1.Pod)
-	if !ok1 || !ok2 {
-		return
-	}
-	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
-		pl.preemptorBound(n)
-	}
-	if sameGang(o, n) {
-		return
-	}
-	if key, ok := gang.Of(o); ok {
-		pl.memberGone(key, o)
-	}
-	pl.onPodAdd(n)
-}
-
-// onPodDelete handles a member that left the scheduler's view: deleted, or
-// finished (the scheduler's informer drops finished pods).
-func (pl *Plugin) onPodDelete(obj interface{}) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return
-	}
-	pl.gangs.victimGone(pod.UID)
-	if key, ok := gang.Of(pod); ok {
-		pl.memberGone(key, pod)
-		return
-	}
-	// A plain preemptor that goes away gives up what it preempted for.
-	pl.gangs.endPreemption(preemptorID(pod))
-}
-
-// preemptorBound observes a preemptor's time to bound once the members it
-// preempted for are bound (for a gang, or minMember of its members), and
-// forgets its preemption.
-func (pl *Plugin) preemptorBound(pod *v1.Pod) {
-	id := preemptorID(pod)
-	created, minMember, all, ok := pl.gangs.memberBound(id, pod.UID)
-	if !ok {
-		return
-	}
-	if key, isMember := gang.Of(pod); isMember && !all {
-		members, err := pl.members(key)
-		if err != nil {
-			return
-		}
-		if !gang.QuorumOf(minMember, pl.census(key, members)).Bound {
-			return
-		}
-	}
-	if pl.gangs.endPreemption(id) {
-		preemptorTimeToBound.Observe(pl.clock.Since(created).Seconds())
-		pl.logger.V(2).Info("Preemptor bound", "preemptor", id, "sinceCreated", pl.clock.Since(created))
-	}
-}
-
-// memberGone updates a gang that lost a member. A member that waited in Permit
-// fails its gang's attempt at once, so that its siblings give back their
-// nodes and its replacement finds a fresh plan. A gang with no members left
-// holds nothing. A running gang that drops below minMember says so.
-func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
-	ctx := klog.NewContext(context.Background(), pl.logger)
-	// Forget the reservation first: the rejections below run Unreserve,
-	// which must not take the deletion for a failed plan.
-	if pl.gangs.forgetPod(key, pod.UID) {
-		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
-	}
-	if wp := pl.handle.GetWaitingPod(pod.UID); wp != nil {
-		// The scheduler rejects a deleted pod that waits in Permit too;
-		// whichever comes first gives its node back.
-		wp.Reject(Name, fmt.Sprintf("pod %s was deleted", pod.Name))
-	}
-	members, err := pl.members(key)
-	if err != nil {
-		return
-	}
-	waiting := 0
-	for _, p := range members {
-		if p.Spec.NodeName == "" {
-			waiting++
-		}
-	}
-	if waiting == 0 {
-		// No member needs the gang's hold any more.
-		pl.gangs.idle(key)
-		pl.activateBlocked()
-	}
-	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pl.gangs.admitted(key) {
-		pl.reportLostMember(key, pod, members)
-	}
-}
-
-// reportLostMember records that a running gang lost a member that had not
-// finished, and, if the gang is now below minMember, what it has left.
-func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod) {
-	spec, ok := pl.lookup(key)
-	if !ok || spec.Deleting {
-		return // the job is going away as a whole
-	}
-	c := pl.census(key, members)
-	q := gang.QuorumOf(spec.MinMember, c)
-	how := "was deleted"
-	if pod.Status.Phase == v1.PodFailed {
-		how = "failed"
-	}
-	if q.Placed {
-		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberLost,
-			"member %s on node %s %s; the gang still has %d of minMember %d placed", pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember)
-		return
-	}
-	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberLost,
-		"member %s on node %s %s: the gang runs below minMember with %d of %d placed (%d running, %d succeeded) and %d replacement(s) waiting; replacements schedule next to the gang as they appear",
-		pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember, c.Bound+c.Reserved, c.Succeeded, c.Waiting)
-}
-
-// onNodeDelete fails the attempts in flight that reserved the node for a
-// member: that member would bind to a node that no longer exists. Its
-// siblings give back their nodes and the gang plans again at once on the
-// nodes that are left.
-func (pl *Plugin) onNodeDelete(obj interface{}) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	node, ok := obj.(*v1.Node)
-	if !ok {
-		return
-	}
-	ctx := klog.NewContext(context.Background(), pl.logger)
-	for _, key := range pl.gangs.inFlightOn(node.Name) {
-		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("node %s, which a member had reserved, was deleted", node.Name), false)
-	}
-}
 
 // gangDeleted handles a gang whose PodGroup no longer exists, of either API.
 // Its attempt in flight ends at once, so that members waiting in Permit give
@@ -428,22 +276,7 @@ func (pl *Plugin) onNodeDelete(obj interface{}) {
 func (pl *Plugin) gangDeleted(key gang.Key) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
 	pl.failGang(ctx, key, ReasonGangRejected, "its PodGroup was deleted", false)
-	pl.gangs.forgetGang(key)
+	pl.ledger.ForgetGang(key)
 	pl.activateBlocked()
 	pl.activate(key)
-}
-
-// sameGang reports whether two versions of a pod belong to the same gang.
-func sameGang(a, b *v1.Pod) bool {
-	ka, _ := gang.Of(a)
-	kb, _ := gang.Of(b)
-	return ka == kb
-}
-
-// activateBlocked moves the pods held capacity turned away back to the
-// active queue: a hold ended, and no cluster event says so.
-func (pl *Plugin) activateBlocked() {
-	if pods := pl.gangs.unblock(); len(pods) > 0 {
-		pl.handle.Activate(pl.logger, pods)
-	}
 }
