@@ -30,6 +30,9 @@ type Planner struct {
 	levels []scheduling.Level
 	// budget bounds the exact packer's work per call (see defaultBudget).
 	budget int64
+	// searchBudget bounds the search for a hierarchical gang, in domain
+	// trials per call (see DefaultSearchBudget).
+	searchBudget int64
 
 	mu sync.Mutex
 	// tree is the tree of the last node set seen; guarded by mu. A Tree is
@@ -47,7 +50,7 @@ func NewPlanner(levels []scheduling.Level) (*Planner, error) {
 	if err := scheduling.ValidateLevels(levels); err != nil {
 		return nil, err
 	}
-	return &Planner{levels: slices.Clone(levels), budget: defaultBudget}, nil
+	return &Planner{levels: slices.Clone(levels), budget: defaultBudget, searchBudget: DefaultSearchBudget}, nil
 }
 
 // Tree returns the tree of req's nodes: the cached one when req.NodeGeneration
@@ -83,8 +86,12 @@ func (p *Planner) Plan(ctx context.Context, req *placement.Request) (*placement.
 // domains lost is logged at V(4) on the context's logger.
 //
 // When req.Groups splits the nodes, each group is an extra, outermost
-// domain (see planGroups).
+// domain (see planGroups). A request with a Hierarchy is planned as one
+// plan for all its subgroups (see planHierarchy).
 func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Result, error) {
+	if req.Hierarchy != nil {
+		return p.planHierarchy(ctx, req)
+	}
 	if req.Groups.Split() && anyBound(req) {
 		return p.planGroups(ctx, req, func(t *Tree, k int) (*Result, rank, error) {
 			return p.planDetailed(ctx, t, req.InGroup(k))

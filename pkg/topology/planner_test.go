@@ -444,18 +444,7 @@ func TestPlanDeterministic(t *testing.T) {
 	}
 	var want []string
 	for i := range 30 {
-		nodes := make([]placement.Node, len(base))
-		for j, n := range base {
-			// Rebuild label maps in a random insertion order.
-			keys := []string{spineKey, leafKey, cliqueKey}
-			rng.Shuffle(len(keys), func(a, b int) { keys[a], keys[b] = keys[b], keys[a] })
-			labels := map[string]string{}
-			for _, k := range keys {
-				labels[k] = n.Labels[k]
-			}
-			nodes[j] = placement.Node{Name: n.Name, Labels: labels, Allocatable: n.Allocatable.Clone(), Free: n.Free.Clone()}
-		}
-		rng.Shuffle(len(nodes), func(a, b int) { nodes[a], nodes[b] = nodes[b], nodes[a] })
+		nodes := reshuffled(rng, base)
 		req := makeRequest("ns/gang").nodeObjs(nodes).workers(9, 2).members(makeMember("launcher").gpus(0)).obj()
 		plan, err := newTestPlanner(t).Plan(t.Context(), req)
 		require.NoError(t, err)
