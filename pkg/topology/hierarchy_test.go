@@ -1,9 +1,11 @@
 package topology
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -130,6 +132,23 @@ func TestPlanHierarchy(t *testing.T) {
 				"hierarchy leaf s0-l0", "seg-0 NVLink domain s0-l0-c0", "seg-1 NVLink domain s0-l0-c1",
 			},
 		},
+		{
+			// A composite's launcher PodGroup binds nothing: it has no
+			// level or domain, and goes with the gang's nodes.
+			name: "a child of loose members only",
+			nodes: func() []placement.Node {
+				return makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+			}(),
+			request: func(r *requestWrapper) {
+				r.workers(2, 8).members(makeMember("launcher").gpus(0).milliCPU(2000)).
+					hierarchy(makeSubgroup("ns/job").children(
+						makeSubgroup("ns/workers").policy(cliqueKey, true).members(0, 2),
+						makeSubgroup("ns/launcher").members(2, 1)))
+			},
+			wantSummary: "2 pods in NVLink domain s0-l0-c0: 1 NVLink domain, 2 nodes; 1 pod without accelerators on node s0-l0-n0; " +
+				"subgroups: ns/workers in NVLink domain s0-l0-c0",
+			wantSubgroups: []string{"ns/job NVLink domain s0-l0-c0", "ns/workers NVLink domain s0-l0-c0", "ns/launcher"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -148,7 +167,10 @@ func TestPlanHierarchy(t *testing.T) {
 			require.Equal(t, tc.wantSummary, res.Plan.Summary)
 			var got []string
 			for _, sg := range res.Plan.Subgroups {
-				s := fmt.Sprintf("%s %s %s", sg.Name, levelNames[sg.Level], sg.Domain)
+				s := sg.Name // no domain: no member bound by topology
+				if sg.Domain != "" {
+					s = fmt.Sprintf("%s %s %s", sg.Name, levelNames[sg.Level], sg.Domain)
+				}
 				if sg.Relaxed {
 					s += " relaxed"
 				}
@@ -407,8 +429,36 @@ func TestPlanHierarchyDeterministic(t *testing.T) {
 	}
 }
 
+func TestPlanHierarchyConcurrent(t *testing.T) {
+	nodes := makeFabric().withSpines(2).withLeavesPerSpine(3).withNodesPerLeaf(8).withCliqueSize(4).obj()
+	req := makeRequest("ns/gang").nodeObjs(nodes).workers(32, 4).policy(spineKey, false).hierarchy(segments(0, 4, 8, cliqueKey, true)).obj()
+	want, err := newTestPlanner(t).Plan(t.Context(), req)
+	require.NoError(t, err)
+	p := newTestPlanner(t)
+	got := make([]*placement.Plan, 8)
+	errs := make([]error, len(got))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = p.Plan(t.Context(), req) })
+	}
+	wg.Wait()
+	for i := range got {
+		require.NoError(t, errs[i])
+		if diff := cmp.Diff(want, got[i]); diff != "" {
+			t.Errorf("plan %d (-want,+got):\n%s", i, diff)
+		}
+	}
+}
+
 func TestPlanHierarchyErrors(t *testing.T) {
 	nodes := makeFabric().withNodesPerLeaf(4).withCliqueSize(2).obj()
+	t.Run("canceled", func(t *testing.T) {
+		req := makeRequest("ns/gang").nodeObjs(nodes).workers(2, 8).hierarchy(segments(0, 2, 1, cliqueKey, true)).obj()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := newTestPlanner(t).Plan(ctx, req)
+		require.ErrorIs(t, err, context.Canceled)
+	})
 	t.Run("unknown level", func(t *testing.T) {
 		req := makeRequest("ns/gang").nodeObjs(nodes).workers(2, 8).hierarchy(makeSubgroup("").children(
 			makeSubgroup("a").policy("example.com/rack", true).members(0, 1),
