@@ -4,6 +4,9 @@
 // whole as a Request: the candidate nodes with the capacity this gang may use
 // right now, and the members in rank order. A Planner answers with a Plan that
 // puts every member on a node, or with a *FitError that says how far it got.
+// A gang of gangs (segments of a job, a CompositePodGroup's PodGroups) is one
+// Request whose Hierarchy splits the members into Subgroups, each with its
+// own Policy; its Plan says where each subgroup went.
 //
 // pkg/topology provides the planner the scheduler runs, which reads
 // interconnect domains from node labels; Greedy is a topology-blind one for

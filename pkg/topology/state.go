@@ -61,6 +61,13 @@ type usage struct {
 
 // newUsage checks req against the tree and counts free capacity.
 func newUsage(t *Tree, req *placement.Request) (*usage, error) {
+	return newUsageIn(t, req, t.top(), 0)
+}
+
+// newUsageIn is newUsage counting free capacity only on the nodes of
+// domain k of level l: every other domain's slots read zero, which is all
+// a plan inside that domain reads, for a fraction of the work.
+func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -89,7 +96,7 @@ func newUsage(t *Tree, req *placement.Request) (*usage, error) {
 		u.want[s] = int64(len(u.bound[s].members))
 		u.total += u.want[s]
 	}
-	u.countSlots()
+	u.countSlots(t.dom[l][k].lo, t.dom[l][k].hi)
 	return u, nil
 }
 
@@ -127,8 +134,9 @@ func sameEligible(a, b []bool) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-// countSlots fills slots and room bottom-up.
-func (u *usage) countSlots() {
+// countSlots fills slots and room bottom-up, for the nodes at depth-first
+// positions lo..hi-1 and the domains above them.
+func (u *usage) countSlots(lo, hi int32) {
 	t := u.tree
 	top := t.top()
 	u.slots = make([][][]int64, len(u.bound))
@@ -136,7 +144,7 @@ func (u *usage) countSlots() {
 		sh := &u.bound[s]
 		per := make([][]int64, top+1)
 		per[0] = make([]int64, len(t.dom[0]))
-		for p := range per[0] {
+		for p := lo; p < hi; p++ {
 			i := t.node[p]
 			if sh.eligible != nil && !sh.eligible[i] {
 				continue
@@ -145,8 +153,12 @@ func (u *usage) countSlots() {
 		}
 		for l := 1; l <= top; l++ {
 			per[l] = make([]int64, len(t.dom[l]))
+			if lo == hi {
+				continue
+			}
 			below := per[l-1]
-			for k, d := range t.dom[l] {
+			for k := t.anc[l][lo]; k <= t.anc[l][hi-1]; k++ {
+				d := t.dom[l][k]
 				var sum int64
 				for c := d.first; c < d.end; c++ {
 					sum += below[c]
