@@ -91,7 +91,7 @@ func (pl *Plugin) preemptorBound(pod *v1.Pod) {
 		if err != nil {
 			return
 		}
-		if c := pl.census(key, members); c.Bound+c.Succeeded < minMember {
+		if !gang.QuorumOf(minMember, pl.census(key, members)).Bound {
 			return
 		}
 	}

@@ -93,10 +93,10 @@ func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 	env.clock.Step(20 * time.Second)
 	_, status = env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code())
-	env.activator.reset()
+	env.activator.Reset()
 	env.clock.Step(10 * time.Second)
 	require.Eventually(t, func() bool { return hasEvent(env.recorded(), ReasonHoldExpired, "released for 30s") }, wait.ForeverTestTimeout, 10*time.Millisecond)
-	require.Contains(t, env.activator.get(), testNS+"/small-0", "the pod the hold turned away is tried again when it ends")
+	require.Contains(t, env.activator.Get(), testNS+"/small-0", "the pod the hold turned away is tried again when it ends")
 
 	_, status = env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code())
@@ -107,7 +107,7 @@ func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 
 	env.clock.Step(30 * time.Second)
 	require.Eventually(t, func() bool {
-		for _, k := range env.activator.get() {
+		for _, k := range env.activator.Get() {
 			if k == testNS+"/large-0" {
 				return true
 			}

@@ -334,9 +334,10 @@ func TestGangStateIsForgottenWithItsTimers(t *testing.T) {
 	require.True(t, env.fh.RejectWaitingPod(job[0].UID))
 	<-w
 	require.True(t, env.clock.HasWaiters(), "a failed gang waits out its backoff on a timer")
-	env.pl.onPodGroupDelete(pg)
+	env.DeletePodGroup(pg)
+	require.Eventually(t, func() bool { return !env.pl.ledger.Knows(gang.Key{Namespace: testNS, Name: "job"}) },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "a deleted PodGroup's gang leaves nothing in the ledger")
 	require.False(t, env.clock.HasWaiters(), "a forgotten gang's timers are stopped")
-	require.False(t, env.pl.ledger.Knows(gang.Key{Namespace: testNS, Name: "job"}), "a deleted PodGroup's gang leaves nothing in the ledger")
 }
 
 func TestGatedMemberFollowsItsLabel(t *testing.T) {

@@ -14,7 +14,8 @@ import (
 )
 
 // The gang as the plugin reads it: its members from the pod informer's
-// index, its Spec from the sources, its census and whether it runs. Quorum
+// index, its Spec from the gang sources (gang.Sources), its census and
+// whether it runs. Quorum
 // itself is pkg/gang's to decide.
 
 const gangIndex = "gpu-gang/gang"
@@ -86,14 +87,14 @@ func (pl *Plugin) running(key gang.Key, spec *gang.Spec, c gang.Census) bool {
 // spec fetches and checks a member's gang. On a problem it records an Event
 // saying what would fix it and returns the status to reject with.
 func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
-	spec, err := pl.sources.spec(key)
+	spec, err := pl.sources.Spec(key)
 	switch {
 	case apierrors.IsNotFound(err):
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
-			"PodGroup %s does not exist: create it in namespace %s, %s; until then the pod waits",
-			key, key.Namespace, howToLeave(key))
+			"PodGroup %s does not exist: create it in namespace %s, or %s; until then the pod waits",
+			key, key.Namespace, key.HowToLeave())
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
-	case errors.Is(err, errNotWatched):
+	case errors.Is(err, gang.ErrNotWatched):
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonNativePodGroupsIgnored,
 			"the pod names PodGroup %s in spec.schedulingGroup, but gpu-gang ignores native PodGroups: %s", key, err)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s: gpu-gang ignores native PodGroups", key))
@@ -105,6 +106,13 @@ func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
 	}
 	return spec, nil
+}
+
+// lookup returns a gang's Spec if its object exists. Callers that only say
+// something about a gang (an Event, a metric) use it; admission uses spec.
+func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
+	s, err := pl.sources.Spec(key)
+	return s, err == nil
 }
 
 // timeout is how long an attempt of the gang may take: its own timeout, or

@@ -2,8 +2,9 @@
 // start together or not at all, and a running gang heals. A PodGroup is
 // scheduler-plugins' (scheduling.x-k8s.io/v1alpha1, members labelled
 // scheduling.x-k8s.io/pod-group) or Kubernetes' own (scheduling.k8s.io/v1beta1,
-// members naming it in spec.schedulingGroup); source.go reads both into one
-// gang model, and nothing after it knows which API a gang came from.
+// members naming it in spec.schedulingGroup); the scheduler's gang sources
+// (gang.Sources, shared with the other plugins) read both into one gang
+// model, and nothing after them knows which API a gang came from.
 //
 // The package is the plugin: its files follow the extension points, and
 // what it promised each gang (reservations, claims, the head hold, lessons,
@@ -51,19 +52,13 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
-	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
-
-	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
@@ -97,8 +92,9 @@ type Plugin struct {
 	// finished holds succeeded pods, indexed by gang: they count towards
 	// quorum, and the scheduler's own informer leaves them out.
 	finished cache.Indexer
-	// sources reads gangs, one API each (source.go).
-	sources sources
+	// sources reads gangs, one informer per API; every plugin of the
+	// scheduler shares them.
+	sources *gang.Sources
 	// nodeLister and podLister read the scheduler's informers, which run
 	// ahead of a cycle's snapshot.
 	nodeLister corelisters.NodeLister
@@ -133,17 +129,11 @@ var (
 	_ fwk.EnqueueExtensions = &Plugin{}
 )
 
-// New builds the plugin from its args. It starts a PodGroup informer on a
-// JSON client (PodGroups are a CRD, which protobuf cannot carry) and fails if
-// the PodGroup API is not served. It asks discovery whether Kubernetes' own
-// PodGroups are served, and watches them if they are and this scheduler may
-// schedule them (see gang.DecideNative); it says once which.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin from its args. It reads gangs from sources, which
+// every plugin of the scheduler shares (pkg/scheduler builds them once, with
+// gang.SharedSources).
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
 	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
-	if err != nil {
-		return nil, err
-	}
-	pgLister, informer, err := gang.StartPodGroupInformer(ctx, handle.KubeConfig(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -155,58 +145,18 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin
 	if err != nil {
 		return nil, err
 	}
-	native, note, err := gang.DecideNative(ctx, handle.ClientSet().Discovery(), utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
-	if err != nil {
-		return nil, err
-	}
-	pl, err := newPlugin(ctx, args, handle, pgLister, informer, clock.RealClock{}, planner)
-	if err != nil {
-		return nil, err
-	}
-	logger := klog.FromContext(ctx)
-	if !native {
-		pl.ignoreNative(note)
-		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are ignored", "reason", note)
-		return pl, nil
-	}
-	// The scheduler's own informer factory starts the informer, and waits
-	// for it to sync before the first scheduling cycle.
-	if err := pl.scheduleNative(handle.SharedInformerFactory().Scheduling().V1beta1().PodGroups()); err != nil {
-		return nil, err
-	}
-	logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are scheduled as gangs", "reason", note)
-	return pl, nil
+	return newPlugin(ctx, args, handle, sources, clock.RealClock{}, planner)
 }
 
-// scheduleNative makes native PodGroups a source of gangs, read from the
-// informer, and follows their changes.
-func (pl *Plugin) scheduleNative(informer schedulinginformers.PodGroupInformer) error {
-	pl.sources[gang.Native] = nativeSource{lister: informer.Lister()}
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    pl.onNativePodGroupAdd,
-		UpdateFunc: pl.onNativePodGroupUpdate,
-		DeleteFunc: pl.onNativePodGroupDelete,
-	}); err != nil {
-		return fmt.Errorf("watching native PodGroups: %w", err)
-	}
-	return nil
-}
-
-// ignoreNative leaves native PodGroups unwatched: pods that name one are
-// held with an Event that gives note.
-func (pl *Plugin) ignoreNative(note string) {
-	pl.sources[gang.Native] = unwatched{why: note}
-}
-
-// newPlugin wires the plugin to its informers. Tests call it with fake
-// informers and a fake clock.
-func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, pgLister pglisters.PodGroupLister,
-	pgInformer cache.SharedIndexInformer, c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
+// newPlugin wires the plugin to its informers and gang sources. Tests call
+// it with fake informers and a fake clock.
+func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, sources *gang.Sources,
+	c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
 	pl := &Plugin{
 		handle:  handle,
 		args:    args,
 		clock:   c,
-		sources: sources{gang.XK8s: xk8sSource{lister: pgLister}, gang.Native: unwatched{why: "native PodGroups are not watched"}},
+		sources: sources,
 		planner: planner,
 		ledger:  ledger.New(c),
 		events:  newEventRecorder(handle.EventRecorder(), c),
@@ -225,9 +175,12 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	pl.podLister = handle.SharedInformerFactory().Core().V1().Pods().Lister()
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
-	// index keeps that from scanning the whole namespace.
-	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
-		return nil, fmt.Errorf("indexing pods by gang: %w", err)
+	// index keeps that from scanning the whole namespace. The plugins of
+	// several profiles share the informer, and the first adds the index.
+	if _, ok := podInformer.GetIndexer().GetIndexers()[gangIndex]; !ok {
+		if err := podInformer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
+			return nil, fmt.Errorf("indexing pods by gang: %w", err)
+		}
 	}
 	pl.podIndex = podInformer.GetIndexer()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -259,15 +212,8 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(nodeHandler); err != nil {
 		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
-	if pgInformer != nil {
-		pgHandler := cache.ResourceEventHandlerFuncs{
-			AddFunc:    pl.onPodGroupChange,
-			UpdateFunc: func(_, newObj interface{}) { pl.onPodGroupChange(newObj) },
-			DeleteFunc: pl.onPodGroupDelete,
-		}
-		if _, err := pgInformer.AddEventHandler(pgHandler); err != nil {
-			return nil, fmt.Errorf("watching PodGroup deletions: %w", err)
-		}
+	if err := sources.Subscribe(gang.Handler{Added: pl.onGangAdded, Updated: pl.onGangUpdated, Deleted: pl.onGangDeleted}); err != nil {
+		return nil, err
 	}
 	registerMetrics()
 	instances.add(pl)
@@ -320,25 +266,6 @@ func slimFinished(obj interface{}) (interface{}, error) {
 
 // Name returns the plugin's name.
 func (pl *Plugin) Name() string { return Name }
-
-// onPodGroupChange lets PreEnqueue look again at members held back for a
-// PodGroup that was just created or changed. The scheduler's own PodGroup
-// event may come before this informer has the object; this handler runs
-// once the lister has it.
-func (pl *Plugin) onPodGroupChange(obj interface{}) {
-	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		pl.releaseGated(gang.Key{Namespace: pg.Namespace, Name: pg.Name})
-	}
-}
-
-func (pl *Plugin) onPodGroupDelete(obj interface{}) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if pg, ok := obj.(*v1alpha1.PodGroup); ok {
-		pl.gangDeleted(gang.Key{Namespace: pg.Namespace, Name: pg.Name})
-	}
-}
 
 // gangDeleted handles a gang whose PodGroup no longer exists, of either API.
 // Its attempt in flight ends at once, so that members waiting in Permit give

@@ -1,6 +1,7 @@
 package coscheduling
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -269,10 +270,10 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	require.Contains(t, status.Message(), "retries at")
 
 	// When the backoff ends, the members are moved back to the active queue.
-	env.activator.reset()
+	env.activator.Reset()
 	env.clock.Step(2 * time.Second)
-	require.Eventually(t, func() bool { return len(env.activator.get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
-		"activated: %v", env.activator.get())
+	require.Eventually(t, func() bool { return len(env.activator.Get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
+		"activated: %v", env.activator.Get())
 
 	// The retry succeeds.
 	n0, status = env.schedule(job[0])
@@ -294,19 +295,19 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	}
 	// The PodGroup arrives: still only 2 of 3 members, they are looked at
 	// again and held again.
-	require.NoError(t, env.pgInformer.GetStore().Add(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()))
-	env.pl.onPodGroupChange(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj())
-	require.Equal(t, []string{"team-a/job-0", "team-a/job-1"}, env.activator.get())
+	env.CreatePodGroup(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj())
+	require.Eventually(t, func() bool { return slices.Equal([]string{"team-a/job-0", "team-a/job-1"}, env.activator.Get()) },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
 	for _, p := range job[:2] {
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, p).Code())
 	}
-	env.activator.reset()
+	env.activator.Reset()
 	// The third member arrives and brings quorum: the two are released.
 	env.syncWatch()
 	_, err := env.client.CoreV1().Pods(testNS).Create(env.ctx, job[2], metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(env.activator.get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
-		"activated: %v", env.activator.get())
+	require.Eventually(t, func() bool { return len(env.activator.Get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
+		"activated: %v", env.activator.Get())
 	for _, p := range job {
 		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess())
 	}

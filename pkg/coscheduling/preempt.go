@@ -371,8 +371,7 @@ func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fw
 		// disruptionMode all) offers no members above minMember.
 		if ok && spec.Disruption != gang.DisruptionAll {
 			if members, err := pl.members(key); err == nil {
-				placed := int(pl.census(key, members).Placed())
-				u.Surplus = min(max(0, placed-int(minMember)), len(pods)-1)
+				u.Surplus = min(int(gang.SurplusOf(minMember, pl.census(key, members))), len(pods)-1)
 			}
 		}
 		keep := gang.Essential(pods)

@@ -317,12 +317,12 @@ func TestPreemptorThatGoesAwayReleasesTheRoom(t *testing.T) {
 		require.True(t, status.IsSuccess(), "%v", status)
 		require.NotEmpty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue))
 
-		require.NoError(t, env.pgInformer.GetStore().Delete(pg))
-		env.pl.onPodGroupDelete(pg)
-		require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "nothing is held for a preemptor that is gone")
-		_, waiting := env.pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(job[0]))
-		require.False(t, waiting)
-		require.Empty(t, env.pl.ledger.Preemptions.PendingVictims(), "its victims are no longer anyone's")
+		env.DeletePodGroup(pg)
+		require.Eventually(t, func() bool {
+			_, waiting := env.pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(job[0]))
+			return !waiting && len(env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue)) == 0 && len(env.pl.ledger.Preemptions.PendingVictims()) == 0
+		}, wait.ForeverTestTimeout, 10*time.Millisecond,
+			"the gang sources tell the plugin: nothing is held for a preemptor that is gone, and its victims are no longer anyone's")
 	})
 	t.Run("a plain pod that is deleted", func(t *testing.T) {
 		nodes := gpuNodes(1)

@@ -23,7 +23,7 @@ func (pl *Plugin) queueOrderOf(pod *v1.Pod) ledger.QueueOrder {
 	o := ledger.QueueOrder{Priority: corev1helpers.PodPriority(pod), Created: pod.CreationTimestamp.Time, Group: ledger.PodOwner(pod)}
 	if key, ok := gang.Of(pod); ok {
 		o.Group = ledger.GangOwner(key)
-		if created, ok := pl.sources.created(key); ok {
+		if created, ok := pl.sources.Created(key); ok {
 			o.Created = created
 		}
 	}
@@ -100,7 +100,7 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 	if names := schedulerNames(members); len(names) > 1 {
 		pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
 			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod %s",
-			names, pod.Spec.SchedulerName, joinedBy(key))
+			names, pod.Spec.SchedulerName, key.JoinedBy())
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
 	census := pl.census(key, members)

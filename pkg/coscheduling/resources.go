@@ -7,6 +7,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -22,11 +23,7 @@ func usesAccelerators(a capacity.Amounts) bool {
 }
 
 func isExtended(name v1.ResourceName) bool {
-	switch name {
-	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
-		return false
-	}
-	return true
+	return fleet.IsAccelerator(name)
 }
 
 // resourceQuantity reads one resource from a framework Resource in the same

@@ -211,7 +211,7 @@ func (t *Tracker) podFor(pod *v1.Pod) *podState {
 	if ps := t.pods[pod.Name]; ps != nil {
 		return ps
 	}
-	ps := &podState{node: -1, gpus: gpusOf(pod)}
+	ps := &podState{node: -1, gpus: fabric.GPUsOf(pod)}
 	switch pod.Labels[workload.RoleLabel] {
 	case workload.RolePrefill:
 	case workload.RoleWorkload:
@@ -431,17 +431,6 @@ func (t *Tracker) seconds(at time.Time) float64 {
 		return 0
 	}
 	return at.Sub(t.start).Seconds()
-}
-
-// gpusOf sums the GPU requests of the pod's containers.
-func gpusOf(pod *v1.Pod) int {
-	var n int64
-	for _, c := range pod.Spec.Containers {
-		if q, ok := c.Resources.Requests[fabric.GPU]; ok {
-			n += q.Value()
-		}
-	}
-	return int(n)
 }
 
 // Prefilled returns how many GPUs pre-fill pods hold.
