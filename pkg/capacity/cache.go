@@ -1,9 +1,10 @@
 package capacity
 
 import (
+	"context"
 	"fmt"
+	"hash/fnv"
 	"sync"
-	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -11,50 +12,92 @@ import (
 )
 
 // Inventories keeps the Inventory of the cluster's current ResourceSlices,
-// and its Matcher, and rebuilds them only after the slices changed. Whoever
-// watches slices (and DeviceTaintRules, which change what slices show)
-// calls Changed; Current reads. Safe for concurrent use.
+// and its Matcher, and rebuilds them only when the slices changed. Whether
+// they changed is read off the list itself: the slices' identities and
+// resource versions, which costs a pass over the slices but no device, and
+// needs no event handler (a DeviceTaintRule changes what a slice shows by
+// replacing the patched object the list returns). Safe for concurrent use.
 type Inventories struct {
 	list func() ([]*resourceapi.ResourceSlice, error)
 	cel  *cel.Cache
-	// generation counts changes; read without the lock.
-	generation atomic.Uint64
 
 	mu sync.Mutex
-	// built is the generation matcher was built at; guarded by mu.
-	built   uint64
-	matcher *Matcher
+	// fingerprint identifies the slices matcher was built from; guarded by
+	// mu.
+	fingerprint uint64
+	matcher     *Matcher
 }
 
 // NewInventories reads slices with list (the scheduler's DRA manager:
 // slices with device taint rules applied).
 func NewInventories(list func() ([]*resourceapi.ResourceSlice, error), celCache *cel.Cache) *Inventories {
-	c := &Inventories{list: list, cel: celCache}
-	c.generation.Store(1)
-	return c
+	return &Inventories{list: list, cel: celCache}
 }
 
-// Changed says that slices or device taints changed.
-func (c *Inventories) Changed() { c.generation.Add(1) }
-
-// Current returns the matcher of the current slices, building it if they
-// changed since the last call. A nil Matcher with no error means that no
-// slice publishes a node's devices.
+// Current returns the matcher of the current slices, building it when they
+// changed since the last call.
 func (c *Inventories) Current() (*Matcher, error) {
-	gen := c.generation.Load()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.matcher != nil && c.built == gen {
-		return c.matcher, nil
-	}
 	slices, err := c.list()
 	if err != nil {
 		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
 	}
+	fp := fingerprint(slices)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.matcher != nil && c.fingerprint == fp {
+		return c.matcher, nil
+	}
 	c.matcher = NewMatcher(BuildInventory(slices), c.cel)
-	c.built = gen
+	c.fingerprint = fp
 	return c.matcher, nil
 }
+
+// fingerprint identifies a list of slices in any order: a slice that is
+// replaced, updated, added or removed changes it.
+func fingerprint(slices []*resourceapi.ResourceSlice) uint64 {
+	var sum uint64
+	for _, s := range slices {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%p\x00%s\x00%s", s, s.UID, s.ResourceVersion)
+		sum += h.Sum64()
+	}
+	return sum ^ uint64(len(slices))
+}
+
+// SharedInventories hands every plugin of a scheduler the same
+// Inventories: the plugins of all its profiles list slices from one DRA
+// manager, which keys them. The zero value is ready to use.
+type SharedInventories struct {
+	mu    sync.Mutex
+	byKey map[any]*Inventories
+	cel   *cel.Cache
+}
+
+// Get returns the Inventories of the DRA manager key, which lists slices
+// with list, creating them on first use; they are forgotten when ctx ends.
+func (s *SharedInventories) Get(ctx context.Context, key any, list func() ([]*resourceapi.ResourceSlice, error)) *Inventories {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inv, ok := s.byKey[key]; ok {
+		return inv
+	}
+	if s.byKey == nil {
+		s.byKey = map[any]*Inventories{}
+		s.cel = cel.NewCache(celCacheSize, cel.Features{})
+	}
+	inv := NewInventories(list, s.cel)
+	s.byKey[key] = inv
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.byKey, key)
+	})
+	return inv
+}
+
+// celCacheSize bounds the compiled selectors kept: one per distinct CEL
+// expression of DeviceClasses and claims, which are few.
+const celCacheSize = 256
 
 // AllocatedDevices lists the devices a claim's allocation holds.
 func AllocatedDevices(claim *resourceapi.ResourceClaim) []structured.DeviceID {
