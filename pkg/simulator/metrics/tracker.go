@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -27,6 +28,8 @@ type Tracker struct {
 	// are computed from it under mu.
 	tree  *topology.Tree
 	grace Grace
+	// claimSpecs counts pods' GPUs; see KnowClaims.
+	claimSpecs claimSpecs
 
 	mu      sync.Mutex
 	start   time.Time
@@ -55,8 +58,9 @@ type Tracker struct {
 }
 
 type podState struct {
-	job      *jobState // nil for pre-fill pods
-	node     int       // -1 until bound
+	job  *jobState // nil for pre-fill pods
+	node int       // -1 until bound
+	// gpus is counted when the pod binds (claimSpecs.podGPUs).
 	gpus     int
 	finished bool
 }
@@ -114,6 +118,10 @@ func NewTracker(layout *fabric.Layout, grace Grace) (*Tracker, error) {
 		pods:    map[string]*podState{},
 		jobs:    map[string]*jobState{},
 		done:    make(chan struct{}),
+		claimSpecs: claimSpecs{
+			templates: map[string]*resourceapi.ResourceClaimSpec{},
+			claims:    map[string]*resourceapi.ResourceClaimSpec{},
+		},
 	}, nil
 }
 
@@ -186,6 +194,7 @@ func (t *Tracker) Observe(pod *v1.Pod, now time.Time) {
 		if !ok {
 			return
 		}
+		ps.gpus = t.claimSpecs.podGPUs(pod, t.layout.Nodes[n].GPUs)
 		t.bind(ps, n, now)
 	}
 	if (pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed) && !ps.finished {
@@ -211,7 +220,7 @@ func (t *Tracker) podFor(pod *v1.Pod) *podState {
 	if ps := t.pods[pod.Name]; ps != nil {
 		return ps
 	}
-	ps := &podState{node: -1, gpus: gpusOf(pod)}
+	ps := &podState{node: -1}
 	switch pod.Labels[workload.RoleLabel] {
 	case workload.RolePrefill:
 	case workload.RoleWorkload:
@@ -431,17 +440,6 @@ func (t *Tracker) seconds(at time.Time) float64 {
 		return 0
 	}
 	return at.Sub(t.start).Seconds()
-}
-
-// gpusOf sums the GPU requests of the pod's containers.
-func gpusOf(pod *v1.Pod) int {
-	var n int64
-	for _, c := range pod.Spec.Containers {
-		if q, ok := c.Resources.Requests[fabric.GPU]; ok {
-			n += q.Value()
-		}
-	}
-	return int(n)
 }
 
 // Prefilled returns how many GPUs pre-fill pods hold.
