@@ -74,8 +74,12 @@ func (c *ClaimCounter) stateOf(claim *resourceapi.ResourceClaim) *claimState {
 	return cs
 }
 
-// Summary counts the claims seen; nil when there were none.
+// Summary counts the claims seen; nil when there were none, or for a nil
+// counter (a run without DRA nodes watches no claims).
 func (c *ClaimCounter) Summary() *ClaimSummary {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.order) == 0 {

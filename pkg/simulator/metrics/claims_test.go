@@ -21,6 +21,8 @@ func TestClaimCounter(t *testing.T) {
 		}
 		return c
 	}
+	var none *ClaimCounter
+	require.Nil(t, none.Summary(), "a run without DRA nodes has no counter")
 	c := NewClaimCounter()
 	require.Nil(t, c.Summary(), "no claim, no summary: the run used no DRA")
 
