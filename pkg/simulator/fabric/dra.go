@@ -70,6 +70,11 @@ func (l *Layout) DRANodes() (nodes, gpus int) {
 	return nodes, gpus
 }
 
+// CanServe reports whether the node can give job's pods their GPUs: a
+// device-plugin node serves only nvidia.com/gpu requests, a DRA node serves
+// them through the DeviceClass's extended resource and serves claims too.
+func (n *NodeInfo) CanServe(job *scenario.Job) bool { return n.DRA || !job.ClaimsGPUs() }
+
 // DeviceClass is the DeviceClass NVIDIA's GPU DRA driver chart installs for
 // whole GPUs, mapped to the nvidia.com/gpu extended resource.
 func DeviceClass() *resourceapi.DeviceClass {

@@ -148,3 +148,56 @@ func TestDRAPodsMeasureAsDevicePluginPods(t *testing.T) {
 		})
 	}
 }
+
+// A gang that claims its GPUs can only use DRA nodes, so its lower bounds
+// count only theirs: a free clique of device-plugin nodes does not make a
+// claim gang split over two DRA cliques look worse than it could be. A gang
+// that asks for nvidia.com/gpu could have used that clique, and is charged.
+func TestClaimGangBoundCountsOnlyDRANodes(t *testing.T) {
+	l, err := fabric.NewLayout(scenario.Fabric{Spines: 2, LeavesPerSpine: 1, NodesPerLeaf: 4, GPUsPerNode: 8, CliqueSize: 2, Preset: "nvidia",
+		GPUSource: scenario.GPUSourceMixed, DRANodes: &scenario.DRANodes{Spines: []int{1}}})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		request    string
+		wantClique int
+	}{
+		{request: scenario.GPURequestClaim, wantClique: 2},
+		{request: scenario.GPURequestExtendedResource, wantClique: 1},
+	} {
+		t.Run(tc.request, func(t *testing.T) {
+			tr, err := NewTracker(l, Grace{Base: time.Second})
+			require.NoError(t, err)
+			job := scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8, GPURequest: tc.request}
+			o, err := (&workload.Builder{Namespace: "sim", Flavor: workload.Plain}).Build(&job)
+			require.NoError(t, err)
+			tr.Expect([]scenario.Job{job})
+			tr.Start(t0)
+			tr.KnowClaims([]*resourceapi.ResourceClaimTemplate{o.ClaimTemplate}, nil)
+			// Pre-fill takes one node of each DRA clique; the
+			// device-plugin spine s0 is empty.
+			for i, n := range []string{"s1-l0-n1", "s1-l0-n3"} {
+				tr.KnowClaims(nil, []*resourceapi.ResourceClaim{workload.PrefillClaim("sim", i, n, 8)})
+				tr.Observe(workload.PrefillPod("sim", i, n, 8, true), at(0))
+			}
+			tr.Observe(bound(o.Pods[0], "s1-l0-n0"), at(1))
+			tr.Observe(bound(o.Pods[1], "s1-l0-n2"), at(1))
+			spans := tr.Result(at(2), false).Gangs[0].Spans
+			require.Equal(t, Span{Level: "NVLink domain", Domains: 2, LowerBound: tc.wantClique, JointBound: tc.wantClique}, spans[2])
+		})
+	}
+}
+
+// A job that claims its GPUs needs as many leaves as DRA nodes hold it in.
+func TestFewestLeavesOfAClaimJob(t *testing.T) {
+	l, err := fabric.NewLayout(scenario.Fabric{Spines: 2, LeavesPerSpine: 2, NodesPerLeaf: 2, GPUsPerNode: 8, Preset: "nvidia",
+		GPUSource: scenario.GPUSourceMixed, DRANodes: &scenario.DRANodes{Spines: []int{1}}})
+	require.NoError(t, err)
+	mapped := scenario.Job{Name: "m", Gang: true, Pods: 6, GPUsPerPod: 8}
+	claim := mapped
+	claim.GPURequest = scenario.GPURequestClaim
+	pt := NewPreemptionTracker(l, []scenario.Job{mapped})
+	require.Equal(t, 3, pt.fewestLeaves(mapped), "three whole leaves hold six nodes")
+	require.Equal(t, 4, pt.fewestLeaves(claim), "the two DRA leaves hold four of them: no set of leaves holds it")
+	claim.Pods = 4
+	require.Equal(t, 2, pt.fewestLeaves(claim))
+}

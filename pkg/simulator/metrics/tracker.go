@@ -326,8 +326,9 @@ func (t *Tracker) closePartial(js *jobState, now time.Time) {
 
 // spansOf compares the domains the gang's members landed in with the fewest
 // that could have held it, given what was free when it completed with its
-// own members taken out again: per level on its own (LowerBound), and
-// jointly, loosest level first (JointLowerBound).
+// own members taken out again, on the nodes that can serve its GPUs (only
+// DRA nodes for a gang that claims them): per level on its own
+// (LowerBound), and jointly, loosest level first (JointLowerBound).
 func (t *Tracker) spansOf(js *jobState) []Span {
 	if js.job.GPUsPerPod == 0 {
 		return nil
@@ -336,10 +337,16 @@ func (t *Tracker) spansOf(js *jobState) []Span {
 	for _, n := range js.nodes {
 		used[n] -= js.job.GPUsPerPod
 	}
+	nodes := placementNodes(t.layout, used)
+	for i := range nodes {
+		if !t.layout.Nodes[i].CanServe(&js.job) {
+			nodes[i].Free = placement.Vector{0}
+		}
+	}
 	req := &placement.Request{
 		Gang:      js.job.Name,
 		Resources: []string{string(fabric.GPU)},
-		Nodes:     placementNodes(t.layout, used),
+		Nodes:     nodes,
 		Members:   make([]placement.Member, js.job.Pods),
 	}
 	for i := range req.Members {
