@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
 )
@@ -26,8 +28,9 @@ const configFile = "../../manifests/scheduler-config.yaml"
 
 // setup runs kube-scheduler's own start-up path (app.Setup, as the command
 // does) on a configuration file, against a stand-in API server that serves
-// empty PodGroup and pod lists, so every plugin is really constructed.
-func setup(t *testing.T, file string) (*schedconfig.KubeSchedulerConfiguration, map[string]*schedconfig.Plugins, error) {
+// empty PodGroup and pod lists, so every plugin is really constructed. It
+// also returns how many PodGroup informers started.
+func setup(t *testing.T, file string) (*schedconfig.KubeSchedulerConfiguration, map[string]*schedconfig.Plugins, int32, error) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -38,6 +41,9 @@ func setup(t *testing.T, file string) (*schedconfig.KubeSchedulerConfiguration, 
 		"/apis/scheduling.x-k8s.io/v1alpha1/podgroups": {"scheduling.x-k8s.io/v1alpha1", "PodGroup"},
 		"/api/v1/pods": {"v1", "Pod"},
 	}
+	// An informer starts with a list, or a watch that sends the initial
+	// events.
+	var podGroupInformers atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		kind, ok := served[r.URL.Path]
 		if !ok {
@@ -46,10 +52,14 @@ func setup(t *testing.T, file string) (*schedconfig.KubeSchedulerConfiguration, 
 			return
 		}
 		apiVersion, name := kind[0], kind[1]
+		watching, initial := r.URL.Query().Get("watch") == "true", r.URL.Query().Get("sendInitialEvents") == "true"
+		if name == "PodGroup" && (!watching || initial) {
+			podGroupInformers.Add(1)
+		}
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Query().Get("watch") == "true" {
+		if watching {
 			w.WriteHeader(http.StatusOK)
-			if r.URL.Query().Get("sendInitialEvents") == "true" {
+			if initial {
 				// A watch-list stream: no objects, then the bookmark that
 				// ends the initial events.
 				fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", name, apiVersion)
@@ -72,13 +82,13 @@ func setup(t *testing.T, file string) (*schedconfig.KubeSchedulerConfiguration, 
 	opts.SecureServing.BindPort = 0
 	cc, sched, err := app.Setup(ctx, opts, scheduler.RegistryOptions()...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	plugins := map[string]*schedconfig.Plugins{}
 	for name, fw := range sched.Profiles {
 		plugins[name] = fw.ListPlugins()
 	}
-	return &cc.ComponentConfig, plugins, nil
+	return &cc.ComponentConfig, plugins, podGroupInformers.Load(), nil
 }
 
 func names(set schedconfig.PluginSet) []string {
@@ -90,8 +100,9 @@ func names(set schedconfig.PluginSet) []string {
 }
 
 func TestShippedConfiguration(t *testing.T) {
-	cfg, profiles, err := setup(t, configFile)
+	cfg, profiles, podGroupInformers, err := setup(t, configFile)
 	require.NoError(t, err)
+	require.EqualValues(t, 1, podGroupInformers, "the gang plugin and GPUFleet share one PodGroup informer")
 
 	// The client limits must not cap binding (see the file's comment).
 	require.EqualValues(t, 500, cfg.ClientConnection.QPS)
@@ -174,8 +185,33 @@ func TestInvalidPluginArgsFailStartup(t *testing.T) {
 			require.NotEqual(t, string(data), edited, "the replacement must change the file")
 			file := filepath.Join(t.TempDir(), "config.yaml")
 			require.NoError(t, os.WriteFile(file, []byte(edited), 0o600))
-			_, _, err := setup(t, file)
+			_, _, _, err := setup(t, file)
 			require.ErrorContains(t, err, tt.wantErr)
 		})
 	}
+}
+
+// Every plugin of every profile reads gangs from one source: the scheduler
+// holds one PodGroup informer, whatever its profiles.
+func TestOneGangSourcePerScheduler(t *testing.T) {
+	data, err := os.ReadFile(configFile)
+	require.NoError(t, err)
+	var cfg map[string]any
+	require.NoError(t, yaml.Unmarshal(data, &cfg))
+	profiles := cfg["profiles"].([]any)
+	second := map[string]any{}
+	for k, v := range profiles[0].(map[string]any) {
+		second[k] = v
+	}
+	second["schedulerName"] = "gpu-gang-second"
+	cfg["profiles"] = append(profiles, second)
+	edited, err := yaml.Marshal(cfg)
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(file, edited, 0o600))
+
+	_, plugins, podGroupInformers, err := setup(t, file)
+	require.NoError(t, err)
+	require.Len(t, plugins, 2)
+	require.EqualValues(t, 1, podGroupInformers, "two profiles, two gang plugins and two GPUFleets, one PodGroup informer")
 }

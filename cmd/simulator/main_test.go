@@ -3,11 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
@@ -29,7 +31,7 @@ func TestWithoutFlag(t *testing.T) {
 }
 
 // A snapshot's fabric is read with the topology levels gpu-gang is
-// configured with.
+// configured with, decoded as kube-scheduler and the plugin decode them.
 func TestTopologyOf(t *testing.T) {
 	preset, levels, err := topologyOf("../../manifests/scheduler-config.yaml")
 	require.NoError(t, err)
@@ -40,27 +42,82 @@ func TestTopologyOf(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		require.NoError(t, os.WriteFile(p, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"+body), 0o600))
 		return p
 	}
-	explicit := write("levels.yaml", `
+	for _, tc := range []struct {
+		name, body string
+		wantPreset string
+		wantLevels []scheduling.Level
+		wantErr    string
+	}{
+		{
+			name: "levels of the first profile that sets them",
+			body: `
 profiles:
+  - schedulerName: other
   - schedulerName: gpu-gang
     pluginConfig:
-      - name: Coscheduling
+      - name: ` + config.CoschedulingPluginName + `
         args:
           topologyLevels: [example.com/rack, example.com/row]
-`)
-	_, levels, err = topologyOf(explicit)
-	require.NoError(t, err)
-	require.Equal(t, []scheduling.Level{{Key: "example.com/rack", Name: "rack"}, {Key: "example.com/row", Name: "row"}}, levels)
+  - schedulerName: third
+    pluginConfig:
+      - name: ` + config.CoschedulingPluginName + `
+        args: {topologyPreset: gke}
+`,
+			wantLevels: []scheduling.Level{{Key: "example.com/rack", Name: "rack"}, {Key: "example.com/row", Name: "row"}},
+		},
+		{
+			name:       "a preset, with apiVersion and kind on the args",
+			body:       "profiles:\n  - pluginConfig:\n      - name: Coscheduling\n        args: {apiVersion: kubescheduler.config.k8s.io/v1, kind: CoschedulingArgs, topologyPreset: aws}\n",
+			wantPreset: "aws",
+			wantLevels: mustPreset(t, "aws"),
+		},
+		{
+			name:       "no args: the plugin's defaults",
+			body:       "profiles:\n  - schedulerName: gpu-gang\n",
+			wantPreset: scheduling.DefaultPreset,
+			wantLevels: mustPreset(t, scheduling.DefaultPreset),
+		},
+		{
+			name:    "an unknown preset fails as the plugin fails",
+			body:    "profiles:\n  - pluginConfig:\n      - name: Coscheduling\n        args: {topologyPreset: nvidiaa}\n",
+			wantErr: `pluginConfig[Coscheduling].args.topologyPreset: Unsupported value: "nvidiaa"`,
+		},
+		{
+			name:    "a misspelt args field fails as the plugin fails",
+			body:    "profiles:\n  - pluginConfig:\n      - name: Coscheduling\n        args: {topologyPresets: nvidia}\n",
+			wantErr: `unknown field "topologyPresets"`,
+		},
+		{
+			name:    "a misspelt configuration field fails as kube-scheduler fails",
+			body:    "profile:\n  - schedulerName: gpu-gang\n",
+			wantErr: `unknown field "profile"`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			preset, levels, err := topologyOf(write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.body))
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.wantPreset, preset)
+			require.Equal(t, tc.wantLevels, levels)
+		})
+	}
 
-	bad := write("bad.yaml", `
-profiles:
-  - pluginConfig:
-      - name: Coscheduling
-        args: {topologyPreset: nvidiaa}
-`)
-	_, _, err = topologyOf(bad)
-	require.ErrorContains(t, err, `unknown topology preset "nvidiaa"`)
+	// A file that is not a KubeSchedulerConfiguration at all.
+	plain := filepath.Join(dir, "plain.yaml")
+	require.NoError(t, os.WriteFile(plain, []byte("profiles: []\n"), 0o600))
+	_, _, err = topologyOf(plain)
+	require.ErrorContains(t, err, plain)
+}
+
+func mustPreset(t *testing.T, name string) []scheduling.Level {
+	t.Helper()
+	levels, ok := scheduling.Preset(name)
+	require.True(t, ok, name)
+	return levels
 }

@@ -77,7 +77,7 @@ func BenchmarkCapacityPreCheck(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				env.pl.gangs.forgetGang(key)
+				env.pl.ledger.ForgetGang(key)
 				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 				if !status.IsSuccess() {
 					b.Fatalf("pre-check failed: %v", status)

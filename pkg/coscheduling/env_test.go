@@ -2,24 +2,15 @@ package coscheduling
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -30,44 +21,41 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
-	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/plugintest"
 )
 
 const (
 	testNS        = "team-a"
-	testScheduler = "gpu-gang"
+	testScheduler = plugintest.SchedulerName
 	gpu           = v1.ResourceName("nvidia.com/gpu")
 )
 
-// testEnv is a real scheduling framework with the plugin registered, fed by
-// fake informers and a snapshot the test updates the way the scheduler's
-// cache would.
+// testEnv is the shared plugin test environment (plugintest.Env) with the
+// gang plugin registered, and a snapshot the test updates the way the
+// scheduler's cache would. Its short fields are the environment's, under the
+// names this package's tests use.
 type testEnv struct {
+	*plugintest.Env
 	t         testing.TB
 	ctx       context.Context
 	fh        framework.Framework
+	client    *fake.Clientset
+	snapshot  *internalcache.Snapshot
+	activator *plugintest.Activator
 	pl        *Plugin
 	clock     *testingclock.FakeClock
-	recorder  *events.FakeRecorder
-	activator *fakeActivator
 	nominator *fakeNominator
-	snapshot  *internalcache.Snapshot
-	client    *fake.Clientset
-	probes    int
-	// pgInformer is fed through its store; see newTestEnv.
-	pgInformer cache.SharedIndexInformer
-	pods       []*v1.Pod
-	nodes      []*v1.Node
+	pods      []*v1.Pod
+	nodes     []*v1.Node
 }
 
 type envOption func(*envConfig)
@@ -77,12 +65,13 @@ type envConfig struct {
 	planner placement.Planner
 	// filters are more plugins to register at PreFilter and Filter, as a
 	// profile would have them.
-	filters []tf.RegisterPluginFunc
+	filters []func(*gang.Sources) tf.RegisterPluginFunc
 	// objects are more API objects for the fake clientset.
 	objects []runtime.Object
-	// setup runs on the plugin once it is built, before any informer
-	// starts, as New's own wiring does (see withNativePodGroups).
-	setup []func(*Plugin, fwk.Handle) error
+	// watchNative and nativeNote say whether the gang sources watch native
+	// PodGroups, and why (see withNativePodGroups).
+	watchNative bool
+	nativeNote  string
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -90,18 +79,22 @@ type envConfig struct {
 func withFilters(t testing.TB, names ...string) envOption {
 	return func(c *envConfig) {
 		for _, name := range names {
+			var factory frameworkruntime.PluginFactory
 			switch name {
 			case interpodaffinity.Name:
-				c.filters = append(c.filters, tf.RegisterPluginAsExtensions(name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 					return interpodaffinity.New(ctx, &schedconfig.InterPodAffinityArgs{}, fh, feature.Features{})
-				}, "PreFilter", "Filter"))
+				}
 			case nodeports.Name:
-				c.filters = append(c.filters, tf.RegisterPluginAsExtensions(name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 					return nodeports.New(ctx, nil, fh, feature.Features{})
-				}, "PreFilter", "Filter"))
+				}
 			default:
 				t.Fatalf("withFilters: no constructor for %q", name)
 			}
+			c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc {
+				return tf.RegisterPluginAsExtensions(name, factory, "PreFilter", "Filter")
+			})
 		}
 	}
 }
@@ -109,9 +102,11 @@ func withFilters(t testing.TB, names ...string) envOption {
 // withFilterPlugin registers a test's own Filter plugin.
 func withFilterPlugin(name string, pl fwk.Plugin) envOption {
 	return func(c *envConfig) {
-		c.filters = append(c.filters, tf.RegisterFilterPlugin(name, func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
-			return pl, nil
-		}))
+		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc {
+			return tf.RegisterFilterPlugin(name, func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+				return pl, nil
+			})
+		})
 	}
 }
 
@@ -129,141 +124,46 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	for _, o := range opts {
 		o(&cfg)
 	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-
-	objs := make([]runtime.Object, 0, len(nodes)+len(pods))
-	for _, n := range nodes {
-		objs = append(objs, n)
-	}
-	for _, p := range pods {
-		objs = append(objs, p)
-	}
-	objs = append(objs, cfg.objects...)
-	cs := fake.NewClientset(objs...)
-	informerFactory := informers.NewSharedInformerFactory(cs, 0)
-	// The PodGroup informer is fed through its store rather than started:
-	// the generated fake clientset cannot serve the watch-list stream that
-	// client-go's reflector asks for.
-	pgFactory := pginformers.NewSharedInformerFactory(pgfake.NewSimpleClientset(), 0)
-	pgInformer := pgFactory.Scheduling().V1alpha1().PodGroups()
-	for _, pg := range pgs {
-		if err := pgInformer.Informer().GetStore().Add(pg); err != nil {
-			t.Fatalf("adding PodGroup %s: %v", pg.Name, err)
-		}
-	}
-
 	env := &testEnv{
-		t:         t,
-		ctx:       ctx,
 		clock:     testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)),
-		recorder:  events.NewFakeRecorder(1000),
-		activator: &fakeActivator{},
 		nominator: &fakeNominator{},
-		client:    cs,
 		nodes:     nodes,
 	}
-	var assigned []*v1.Pod
 	for _, p := range pods {
 		if p.Spec.NodeName != "" {
-			assigned = append(assigned, p)
+			env.pods = append(env.pods, p)
 		}
 	}
-	env.snapshot = internalcache.NewSnapshot(assigned, nodes)
-	env.pods = assigned
-
-	factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-		pl, err := newPlugin(ctx, cfg.args, fh, pgInformer.Lister(), pgInformer.Informer(), env.clock, cfg.planner)
-		for _, setup := range cfg.setup {
-			if err == nil {
-				err = setup(pl, fh)
-			}
+	register := func(sources *gang.Sources) []tf.RegisterPluginFunc {
+		factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+			pl, err := newPlugin(ctx, cfg.args, fh, sources, env.clock, cfg.planner)
+			env.pl = pl
+			return pl, err
 		}
-		env.pl = pl
-		return pl, err
+		// NodeResourcesFit runs too, so that pods do not land on full nodes.
+		fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+			return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
+				Type:      schedconfig.LeastAllocated,
+				Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
+			}}, fh, feature.Features{})
+		}
+		registrations := []tf.RegisterPluginFunc{tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")}
+		for _, f := range cfg.filters {
+			registrations = append(registrations, f(sources))
+		}
+		return append(registrations,
+			tf.RegisterPluginAsExtensions(Name, factory, "QueueSort", "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Reserve", "Permit"),
+			tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New))
 	}
-	// NodeResourcesFit runs too, so that pods do not land on full nodes.
-	fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-		return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
-			Type:      schedconfig.LeastAllocated,
-			Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
-		}}, fh, feature.Features{})
-	}
-	registrations := []tf.RegisterPluginFunc{tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")}
-	registrations = append(registrations, cfg.filters...)
-	registrations = append(registrations,
-		tf.RegisterPluginAsExtensions(Name, factory, "QueueSort", "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Reserve", "Permit"),
-		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New))
-	fh, err := tf.NewFramework(ctx, registrations, testScheduler,
-		frameworkruntime.WithInformerFactory(informerFactory),
-		frameworkruntime.WithSnapshotSharedLister(env.snapshot),
-		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-		frameworkruntime.WithPodActivator(env.activator),
-		frameworkruntime.WithPodNominator(env.nominator),
-		frameworkruntime.WithEventRecorder(env.recorder),
-		frameworkruntime.WithClientSet(cs),
-	)
-	if err != nil {
-		t.Fatalf("building framework: %v", err)
-	}
-	env.fh = fh
-	env.pgInformer = pgInformer.Informer()
-	informerFactory.Start(ctx.Done())
-	informerFactory.WaitForCacheSync(ctx.Done())
+	env.Env = plugintest.New(t, plugintest.Config{
+		Nodes: nodes, Pods: pods, PodGroups: pgs, Objects: cfg.objects,
+		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote,
+		Plugins: register,
+		Options: []frameworkruntime.Option{frameworkruntime.WithPodNominator(env.nominator)},
+	})
+	env.t, env.ctx, env.fh, env.client = t, env.Ctx, env.Framework, env.Client
+	env.snapshot, env.activator = env.Snapshot, env.Activator
 	return env
-}
-
-// gpuNode is a node with 8 GPUs, 64 CPUs, 512Gi and room for 110 pods.
-func gpuNode(name string) *v1.Node {
-	return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{
-		v1.ResourceCPU: "64", v1.ResourceMemory: "512Gi", v1.ResourcePods: "110", gpu: "8",
-	}).Obj()
-}
-
-func gpuNodes(n int) []*v1.Node {
-	nodes := make([]*v1.Node, n)
-	for i := range nodes {
-		nodes[i] = gpuNode(nodeName(i))
-	}
-	return nodes
-}
-
-func nodeName(i int) string { return "node-" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
-
-// batchPod is a pod outside gangs that finishes on its own (a Job's pod),
-// bound to node and asking for gpus GPUs.
-func batchPod(name, node, gpus string) *v1.Pod {
-	p := st.MakePod().Namespace("other").Name(name).UID("other/" + name).Node(node).
-		Req(map[v1.ResourceName]string{gpu: gpus}).Obj()
-	p.Spec.RestartPolicy = v1.RestartPolicyNever
-	return p
-}
-
-// servicePod is a pod outside gangs that never finishes on its own (a
-// Deployment's or a DaemonSet's pod), bound to node and asking for gpus GPUs.
-func servicePod(name, node, gpus string) *v1.Pod {
-	p := batchPod(name, node, gpus)
-	p.Spec.RestartPolicy = v1.RestartPolicyAlways
-	return p
-}
-
-// member is a gang member asking for gpus GPUs and one CPU.
-func member(group, name string, gpus string) *v1.Pod {
-	req := map[v1.ResourceName]string{v1.ResourceCPU: "1"}
-	if gpus != "" && gpus != "0" {
-		req[gpu] = gpus
-	}
-	return st.MakePod().Namespace(testNS).Name(name).UID(testNS+"/"+name).
-		SchedulerName(testScheduler).Label(scheduling.PodGroupLabel, group).Req(req).Obj()
-}
-
-func members(group string, n int, gpus string) []*v1.Pod {
-	pods := make([]*v1.Pod, n)
-	for i := range pods {
-		pods[i] = member(group, fmt.Sprintf("%s-%d", group, i), gpus)
-	}
-	return pods
 }
 
 // schedule runs one scheduling cycle for pod up to Permit, as the scheduler
@@ -367,24 +267,11 @@ func (e *testEnv) waitAsync(pod *v1.Pod, node string) <-chan *fwk.Status {
 	return out
 }
 
-// syncWatch returns once the pod informer's watch is live. The fake
-// clientset does not replay events from a resourceVersion, so a change made
-// between the informer's list and its watch would be lost; a probe pod
-// created now can only reach the lister through the watch.
+// syncWatch returns once the pod informer's watch is live (see
+// plugintest.Env.SyncWatch).
 func (e *testEnv) syncWatch() {
 	e.t.Helper()
-	e.probes++
-	probe := st.MakePod().Namespace("probe").Name(fmt.Sprint("probe-", e.probes)).Obj()
-	if _, err := e.client.CoreV1().Pods(probe.Namespace).Create(e.ctx, probe, metav1.CreateOptions{}); err != nil {
-		e.t.Fatalf("creating watch probe: %v", err)
-	}
-	lister := e.fh.SharedInformerFactory().Core().V1().Pods().Lister()
-	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-		_, err := lister.Pods(probe.Namespace).Get(probe.Name)
-		return err == nil, nil
-	}); err != nil {
-		e.t.Fatalf("the pod informer never saw the watch probe: %v", err)
-	}
+	e.SyncWatch()
 }
 
 // bind records that an assumed member was bound, as the binding cycle and
@@ -402,35 +289,20 @@ func (e *testEnv) bind(pod *v1.Pod, node string) *v1.Pod {
 // scheduler's informer has the new version.
 func (e *testEnv) update(pod *v1.Pod) {
 	e.t.Helper()
-	e.syncWatch()
-	updated, err := e.client.CoreV1().Pods(pod.Namespace).Update(e.ctx, pod, metav1.UpdateOptions{})
-	if err != nil {
-		e.t.Fatalf("updating pod %s: %v", pod.Name, err)
-	}
-	e.waitForLister(pod, func(p *v1.Pod) bool { return p.ResourceVersion == updated.ResourceVersion })
+	e.UpdatePod(pod)
 }
 
 // create adds a pod through the fake clientset and waits for the informer.
 func (e *testEnv) create(pod *v1.Pod) {
 	e.t.Helper()
-	e.syncWatch()
-	pod = pod.DeepCopy()
-	pod.ResourceVersion = ""
-	if _, err := e.client.CoreV1().Pods(pod.Namespace).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
-		e.t.Fatalf("creating pod %s: %v", pod.Name, err)
-	}
-	e.waitForLister(pod, func(p *v1.Pod) bool { return p.UID == pod.UID })
+	e.CreatePod(pod)
 }
 
 // delete removes a pod through the fake clientset, waits until the informer
 // has dropped it, and forgets it from the snapshot.
 func (e *testEnv) delete(pod *v1.Pod) {
 	e.t.Helper()
-	e.syncWatch()
-	if err := e.client.CoreV1().Pods(pod.Namespace).Delete(e.ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
-		e.t.Fatalf("deleting pod %s: %v", pod.Name, err)
-	}
-	e.waitForLister(pod, nil)
+	e.DeletePod(pod)
 	e.forget(pod)
 }
 
@@ -438,30 +310,11 @@ func (e *testEnv) delete(pod *v1.Pod) {
 // holds, or, with ok nil, no longer shows it.
 func (e *testEnv) waitForLister(pod *v1.Pod, ok func(*v1.Pod) bool) {
 	e.t.Helper()
-	lister := e.fh.SharedInformerFactory().Core().V1().Pods().Lister()
-	if err := wait.PollUntilContextTimeout(e.ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
-		p, err := lister.Pods(pod.Namespace).Get(pod.Name)
-		if ok == nil {
-			return err != nil, nil
-		}
-		return err == nil && ok(p), nil
-	}); err != nil {
-		e.t.Fatalf("the pod informer never caught up with pod %s: %v", pod.Name, err)
-	}
+	e.WaitForPod(pod, ok)
 }
 
-// recorded drains the fake recorder and returns "Type Reason Note" lines.
-func (e *testEnv) recorded() []string {
-	var out []string
-	for {
-		select {
-		case ev := <-e.recorder.Events:
-			out = append(out, ev)
-		default:
-			return out
-		}
-	}
-}
+// recorded drains the recorded Events and returns "Type Reason Note" lines.
+func (e *testEnv) recorded() []string { return e.Events.Drain() }
 
 func hasEvent(events []string, reason, substr string) bool {
 	for _, ev := range events {
@@ -472,32 +325,6 @@ func hasEvent(events []string, reason, substr string) bool {
 	return false
 }
 
-type fakeActivator struct {
-	mu        sync.Mutex
-	activated []string
-}
-
-func (a *fakeActivator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k := range pods {
-		a.activated = append(a.activated, k)
-	}
-	sort.Strings(a.activated)
-}
-
-func (a *fakeActivator) reset() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.activated = nil
-}
-
-func (a *fakeActivator) get() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.activated...)
-}
-
 // lastInQueue is a queue position behind every gang, from which every hold
 // is seen.
-var lastInQueue = queueOrder{priority: math.MinInt32, created: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), group: "~"}
+var lastInQueue = ledger.QueueOrder{Priority: math.MinInt32, Created: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Group: "~"}

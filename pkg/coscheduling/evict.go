@@ -17,11 +17,13 @@ import (
 	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 )
 
 // Carrying out a preemption decision. The order matters:
-//  1. Remember the preemption (gangs.startPreemption) before the first
+//  1. Remember the preemption (ledger.Preemptions) before the first
 //     eviction, so that a deletion the informer reports at once is counted,
 //     and no other preemptor chooses these victims or counts on their room.
 //  2. Hold the room for the whole preemptor: a gang's claim takes the
@@ -53,7 +55,7 @@ const defaultGracePeriod = 30 * time.Second
 
 // carryOut evicts a decision's victims and holds their room for the
 // preemptor (see above).
-func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Request, reqs []amounts, cands *candidates, d *preemption.Decision) (*fwk.PostFilterResult, *fwk.Status) {
+func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Request, reqs []capacity.Amounts, cands *candidates, d *preemption.Decision) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	var victims []*v1.Pod
 	for _, v := range d.Victims {
@@ -61,26 +63,27 @@ func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Re
 			victims = append(victims, cands.pods[v.Unit][i])
 		}
 	}
-	now := pl.clock.Now()
-	rec := &preemptionRecord{victims: make(map[types.UID]bool, len(victims)), unbound: make(map[types.UID]bool, len(p.members)),
-		created: createdAt(p), until: now.Add(longestGrace(victims) + victimWaitSlack)}
+	until := pl.clock.Now().Add(longestGrace(victims) + victimWaitSlack)
+	rec := &ledger.Preemption{Victims: make(map[types.UID]bool, len(victims)), Unbound: make(map[types.UID]bool, len(p.members)),
+		Created: createdAt(p)}
 	for _, v := range victims {
-		rec.victims[v.UID] = true
+		rec.Victims[v.UID] = true
 	}
 	for _, m := range p.members {
-		rec.unbound[m.UID] = true
+		rec.Unbound[m.UID] = true
 	}
 	if p.spec != nil {
-		rec.minMember = p.spec.MinMember
-		rec.until = rec.until.Add(pl.timeout(p.spec))
+		rec.MinMember = p.spec.MinMember
+		until = until.Add(pl.timeout(p.spec))
 	}
-	pl.gangs.startPreemption(p.id, rec)
+	rec.Until = until
+	pl.ledger.Preemptions.Start(p.id, rec)
 	if p.spec != nil {
-		slots := make([]slot, len(p.members))
+		slots := make([]ledger.Slot, len(p.members))
 		for i, m := range p.members {
-			slots[i] = slot{uid: m.UID, node: req.Nodes[d.Plan.NodeOf[i]].Name, req: reqs[i]}
+			slots[i] = ledger.Slot{UID: m.UID, Node: req.Nodes[d.Plan.NodeOf[i]].Name, Request: reqs[i]}
 		}
-		if wasHead := pl.gangs.setClaim(p.spec.Key, slots, rec.until, d.Plan, fingerprint(p.members, d.Plan, &req.Request)); wasHead {
+		if wasHead := pl.ledger.SetClaim(p.spec.Key, slots, until, d.Plan, fingerprint(p.members, d.Plan, &req.Request)); wasHead {
 			holdsEnded.WithLabelValues(holdFilled).Inc()
 		}
 	}
@@ -88,7 +91,7 @@ func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Re
 	where := d.Domain.String()
 	by := fmt.Sprintf("preempted by %s, priority %d, to place it in %s", p.name, p.priority, where)
 	if err := pl.evict(ctx, victims, p.pod.Spec.SchedulerName+": "+by); err != nil {
-		pl.gangs.endPreemption(p.id)
+		pl.ledger.Preemptions.End(p.id)
 		msg := fmt.Sprintf("could not evict the victims chosen to place it in %s (%v); if the scheduler may not, grant it delete on pods and patch on pods/status", where, err)
 		if p.spec != nil {
 			// Its Event says so; the gang backs off before it decides again.

@@ -14,29 +14,26 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
-	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
 )
 
 // withGPUFleet registers the GPUFleet plugin at PreFilter and Filter before
-// the gang plugin, as the shipped profile does. It reads pgs through a
-// PodGroup lister of its own.
-func withGPUFleet(t testing.TB, pgs ...*v1alpha1.PodGroup) envOption {
-	informer := pginformers.NewSharedInformerFactory(pgfake.NewSimpleClientset(), 0).Scheduling().V1alpha1().PodGroups()
-	for _, pg := range pgs {
-		require.NoError(t, informer.Informer().GetStore().Add(pg))
-	}
+// the gang plugin, as the shipped profile does. It reads gangs from the
+// same gang sources as the gang plugin, as in the scheduler.
+func withGPUFleet(t testing.TB) envOption {
 	args := &config.GPUFleetArgs{UnlabelledNodes: config.UnlabelledNodesSkip, CapacityTypeLabels: scheduling.DefaultCapacityTypeLabels()}
 	return func(c *envConfig) {
-		c.filters = append(c.filters, tf.RegisterPluginAsExtensions(gpufleet.Name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-			return gpufleet.NewWithPodGroups(ctx, args, fh, informer.Lister(), nil)
-		}, "PreFilter", "Filter"))
+		c.filters = append(c.filters, func(sources *gang.Sources) tf.RegisterPluginFunc {
+			return tf.RegisterPluginAsExtensions(gpufleet.Name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+				return gpufleet.New(ctx, args, fh, sources)
+			}, "PreFilter", "Filter")
+		})
 	}
 }
 
@@ -66,7 +63,7 @@ func TestGangPlansFollowGPUFleet(t *testing.T) {
 		nodes, productOf := leafProductFabric()
 		pg := gangtest.MakePodGroup("train", testNS).MinMember(4).Obj()
 		pods := members("train", 4, "8")
-		env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t))
 		planned := plannedNodes(t, env, pods)
 		for _, n := range planned {
 			require.Equal(t, productOf[planned[0]], productOf[n], "plan %v mixes products", planned)
@@ -76,7 +73,7 @@ func TestGangPlansFollowGPUFleet(t *testing.T) {
 		pg := gangtest.MakePodGroup("cuda", testNS).MinMember(2).Annotation(scheduling.AnnotationMinCUDA, "12.4").Obj()
 		pods := members("cuda", 2, "8")
 		// The A100 leaf s1-l1 is the tightest fit; CUDA rules it out.
-		env := newTestEnv(t, gpuFabric(), append([]*v1.Pod{busy("s1-l0-n0")}, pods...), []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		env := newTestEnv(t, gpuFabric(), append([]*v1.Pod{busy("s1-l0-n0")}, pods...), []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t))
 		for _, n := range plannedNodes(t, env, pods) {
 			require.Equal(t, "s0", spineOf(n), "member on %s", n)
 		}
@@ -84,7 +81,7 @@ func TestGangPlansFollowGPUFleet(t *testing.T) {
 	t.Run("no group holds the gang: it waits, and the Event names the groups", func(t *testing.T) {
 		pg := gangtest.MakePodGroup("wide", testNS).MinMember(5).Obj()
 		pods := members("wide", 5, "8")
-		env := newTestEnv(t, gpuFabric(), pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		env := newTestEnv(t, gpuFabric(), pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t))
 		_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), pods[0])
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 		require.Contains(t, status.Message(), "the gang's accelerated members must all run on nodes of one nvidia.com/gpu.product, driver major.minor and capacity type")
@@ -94,7 +91,7 @@ func TestGangPlansFollowGPUFleet(t *testing.T) {
 	t.Run("uniform none lets the gang span products", func(t *testing.T) {
 		pg := gangtest.MakePodGroup("any", testNS).MinMember(5).Annotation(scheduling.AnnotationUniform, scheduling.UniformNone).Obj()
 		pods := members("any", 5, "8")
-		env := newTestEnv(t, gpuFabric(), pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		env := newTestEnv(t, gpuFabric(), pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t))
 		spines := map[string]bool{}
 		for _, n := range plannedNodes(t, env, pods) {
 			spines[spineOf(n)] = true
@@ -110,7 +107,7 @@ func TestGangPlansFollowGPUFleet(t *testing.T) {
 		for i, p := range pods {
 			p.Labels[scheduling.RankLabel] = fmt.Sprint(i)
 		}
-		env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t, pg))
+		env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg}, withTopology(t), withGPUFleet(t))
 		planned := plannedNodes(t, env, pods)
 		for _, n := range planned[1:] {
 			require.Equal(t, productOf[planned[1]], productOf[n], "plan %v mixes products", planned)
@@ -138,7 +135,7 @@ func TestFilterSignatureSeesGPUAnnotations(t *testing.T) {
 	a := member("g", "a", "8")
 	b := member("g", "b", "8")
 	b.Labels["training.kubeflow.org/replica-index"] = "1"
-	sig := func(p *v1.Pod) string { return filterSignature(p, podAmounts(p)) }
+	sig := func(p *v1.Pod) string { return filterSignature(p, capacity.PodAmounts(p)) }
 	require.Equal(t, sig(a), sig(b))
 	b.Annotations = map[string]string{scheduling.AnnotationMinCUDA: "12.4"}
 	require.NotEqual(t, sig(a), sig(b))
@@ -173,12 +170,12 @@ func BenchmarkCapacityPreCheckWithGPUFleet(b *testing.B) {
 			}
 			job := members("big", size, "8")
 			pg := gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()
-			env := newTestEnv(b, nodes, append(running, job...), []*v1alpha1.PodGroup{pg}, withTopology(b), withGPUFleet(b, pg))
+			env := newTestEnv(b, nodes, append(running, job...), []*v1alpha1.PodGroup{pg}, withTopology(b), withGPUFleet(b))
 			key := gang.Key{Namespace: testNS, Name: "big"}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				env.pl.gangs.forgetGang(key)
+				env.pl.ledger.ForgetGang(key)
 				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 				if !status.IsSuccess() {
 					b.Fatalf("pre-check failed: %v", status)

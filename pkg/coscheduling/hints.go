@@ -6,26 +6,11 @@ import (
 	"maps"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
-
-// podGroupResource is the PodGroup CRD as the scheduler's dynamic informers
-// name it: <plural>.<version>.<group>.
-//
-// Native PodGroups (scheduling.k8s.io/v1beta1) have no cluster event here:
-// kube-scheduler registers its handlers for them only with the
-// GenericWorkload feature gate on, which gpu-gang runs without (see
-// gang.DecideNative), and a dynamic informer of its own would be a second copy
-// of every PodGroup. The plugin's own informer follows them instead
-// (onNativePodGroupAdd and the functions after it) and activates the
-// members a change concerns.
-const podGroupResource fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
 
 // EventsToRegister lists the cluster events after which a pod this plugin
 // turned away may succeed, each with a hint that skips unrelated objects.
@@ -48,7 +33,10 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}, QueueingHintFn: pl.isNodeMoreCapable},
 		// A PodGroup created late releases members held for it; an edited
 		// one (a smaller minMember, a fixed spec) may release them too.
-		{Event: fwk.ClusterEvent{Resource: podGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isOwnPodGroup},
+		// Native PodGroups have no such event (see
+		// gang.API.QueueHearsEvents): the plugin follows them through its
+		// gang sources instead (onGangAdded and the functions after it).
+		{Event: fwk.ClusterEvent{Resource: gang.PodGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: gang.IsOwnPodGroup},
 	}, nil
 }
 
@@ -98,82 +86,48 @@ func (pl *Plugin) isNodeMoreCapable(logger klog.Logger, pod *v1.Pod, oldObj, new
 	return fwk.QueueSkip, nil
 }
 
-// isOwnPodGroup queues a member when its own scheduler-plugins PodGroup is
-// created or changed.
-func (pl *Plugin) isOwnPodGroup(logger klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
-	key, ok := gang.Of(pod)
-	if !ok || key.API != gang.XK8s {
-		return fwk.QueueSkip, nil
-	}
-	obj, err := meta.Accessor(newObj)
-	if err != nil {
-		return fwk.Queue, fmt.Errorf("reading PodGroup metadata: %w", err)
-	}
-	if obj.GetNamespace() == key.Namespace && obj.GetName() == key.Name {
-		logger.V(5).Info("PodGroup changed, requeueing member", "pod", klog.KObj(pod), "podGroup", key)
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
-}
+// onGangAdded lets the members of a gang whose PodGroup was just created be
+// looked at again.
+func (pl *Plugin) onGangAdded(s *gang.Spec) { pl.gangChanged(s.Key) }
 
-// nativeKey is the gang key of a native PodGroup.
-func nativeKey(pg *schedulingv1beta1.PodGroup) gang.Key {
-	return gang.Key{API: gang.Native, Namespace: pg.Namespace, Name: pg.Name}
-}
-
-// onNativePodGroupAdd releases the members of a native PodGroup that was
-// just created: those PreEnqueue held for it, and those a scheduling cycle
-// turned away while it did not exist.
-func (pl *Plugin) onNativePodGroupAdd(obj interface{}) {
-	if pg, ok := obj.(*schedulingv1beta1.PodGroup); ok {
-		pl.nativePodGroupChanged(nativeKey(pg))
+// onGangUpdated lets a gang's members be looked at again when its PodGroup
+// changes. Where the queue hears the API's events, that is any change, as
+// the queue's own hint (gang.IsOwnPodGroup) sees it; elsewhere, only a
+// change of the spec (a new generation: status updates, such as the status
+// controller's, change nothing a member waits for). It also says when a
+// native PodGroup starts being deleted while members still wait.
+func (pl *Plugin) onGangUpdated(old, new *gang.Spec) {
+	if !old.Deleting && new.Deleting && new.Key.API == gang.Native {
+		pl.nativePodGroupDeleting(new)
+	}
+	if new.Key.API.QueueHearsEvents() || old.Generation != new.Generation {
+		pl.gangChanged(new.Key)
 	}
 }
 
-// onNativePodGroupUpdate releases a native PodGroup's members when its spec
-// changes (a new generation; status updates, such as the status
-// controller's, change nothing a member waits for), and says so when the
-// PodGroup starts being deleted while members still wait.
-func (pl *Plugin) onNativePodGroupUpdate(oldObj, newObj interface{}) {
-	o, ok1 := oldObj.(*schedulingv1beta1.PodGroup)
-	n, ok2 := newObj.(*schedulingv1beta1.PodGroup)
-	if !ok1 || !ok2 {
-		return
-	}
-	if o.DeletionTimestamp == nil && n.DeletionTimestamp != nil {
-		pl.nativePodGroupDeleting(n)
-	}
-	if o.Generation != n.Generation {
-		pl.nativePodGroupChanged(nativeKey(n))
-	}
-}
+// onGangDeleted handles a gang whose PodGroup is gone: deleted, or, for a
+// native one, removed by the API server once no active pod named it (or its
+// finalizer was removed by hand). Members created since, or that still wait,
+// are held until it exists again.
+func (pl *Plugin) onGangDeleted(s *gang.Spec) { pl.gangDeleted(s.Key) }
 
-// onNativePodGroupDelete handles a native PodGroup that is gone: the API
-// server removed it once no active pod named it, or its finalizer was
-// removed by hand. Members created since, or that still wait, are held
-// until it exists again.
-func (pl *Plugin) onNativePodGroupDelete(obj interface{}) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if pg, ok := obj.(*schedulingv1beta1.PodGroup); ok {
-		pl.gangDeleted(nativeKey(pg))
-	}
-}
-
-// nativePodGroupChanged lets the gang's members be looked at again: held
-// ones through PreEnqueue, unschedulable ones through a new cycle.
-func (pl *Plugin) nativePodGroupChanged(key gang.Key) {
+// gangChanged lets the gang's members be looked at again: held ones through
+// PreEnqueue and, where the queue does not hear the API's events itself,
+// unschedulable ones through a new cycle. The queue's own event may come
+// before the gang sources have the change; this runs once they have it.
+func (pl *Plugin) gangChanged(key gang.Key) {
 	pl.releaseGated(key)
-	pl.activate(key)
+	if !key.API.QueueHearsEvents() {
+		pl.activate(key)
+	}
 }
 
 // nativePodGroupDeleting records, on a native PodGroup that starts being
 // deleted while members wait, that they are still scheduled: the API server
 // keeps the PodGroup (finalizer scheduling.k8s.io/podgroup-protection)
 // until no active pod names it, and until then it defines their gang.
-func (pl *Plugin) nativePodGroupDeleting(pg *schedulingv1beta1.PodGroup) {
-	key := nativeKey(pg)
+func (pl *Plugin) nativePodGroupDeleting(spec *gang.Spec) {
+	key := spec.Key
 	members, err := pl.members(key)
 	if err != nil {
 		return
@@ -187,7 +141,7 @@ func (pl *Plugin) nativePodGroupDeleting(pg *schedulingv1beta1.PodGroup) {
 	if waiting == 0 {
 		return
 	}
-	pl.events.gang(gang.FromNativePodGroup(pg), nil, v1.EventTypeNormal, ReasonPodGroupDeleting,
+	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonPodGroupDeleting,
 		"the PodGroup is being deleted while %d of its members wait for a node: the API server keeps it until no active pod names it, and until then gpu-gang schedules them as a gang. Delete the pods if their job is gone",
 		waiting)
 }

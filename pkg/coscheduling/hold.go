@@ -1,100 +1,77 @@
 package coscheduling
 
 import (
+	"context"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// The head hold keeps a large gang from being starved by small ones that
-// keep taking whatever frees up. The first gang in queue order that would
-// fit once running jobs finish, but does not fit the free capacity now,
-// holds the free part of its plan and gathers the rest as other pods finish.
-// Holding capacity reserves no pod, and only one gang holds this way, so
-// holds cannot deadlock.
-//
-// A hold is bounded so that it cannot stall the cluster:
-//   - only a gang that would fit the capacity that can free up holds at all:
-//     pods that never leave (services, DaemonSets) are not counted as room;
-//   - a turn lasts at most the gang's schedule timeout and is never renewed;
-//   - when a turn ends without the gang starting, the gang yields for as long
-//     as it held: the gangs queued behind it use the capacity (backfill).
-//     Then it may hold again, so it still is not starved;
-//   - a gang whose members are all gone holds nothing.
-//
-// So the longest any hold keeps capacity from others at a stretch is the
-// holding gang's schedule timeout (permitWaitingTimeSeconds, 60 s by
-// default, when the PodGroup sets none).
+// The head hold as the plugin drives it. The model (one turn at a time,
+// never renewed, a yield after a turn that ran out) is ledger.Head's; the
+// plugin picks the part of a plan that is free now, takes the turn, says
+// so, and ends the turn with a timer.
 
-// headHold is the capacity the head gang holds while it waits for room.
-type headHold struct {
-	key   gang.Key
-	order queueOrder
-	// slots are the free places of a plan for part of the gang.
-	slots []slot
-	// since and until bound the turn; until is never moved.
-	since, until time.Time
+// holdAsHead lets a gang that would fit once running jobs finish, but does
+// not fit now, hold the part of that eventual plan that is free now, if it
+// is the first such gang in queue order (see package ledger, Head).
+func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, reqs []capacity.Amounts, eventual *placement.Plan) {
+	free := make([]placement.Vector, len(req.Nodes))
+	var slots []ledger.Slot
+	for i, p := range members {
+		n := eventual.NodeOf[i]
+		if free[n] == nil {
+			free[n] = req.Nodes[n].Free.Clone()
+		}
+		if !req.Members[i].Request.FitsIn(free[n]) {
+			continue
+		}
+		free[n].Sub(req.Members[i].Request)
+		slots = append(slots, ledger.Slot{UID: p.UID, Node: req.Nodes[n].Name, Request: reqs[i]})
+	}
+	if len(slots) == 0 {
+		return
+	}
+	turn := pl.timeout(spec)
+	holds, since := pl.ledger.Head.Take(spec.Key, pl.queueOrderOf(members[0]), slots, turn)
+	if !holds || since.IsZero() {
+		return
+	}
+	heldTotal := capacity.Amounts{}
+	for _, s := range slots {
+		heldTotal.Add(s.Request)
+	}
+	holdsTaken.Inc()
+	klog.FromContext(ctx).V(3).Info("Gang holds the free part of its plan while it waits for room",
+		"podGroup", spec.Key, "held", len(slots), "members", len(members), "turn", turn)
+	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
+		"first in the queue, the gang holds the free places of %d of its %d members (%s) for up to %s, gathering the rest as running jobs finish; pods queued behind it stay out of them",
+		len(slots), len(members), heldTotal.Describe(), turn)
+	key := spec.Key
+	pl.ledger.Timers.After(key, ledger.HoldEndTimer, turn, func() { pl.endHeadTurn(key, since) })
 }
 
-// liveHead returns the head hold if its turn has not ended. Callers hold
-// mu.
-func (gs *gangs) liveHead(now time.Time) *headHold {
-	if gs.head == nil || !now.Before(gs.head.until) {
-		return nil
+// endHeadTurn ends a head turn that ran out of time: the gang yields for as
+// long as it held, so the gangs behind it can use the capacity (backfill),
+// and it is tried again when the yield ends.
+func (pl *Plugin) endHeadTurn(key gang.Key, since time.Time) {
+	yield, ok := pl.ledger.Head.EndTurn(key, since)
+	if !ok {
+		return
 	}
-	return gs.head
-}
-
-// takeHead makes key the head gang holding slots, if no live head comes
-// before it in queue order and it is not yielding. A gang that is the head
-// already keeps its turn's end; only its slots are refreshed, so what freed
-// up since joins the hold. It reports whether key holds now, and the start
-// of its turn when the turn started with this call.
-func (gs *gangs) takeHead(key gang.Key, order queueOrder, slots []slot, turn time.Duration) (holds bool, started time.Time) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	now := gs.clock.Now()
-	if g, ok := gs.byKey[key]; ok && now.Before(g.yieldUntil) {
-		return false, time.Time{}
+	holdsEnded.WithLabelValues(holdExpired).Inc()
+	pl.logger.V(3).Info("Head hold expired: the gangs behind it may use the capacity", "podGroup", key, "yield", yield)
+	if spec, ok := pl.lookup(key); ok {
+		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonHoldExpired,
+			"held its places for %s without room for the whole gang; they are released for %s so the gangs queued behind it can run (backfill), then it may hold again",
+			yield, yield)
 	}
-	h := gs.liveHead(now)
-	if h != nil && h.key == key {
-		h.slots = slots
-		return true, time.Time{}
-	}
-	if h != nil && !order.before(h.order) {
-		return false, time.Time{}
-	}
-	gs.get(key) // the gang's timers live in its state
-	gs.head = &headHold{key: key, order: order, slots: slots, since: now, until: now.Add(turn)}
-	return true, now
-}
-
-// endTurn ends key's head turn that started at since, if it is still the
-// head, and makes the gang yield for as long as it held. It reports how long
-// the gang yields and false if that turn had already ended otherwise (the
-// gang started, lost its place to an earlier gang, or went away).
-func (gs *gangs) endTurn(key gang.Key, since time.Time) (time.Duration, bool) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	h := gs.head
-	if h == nil || h.key != key || !h.since.Equal(since) {
-		return 0, false
-	}
-	gs.head = nil
-	held := h.until.Sub(h.since)
-	if g, ok := gs.byKey[key]; ok {
-		g.yieldUntil = gs.clock.Now().Add(held)
-	}
-	return held, true
-}
-
-// headOf returns the gang holding as the head, if any.
-func (gs *gangs) headOf() (gang.Key, bool) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	if h := gs.liveHead(gs.clock.Now()); h != nil {
-		return h.key, true
-	}
-	return gang.Key{}, false
+	pl.activateBlocked()
+	pl.ledger.Timers.After(key, ledger.YieldEndTimer, yield, func() { pl.activate(key) })
 }

@@ -111,7 +111,7 @@ func TestFinishedMembersCountTowardsQuorum(t *testing.T) {
 	done.Status.Phase = v1.PodSucceeded
 	env.update(done)
 	// A scheduler restart forgets that the gang ran; only the pods say so.
-	env.pl.gangs.forgetGang(gang.Key{Namespace: testNS, Name: "job"})
+	env.pl.ledger.ForgetGang(gang.Key{Namespace: testNS, Name: "job"})
 
 	r := env.replace(bound[1])
 	require.Eventually(t, func() bool { return env.pl.PreEnqueue(env.ctx, r).IsSuccess() }, wait.ForeverTestTimeout, 10*time.Millisecond,
@@ -251,7 +251,7 @@ func TestFilterRejectionTeachesThePlanner(t *testing.T) {
 	require.EqualValues(t, 1, flaky.rejected.Load())
 	require.False(t, (<-w0).IsSuccess(), "the sibling gives its node back")
 	env.forget(job[0])
-	_, _, backingOff := env.pl.gangs.backoff(gang.Key{Namespace: testNS, Name: "job"})
+	_, _, backingOff := env.pl.ledger.Claims.Backoff(gang.Key{Namespace: testNS, Name: "job"})
 	require.False(t, backingOff, "a rejection that taught something needs no backoff")
 
 	bound := env.runGang(job)
@@ -287,7 +287,7 @@ func TestGangThatCannotFitBesidePermanentPodsHoldsNothing(t *testing.T) {
 	_, status := env.schedule(big[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
 	require.True(t, hasEvent(env.recorded(), ReasonPermanentPodsInTheWay, "it waits without holding capacity"))
-	_, heads := env.pl.gangs.headOf()
+	_, heads := env.pl.ledger.Head.Holder()
 	require.False(t, heads, "a gang that cannot fit beside pods that stay must not hold capacity")
 	for i, s := range small {
 		_, status := env.schedule(s[0])
@@ -324,61 +324,6 @@ func TestDeletedWaitingMemberFailsGangAtOnce(t *testing.T) {
 	env.runGang([]*v1.Pod{job[0], r, job[2]})
 }
 
-func TestHeadHoldIsBoundedAndYields(t *testing.T) {
-	// Three of four nodes run batch jobs that will finish. A large gang
-	// heads the queue and holds the free node for at most its timeout;
-	// then the small gang behind it runs (backfill) for as long, and only
-	// then may the large gang hold again.
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	nodes := gpuNodes(4)
-	var jobs []*v1.Pod
-	for i := range 3 {
-		jobs = append(jobs, batchPod(fmt.Sprint("batch-", i), nodes[i].Name, "8"))
-	}
-	large, small := members("large", 4, "8"), members("small", 1, "8")
-	env := newTestEnv(t, nodes, append(append(jobs, large...), small...), []*v1alpha1.PodGroup{
-		gangtest.MakePodGroup("large", testNS).MinMember(4).ScheduleTimeoutSeconds(30).Created(t0).Obj(),
-		gangtest.MakePodGroup("small", testNS).MinMember(1).Created(t0.Add(time.Minute)).Obj(),
-	})
-	_, status := env.schedule(large[0])
-	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-	require.True(t, hasEvent(env.recorded(), ReasonGangHolding, "for up to 30s"))
-	_, status = env.schedule(small[0])
-	require.Equal(t, fwk.Unschedulable, status.Code(), "the small gang must wait while the head holds: %v", status)
-
-	// Trying again does not renew the turn.
-	env.clock.Step(20 * time.Second)
-	_, status = env.schedule(large[0])
-	require.Equal(t, fwk.Unschedulable, status.Code())
-	env.activator.reset()
-	env.clock.Step(10 * time.Second)
-	require.Eventually(t, func() bool { return hasEvent(env.recorded(), ReasonHoldExpired, "released for 30s") }, wait.ForeverTestTimeout, 10*time.Millisecond)
-	require.Contains(t, env.activator.get(), testNS+"/small-0", "the pod the hold turned away is tried again when it ends")
-
-	_, status = env.schedule(large[0])
-	require.Equal(t, fwk.Unschedulable, status.Code())
-	_, heads := env.pl.gangs.headOf()
-	require.False(t, heads, "a yielding gang holds nothing")
-	_, status = env.schedule(small[0])
-	require.True(t, status.IsSuccess(), "backfill: the small gang runs while the head yields: %v", status)
-
-	env.clock.Step(30 * time.Second)
-	require.Eventually(t, func() bool {
-		for _, k := range env.activator.get() {
-			if k == testNS+"/large-0" {
-				return true
-			}
-		}
-		return false
-	}, wait.ForeverTestTimeout, 10*time.Millisecond, "the head is tried again when its yield ends")
-	env.forget(jobs[0])
-	_, status = env.schedule(large[0])
-	require.Equal(t, fwk.Unschedulable, status.Code())
-	key, heads := env.pl.gangs.headOf()
-	require.True(t, heads, "after the yield the large gang holds again")
-	require.Equal(t, "large", key.Name)
-}
-
 func TestGangStateIsForgottenWithItsTimers(t *testing.T) {
 	job := members("job", 2, "8")
 	pg := gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()
@@ -389,10 +334,10 @@ func TestGangStateIsForgottenWithItsTimers(t *testing.T) {
 	require.True(t, env.fh.RejectWaitingPod(job[0].UID))
 	<-w
 	require.True(t, env.clock.HasWaiters(), "a failed gang waits out its backoff on a timer")
-	env.pl.onPodGroupDelete(pg)
+	env.DeletePodGroup(pg)
+	require.Eventually(t, func() bool { return !env.pl.ledger.Knows(gang.Key{Namespace: testNS, Name: "job"}) },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "a deleted PodGroup's gang leaves nothing in the ledger")
 	require.False(t, env.clock.HasWaiters(), "a forgotten gang's timers are stopped")
-	_, ok := env.pl.gangs.byKey[gang.Key{Namespace: testNS, Name: "job"}]
-	require.False(t, ok)
 }
 
 func TestGatedMemberFollowsItsLabel(t *testing.T) {
@@ -402,18 +347,13 @@ func TestGatedMemberFollowsItsLabel(t *testing.T) {
 		gangtest.MakePodGroup("b", testNS).MinMember(1).Obj(),
 	})
 	require.False(t, env.pl.PreEnqueue(env.ctx, a).IsSuccess())
-	env.pl.gangs.mu.Lock()
-	require.Contains(t, env.pl.gangs.gated, gang.Key{Namespace: testNS, Name: "a"})
-	env.pl.gangs.mu.Unlock()
+	require.Equal(t, 1, env.pl.ledger.Gate.Held(gang.Key{Namespace: testNS, Name: "a"}))
 
 	moved := a.DeepCopy()
 	moved.Labels[scheduling.PodGroupLabel] = "b"
 	env.update(moved)
 	require.Eventually(t, func() bool {
-		env.pl.gangs.mu.Lock()
-		defer env.pl.gangs.mu.Unlock()
-		_, held := env.pl.gangs.gated[gang.Key{Namespace: testNS, Name: "a"}]
-		return !held
+		return env.pl.ledger.Gate.Held(gang.Key{Namespace: testNS, Name: "a"}) == 0
 	}, wait.ForeverTestTimeout, 10*time.Millisecond, "a pod that left gang a is no longer held for it")
 	require.True(t, env.pl.PreEnqueue(env.ctx, moved).IsSuccess())
 }
@@ -427,7 +367,7 @@ func TestGangMetricsCoverEveryInstance(t *testing.T) {
 	members := 0
 	instances.each(func(pl *Plugin) {
 		if pl == first.pl || pl == second.pl {
-			m, _, _ := pl.gangs.waiting()
+			m, _, _ := pl.ledger.Waiting()
 			members += m
 		}
 	})

@@ -159,7 +159,7 @@ func (c *gangCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	var members, placing, reserved, below int
 	instances.each(func(pl *Plugin) {
-		m, p, r := pl.gangs.waiting()
+		m, p, r := pl.ledger.Waiting()
 		members += m
 		placing += p
 		reserved += r
@@ -175,7 +175,7 @@ func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
 // minMember.
 func (pl *Plugin) belowMinMember() int {
 	n := 0
-	for _, key := range pl.gangs.admittedKeys() {
+	for _, key := range pl.ledger.Claims.AdmittedKeys() {
 		spec, ok := pl.lookup(key)
 		if !ok {
 			continue

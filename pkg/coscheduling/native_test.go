@@ -1,8 +1,6 @@
 package coscheduling
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,49 +8,35 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
-	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
-// withNativePodGroups has the plugin schedule native PodGroups, as New does
-// when the API server serves them, starting with pgs.
+// withNativePodGroups has the gang sources watch native PodGroups, as where
+// the scheduler schedules them, starting with pgs.
 func withNativePodGroups(pgs ...*schedulingv1beta1.PodGroup) envOption {
 	return func(c *envConfig) {
 		for _, pg := range pgs {
 			c.objects = append(c.objects, pg)
 		}
-		c.setup = append(c.setup, func(pl *Plugin, fh fwk.Handle) error {
-			return pl.scheduleNative(fh.SharedInformerFactory().Scheduling().V1beta1().PodGroups())
-		})
+		c.watchNative = true
 	}
 }
 
-// withNativeIgnored has the plugin ignore native PodGroups, as New does
-// when it may not schedule them, for the reason note.
+// withNativeIgnored leaves native PodGroups unwatched, as where the
+// scheduler may not schedule them, for the reason note.
 func withNativeIgnored(note string) envOption {
-	return func(c *envConfig) {
-		c.setup = append(c.setup, func(pl *Plugin, _ fwk.Handle) error {
-			pl.ignoreNative(note)
-			return nil
-		})
-	}
+	return func(c *envConfig) { c.nativeNote = note }
 }
 
 // nativeMember is a member of a native PodGroup asking for gpus GPUs and one
@@ -87,7 +71,7 @@ func TestNativeGangRunsAsOneGang(t *testing.T) {
 	require.True(t, hasEvent(env.recorded(), ReasonWaitingForMembers, "waiting for members: 2/3 present"))
 
 	env.create(job[2])
-	require.Eventually(t, func() bool { return sets.New(env.activator.get()...).Has(testNS + "/job-0") },
+	require.Eventually(t, func() bool { return sets.New(env.activator.Get()...).Has(testNS + "/job-0") },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "the third member releases the held ones")
 	for _, p := range job {
 		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess())
@@ -219,12 +203,12 @@ func TestNativePodGroupDeletedMidFlight(t *testing.T) {
 	require.True(t, hasEvent(env.recorded(), ReasonPodGroupNotFound,
 		"PodGroup team-a/job (scheduling.k8s.io/v1beta1) does not exist: create it in namespace team-a, or recreate the pod without spec.schedulingGroup"))
 
-	env.activator.reset()
+	env.activator.Reset()
 	recreated := pg.DeepCopy()
 	recreated.ResourceVersion = ""
 	_, err := env.client.SchedulingV1beta1().PodGroups(testNS).Create(env.ctx, recreated, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return sets.New(env.activator.get()...).HasAll(testNS+"/job-0", testNS+"/job-1") },
+	require.Eventually(t, func() bool { return sets.New(env.activator.Get()...).HasAll(testNS+"/job-0", testNS+"/job-1") },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "a recreated PodGroup brings its members back")
 	bound := env.runGang(job)
 	require.Len(t, bound, 2)
@@ -253,87 +237,6 @@ func TestNativePodGroupBeingDeletedStillSchedules(t *testing.T) {
 	}, wait.ForeverTestTimeout, 10*time.Millisecond)
 	require.True(t, env.pl.PreEnqueue(env.ctx, job[0]).IsSuccess())
 	require.Len(t, env.runGang(job), 2)
-}
-
-// The source seam: one lister per API, Specs out, the API in the key
-// choosing which.
-func TestSources(t *testing.T) {
-	created := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	xIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	nIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	require.NoError(t, xIndexer.Add(gangtest.MakePodGroup("job", testNS).MinMember(4).Created(created).Obj()))
-	require.NoError(t, nIndexer.Add(gangtest.MakeNativePodGroup("job", testNS).MinCount(8).Created(created.Add(time.Minute)).Obj()))
-	s := sources{
-		gang.XK8s:   xk8sSource{lister: pglisters.NewPodGroupLister(xIndexer)},
-		gang.Native: nativeSource{lister: schedulinglisters.NewPodGroupLister(nIndexer)},
-	}
-	xKey := gang.Key{Namespace: testNS, Name: "job"}
-	nKey := gang.Key{API: gang.Native, Namespace: testNS, Name: "job"}
-
-	x, err := s.spec(xKey)
-	require.NoError(t, err)
-	require.Equal(t, xKey, x.Key)
-	require.EqualValues(t, 4, x.MinMember)
-	n, err := s.spec(nKey)
-	require.NoError(t, err)
-	require.Equal(t, nKey, n.Key)
-	require.EqualValues(t, 8, n.MinMember)
-	require.Equal(t, "scheduling.k8s.io/v1beta1", n.Ref.APIVersion)
-
-	at, ok := s.created(nKey)
-	require.True(t, ok)
-	require.Equal(t, created.Add(time.Minute), at)
-	_, err = s.spec(gang.Key{API: gang.Native, Namespace: testNS, Name: "ghost"})
-	require.True(t, apierrors.IsNotFound(err), "%v", err)
-	_, ok = s.created(gang.Key{Namespace: "elsewhere", Name: "job"})
-	require.False(t, ok)
-
-	s[gang.Native] = unwatched{why: "off"}
-	_, err = s.spec(nKey)
-	require.ErrorIs(t, err, errNotWatched)
-	_, err = s.spec(xKey)
-	require.NoError(t, err, "the other API is unaffected")
-}
-
-// gang.DecideNative schedules native PodGroups only where discovery serves them
-// and this scheduler's GenericWorkload gate is off; a discovery error other
-// than "not served" is retried, then reported.
-func TestDecideNative(t *testing.T) {
-	podGroups := metav1.APIResource{Name: "podgroups", Namespaced: true, Kind: "PodGroup", Verbs: metav1.Verbs{"get", "list", "watch"}}
-	workloads := metav1.APIResource{Name: "workloads", Namespaced: true, Kind: "Workload", Verbs: metav1.Verbs{"get", "list", "watch"}}
-	served := []*metav1.APIResourceList{{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{podGroups, workloads}}}
-	tests := []struct {
-		name            string
-		resources       []*metav1.APIResourceList
-		genericWorkload bool
-		want            bool
-		wantNote        string
-	}{
-		{name: "served", resources: served, want: true, wantNote: "pods that set spec.schedulingGroup are gangs"},
-		{name: "group version not served", wantNote: "does not serve scheduling.k8s.io/v1beta1 podgroups"},
-		{name: "podgroups not served", resources: []*metav1.APIResourceList{{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{workloads}}},
-			wantNote: "does not serve scheduling.k8s.io/v1beta1 podgroups"},
-		{name: "served, but the scheduler's gate is on", resources: served, genericWorkload: true, wantNote: "--feature-gates=GenericWorkload=false"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tt.resources}}
-			got, note, err := gang.DecideNative(t.Context(), disc, tt.genericWorkload)
-			require.NoError(t, err)
-			require.Equal(t, tt.want, got)
-			require.Contains(t, note, tt.wantNote)
-		})
-	}
-	t.Run("discovery fails", func(t *testing.T) {
-		fake := &clienttesting.Fake{}
-		fake.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
-			return true, nil, errors.New("connection refused")
-		})
-		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
-		defer cancel()
-		_, _, err := gang.DecideNative(ctx, &fakediscovery.FakeDiscovery{Fake: fake}, false)
-		require.ErrorContains(t, err, "connection refused")
-	})
 }
 
 // native makes pods members of the native PodGroup group instead of the

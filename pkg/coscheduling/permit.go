@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
 // Reserve counts the member and takes its place in the gang's plan.
@@ -22,7 +23,7 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	pl.gangs.reserve(key, pod.UID, nodeName, s.request)
+	pl.ledger.Claims.Reserve(key, pod.UID, nodeName, s.request)
 	return nil
 }
 
@@ -34,7 +35,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 	if !ok {
 		return
 	}
-	inFlight, released := pl.gangs.unreserve(key, pod.UID)
+	inFlight, released := pl.ledger.Claims.Unreserve(key, pod.UID)
 	if released {
 		// Binding is one API call per member: the API server refused this
 		// one, or the pod went away, after its siblings were let go. The
@@ -54,7 +55,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
 		return
 	}
-	if pl.gangs.expired(key) {
+	if pl.ledger.Claims.Expired(key) {
 		pl.failGang(ctx, key, ReasonGangTimedOut, "the gang did not reach quorum within its schedule timeout", true)
 		return
 	}
@@ -82,7 +83,7 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	if err != nil {
 		return fwk.AsStatus(err), 0
 	}
-	wasRunning := pl.gangs.admitted(key)
+	wasRunning := pl.ledger.Claims.Admitted(key)
 	census := pl.census(key, members)
 	q := gang.QuorumOf(spec.MinMember, census)
 	if q.Placed || wasRunning {
@@ -96,7 +97,7 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		pl.allowGang(logger, spec, pod, nodeName, census, wasRunning)
 		return nil, 0
 	}
-	wait, ok := pl.gangs.remaining(key)
+	wait, ok := pl.ledger.Claims.Remaining(key)
 	if !ok {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no plan in flight", key)), 0
 	}
@@ -114,7 +115,7 @@ func (pl *Plugin) podGone(pod *v1.Pod) bool {
 // goneReservation returns a node that a member of the gang's attempt in
 // flight reserved and that no longer exists, or "".
 func (pl *Plugin) goneReservation(key gang.Key) string {
-	for _, n := range pl.gangs.inFlightNodes(key) {
+	for _, n := range pl.ledger.Claims.InFlightNodes(key) {
 		if !pl.nodeExists(n) {
 			return n
 		}
@@ -126,7 +127,7 @@ func (pl *Plugin) goneReservation(key gang.Key) string {
 // members. For a gang that was running already, pod is a replacement or an
 // elastic member, and the Event says where it went.
 func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, nodeName string, c gang.Census, wasRunning bool) {
-	uids, done, started := pl.gangs.succeed(spec.Key)
+	uids, done, started := pl.ledger.Succeed(spec.Key)
 	for _, uid := range uids {
 		if wp := pl.handle.GetWaitingPod(uid); wp != nil {
 			wp.Allow(Name)
@@ -137,18 +138,18 @@ func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, no
 	}
 	if wasRunning {
 		replacements.Inc()
-		logger.V(2).Info("Running gang's member placed", "podGroup", spec.Key, "pod", klog.KObj(pod), "node", nodeName, "plan", done.summary)
+		logger.V(2).Info("Running gang's member placed", "podGroup", spec.Key, "pod", klog.KObj(pod), "node", nodeName, "plan", done.Summary)
 		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberPlaced, "member %s placed next to its running gang: %s; %d of minMember %d placed",
-			pod.Name, done.summary, c.Placed(), spec.MinMember)
+			pod.Name, done.Summary, c.Placed(), spec.MinMember)
 		return
 	}
-	for _, sp := range done.spans {
+	for _, sp := range done.Spans {
 		domainsSpanned.WithLabelValues(sp.Level).Observe(float64(sp.Domains))
 	}
 	attempts.WithLabelValues(resultScheduled).Inc()
 	timeToSchedule.Observe(pl.clock.Since(spec.Created).Seconds())
-	logger.V(2).Info("Gang reached quorum", "podGroup", spec.Key, "placed", c.Placed(), "plan", done.summary)
-	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", c.Placed(), spec.MinMember, done.summary)
+	logger.V(2).Info("Gang reached quorum", "podGroup", spec.Key, "placed", c.Placed(), "plan", done.Summary)
+	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", c.Placed(), spec.MinMember, done.Summary)
 }
 
 // failGang ends the gang's attempt in flight: waiting members are rejected,
@@ -158,7 +159,7 @@ func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, no
 func (pl *Plugin) failGang(ctx context.Context, key gang.Key, reason, why string, penalize bool) {
 	base := time.Duration(pl.args.PodGroupBackoffSeconds) * time.Second
 	max := time.Duration(pl.args.PodGroupMaxBackoffSeconds) * time.Second
-	uids, backoff, ok := pl.gangs.fail(key, why, penalize, base, max)
+	uids, backoff, ok := pl.ledger.Claims.Fail(key, why, penalize, base, max)
 	if !ok {
 		return
 	}
@@ -185,7 +186,7 @@ func (pl *Plugin) failGang(ctx context.Context, key gang.Key, reason, why string
 		}
 	}
 	pl.activateBlocked()
-	pl.gangs.after(key, timerBackoff, backoff, func() { pl.activate(key) })
+	pl.ledger.Timers.After(key, ledger.BackoffTimer, backoff, func() { pl.activate(key) })
 }
 
 // activate moves a gang's unscheduled members back to the active queue when

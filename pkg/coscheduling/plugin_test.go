@@ -1,12 +1,10 @@
 package coscheduling
 
 import (
-	"fmt"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,98 +17,10 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
-
-func TestPreEnqueue(t *testing.T) {
-	pg := gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()
-	tests := []struct {
-		name      string
-		pod       *v1.Pod
-		pods      []*v1.Pod
-		pgs       []*v1alpha1.PodGroup
-		wantCode  fwk.Code
-		wantMsg   string
-		wantEvent string // "Reason substring"
-	}{
-		{
-			name:     "pod without a group is not held",
-			pod:      st.MakePod().Namespace(testNS).Name("plain").SchedulerName(testScheduler).Obj(),
-			wantCode: fwk.Success,
-		},
-		{
-			name:      "missing PodGroup holds the pod with an Event on it",
-			pod:       member("ghost", "ghost-0", "8"),
-			pods:      []*v1.Pod{member("ghost", "ghost-0", "8")},
-			wantCode:  fwk.UnschedulableAndUnresolvable,
-			wantMsg:   "PodGroup team-a/ghost not found",
-			wantEvent: ReasonPodGroupNotFound + " PodGroup team-a/ghost does not exist: create it",
-		},
-		{
-			name:      "minMember below 1 is invalid",
-			pod:       member("zero", "zero-0", "8"),
-			pods:      []*v1.Pod{member("zero", "zero-0", "8")},
-			pgs:       []*v1alpha1.PodGroup{gangtest.MakePodGroup("zero", testNS).MinMember(0).Obj()},
-			wantCode:  fwk.UnschedulableAndUnresolvable,
-			wantMsg:   "minMember 0",
-			wantEvent: ReasonInvalidPodGroup + " spec.minMember is 0",
-		},
-		{
-			name:      "fewer members than minMember wait",
-			pod:       member("job", "job-0", "8"),
-			pods:      members("job", 2, "8"),
-			pgs:       []*v1alpha1.PodGroup{pg},
-			wantCode:  fwk.UnschedulableAndUnresolvable,
-			wantMsg:   "2/3 present",
-			wantEvent: ReasonWaitingForMembers + " waiting for members: 2/3 present",
-		},
-		{
-			name: "members in another namespace do not count",
-			pod:  member("job", "job-0", "8"),
-			pods: append(members("job", 2, "8"),
-				st.MakePod().Namespace("team-b").Name("job-9").UID("team-b/job-9").SchedulerName(testScheduler).Label(scheduling.PodGroupLabel, "job").Obj()),
-			pgs:      []*v1alpha1.PodGroup{pg},
-			wantCode: fwk.UnschedulableAndUnresolvable,
-			wantMsg:  "2/3 present",
-		},
-		{
-			name:     "quorum of members releases the pod",
-			pod:      member("job", "job-0", "8"),
-			pods:     members("job", 3, "8"),
-			pgs:      []*v1alpha1.PodGroup{pg},
-			wantCode: fwk.Success,
-		},
-		{
-			name: "members naming different schedulers are held with an Event",
-			pod:  member("job", "job-0", "8"),
-			pods: append(members("job", 2, "8"),
-				st.MakePod().Namespace(testNS).Name("job-2").UID("team-a/job-2").SchedulerName("default-scheduler").Label(scheduling.PodGroupLabel, "job").Obj()),
-			pgs:       []*v1alpha1.PodGroup{pg},
-			wantCode:  fwk.UnschedulableAndUnresolvable,
-			wantMsg:   "different schedulers [default-scheduler gpu-gang]",
-			wantEvent: ReasonMixedSchedulerNames + " members name different schedulers [default-scheduler gpu-gang]",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			env := newTestEnv(t, gpuNodes(4), tt.pods, tt.pgs)
-			got := env.pl.PreEnqueue(env.ctx, tt.pod)
-			require.Equal(t, tt.wantCode, got.Code(), "status: %v", got)
-			if tt.wantMsg != "" {
-				require.Contains(t, got.Message(), tt.wantMsg)
-			}
-			evs := env.recorded()
-			if tt.wantEvent != "" {
-				reason, note, _ := strings.Cut(tt.wantEvent, " ")
-				require.True(t, hasEvent(evs, reason, note), "want event %q, got %q", tt.wantEvent, evs)
-			}
-			// The same problem seen again is not recorded again.
-			env.pl.PreEnqueue(env.ctx, tt.pod)
-			require.Empty(t, env.recorded(), "a repeated PreEnqueue recorded the same Event again")
-		})
-	}
-}
 
 func TestCapacityPreCheck(t *testing.T) {
 	occupied := func(name string, gpus string) *v1.Pod { return batchPod(name, "node-aa", gpus) }
@@ -200,7 +110,7 @@ func TestCapacityPreCheck(t *testing.T) {
 			if tt.wantMsg != "" {
 				require.Contains(t, status.Message(), tt.wantMsg)
 			}
-			held := env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue)
+			held := env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue)
 			if tt.wantNodes > 0 {
 				if status.IsSuccess() {
 					require.Len(t, res.NodeNames, 1, "a planned member is pinned to its node")
@@ -213,10 +123,10 @@ func TestCapacityPreCheck(t *testing.T) {
 				require.True(t, hasEvent(env.recorded(), tt.wantEvent, ""), "want a %s Event", tt.wantEvent)
 			}
 			if tt.wantCode != fwk.Success {
-				require.Empty(t, env.pl.gangs.reservedUIDs(gang.Key{Namespace: testNS, Name: tt.pg.Name}), "a gang that does not fit reserves nothing")
+				require.Empty(t, env.pl.ledger.Claims.ReservedUIDs(gang.Key{Namespace: testNS, Name: tt.pg.Name}), "a gang that does not fit reserves nothing")
 			}
 			if tt.wantCode == fwk.UnschedulableAndUnresolvable {
-				require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a gang that can never fit holds nothing")
+				require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a gang that can never fit holds nothing")
 			}
 		})
 	}
@@ -265,7 +175,7 @@ func TestGangBindsTogether(t *testing.T) {
 	spannedAfter, err := testutil.GetHistogramMetricCount(domainsSpanned.WithLabelValues("kubernetes.io/hostname"))
 	require.NoError(t, err)
 	require.Equal(t, spannedBefore+1, spannedAfter)
-	require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a scheduled gang holds nothing more")
+	require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a scheduled gang holds nothing more")
 }
 
 func TestHeldCapacityKeepsGangsApart(t *testing.T) {
@@ -286,14 +196,14 @@ func TestHeldCapacityKeepsGangsApart(t *testing.T) {
 	_, status = env.schedule(b[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "b must not start while a holds its plan: %v", status)
 	require.Contains(t, status.Message(), "held for other gangs")
-	require.Len(t, env.pl.gangs.reservedUIDs(gang.Key{Namespace: testNS, Name: "b"}), 0)
+	require.Len(t, env.pl.ledger.Claims.ReservedUIDs(gang.Key{Namespace: testNS, Name: "b"}), 0)
 
 	// b, first in the queue of gangs that wait for room, holds the two
 	// nodes a does not, so that it is not starved. A plain pod queued
 	// before b (here: older) still gets one of them; it never gets a's.
 	node, status := env.schedule(plain)
 	require.True(t, status.IsSuccess(), "plain pod: %v", status)
-	nodesOfA, _ := env.pl.gangs.planSlots(gang.Key{Namespace: testNS, Name: "a"}, "", amounts{})
+	nodesOfA, _ := env.pl.ledger.Claims.PlanSlots(gang.Key{Namespace: testNS, Name: "a"}, "", capacity.Amounts{})
 	require.NotContains(t, nodesOfA, node, "the plain pod landed on a node gang a holds")
 }
 
@@ -319,8 +229,8 @@ func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 		}
 	}
 	require.True(t, hasEvent(env.recorded(), ReasonGangRejected, "member job-1 gave back its reservation on node node-ab; waiting members rejected: 1; retrying in 2s"))
-	require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a rejected gang holds nothing")
-	require.Empty(t, env.pl.gangs.reservedUIDs(gang.Key{Namespace: testNS, Name: "job"}))
+	require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a rejected gang holds nothing")
+	require.Empty(t, env.pl.ledger.Claims.ReservedUIDs(gang.Key{Namespace: testNS, Name: "job"}))
 	require.Equal(t, rejectedBefore+1, counter(t, resultRejected))
 }
 
@@ -350,9 +260,9 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	}
 	env.forget(job[0])
 	require.True(t, hasEvent(env.recorded(), ReasonGangTimedOut, "retrying in 2s"))
-	require.Empty(t, env.pl.gangs.heldByOthers(gang.Key{}, lastInQueue), "a timed-out gang holds nothing")
+	require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a timed-out gang holds nothing")
 	require.Equal(t, timedOutBefore+1, counter(t, resultTimedOut))
-	members, placing, reserved := env.pl.gangs.waiting()
+	members, placing, reserved := env.pl.ledger.Waiting()
 	require.Equal(t, [3]int{0, 0, 0}, [3]int{members, placing, reserved}, "waiting gangs after the timeout")
 
 	_, status = env.schedule(job[1])
@@ -360,10 +270,10 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	require.Contains(t, status.Message(), "retries at")
 
 	// When the backoff ends, the members are moved back to the active queue.
-	env.activator.reset()
+	env.activator.Reset()
 	env.clock.Step(2 * time.Second)
-	require.Eventually(t, func() bool { return len(env.activator.get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
-		"activated: %v", env.activator.get())
+	require.Eventually(t, func() bool { return len(env.activator.Get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
+		"activated: %v", env.activator.Get())
 
 	// The retry succeeds.
 	n0, status = env.schedule(job[0])
@@ -385,19 +295,19 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	}
 	// The PodGroup arrives: still only 2 of 3 members, they are looked at
 	// again and held again.
-	require.NoError(t, env.pgInformer.GetStore().Add(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj()))
-	env.pl.onPodGroupChange(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj())
-	require.Equal(t, []string{"team-a/job-0", "team-a/job-1"}, env.activator.get())
+	env.CreatePodGroup(gangtest.MakePodGroup("job", testNS).MinMember(3).Obj())
+	require.Eventually(t, func() bool { return slices.Equal([]string{"team-a/job-0", "team-a/job-1"}, env.activator.Get()) },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
 	for _, p := range job[:2] {
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, p).Code())
 	}
-	env.activator.reset()
+	env.activator.Reset()
 	// The third member arrives and brings quorum: the two are released.
 	env.syncWatch()
 	_, err := env.client.CoreV1().Pods(testNS).Create(env.ctx, job[2], metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(env.activator.get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
-		"activated: %v", env.activator.get())
+	require.Eventually(t, func() bool { return len(env.activator.Get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
+		"activated: %v", env.activator.Get())
 	for _, p := range job {
 		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess())
 	}
@@ -415,7 +325,7 @@ func TestScheduleTimeoutZeroUsesDefault(t *testing.T) {
 	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, state, launcher)
 	require.True(t, status.IsSuccess(), "%v", status)
 	require.NoError(t, status.AsError())
-	env.pl.gangs.reserve(gang.Key{Namespace: testNS, Name: "mpi"}, launcher.UID, "node-aa", podAmounts(launcher))
+	env.pl.ledger.Claims.Reserve(gang.Key{Namespace: testNS, Name: "mpi"}, launcher.UID, "node-aa", capacity.PodAmounts(launcher))
 	got, wait := env.pl.Permit(env.ctx, state, launcher, "node-aa")
 	require.Equal(t, fwk.Wait, got.Code())
 	require.Equal(t, 60*time.Second, wait)
@@ -477,91 +387,4 @@ func TestRecreatedMemberDoesNotWedgeGang(t *testing.T) {
 	_, status = env.schedule(recreated)
 	require.True(t, status.IsSuccess(), "recreated member: %v", status)
 	require.True(t, (<-w0).IsSuccess())
-}
-
-func TestLess(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	old := gangtest.MakePodGroup("old", testNS).Created(t0).Obj()
-	young := gangtest.MakePodGroup("young", testNS).Created(t0.Add(time.Minute)).Obj()
-	twin := gangtest.MakePodGroup("twin", testNS).Created(t0.Add(time.Minute)).Obj()
-	env := newTestEnv(t, nil, nil, []*v1alpha1.PodGroup{old, young, twin})
-
-	queued := func(p *v1.Pod, ts time.Time) fwk.QueuedEntityInfo {
-		pi, err := framework.NewPodInfo(p)
-		require.NoError(t, err)
-		return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: ts}}
-	}
-	withPrio := func(p *v1.Pod, prio int32) *v1.Pod { p.Spec.Priority = &prio; return p }
-	ranked := func(group, name string, rank int) *v1.Pod {
-		p := member(group, name, "8")
-		p.Labels[scheduling.RankLabel] = fmt.Sprint(rank)
-		return p
-	}
-	tests := []struct {
-		name string
-		a, b fwk.QueuedEntityInfo
-		want bool
-	}{
-		{"higher priority first", queued(withPrio(member("young", "y", "8"), 10), t0), queued(member("old", "o", "8"), t0), true},
-		{"older gang first, whatever the queue time", queued(member("old", "o", "8"), t0.Add(time.Hour)), queued(member("young", "y", "8"), t0), true},
-		{"same creation time: gang key decides", queued(member("twin", "t", "8"), t0.Add(time.Hour)), queued(member("young", "y", "8"), t0), true},
-		{"same gang: rank decides", queued(ranked("old", "b", 0), t0.Add(time.Hour)), queued(ranked("old", "a", 1), t0), true},
-		{"same gang and rank: queue time decides", queued(member("old", "o", "8"), t0), queued(member("old", "o", "8"), t0.Add(time.Second)), true},
-		{"a pod outside gangs is dated by its creation", queued(st.MakePod().Namespace(testNS).Name("plain").CreationTimestamp(metav1.NewTime(t0.Add(30*time.Second))).Obj(), t0.Add(time.Hour)),
-			queued(member("young", "y", "8"), t0), true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, env.pl.Less(tt.a, tt.b)); diff != "" {
-				t.Errorf("Less(a, b) (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(!tt.want, env.pl.Less(tt.b, tt.a)); diff != "" {
-				t.Errorf("Less(b, a) (-want,+got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func TestLargeGangIsNotStarvedBySmallOnes(t *testing.T) {
-	// Three of four nodes are busy. A large gang, older than a small one,
-	// cannot fit yet: it holds the free node, so the small gang (and plain
-	// pods) cannot take it, and each node that frees up joins the hold
-	// until the large gang fits.
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	nodes := gpuNodes(4)
-	var busy []*v1.Pod
-	for i := 0; i < 3; i++ {
-		busy = append(busy, batchPod(fmt.Sprint("busy-", i), nodes[i].Name, "8"))
-	}
-	large, small := members("large", 4, "8"), members("small", 1, "8")
-	// The plain pod is queued after the large gang, at the small gang's time.
-	plain := st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
-		CreationTimestamp(metav1.NewTime(t0.Add(time.Minute))).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
-	env := newTestEnv(t, nodes, append(append(append(busy, large...), small...), plain), []*v1alpha1.PodGroup{
-		gangtest.MakePodGroup("large", testNS).MinMember(4).Created(t0).Obj(),
-		gangtest.MakePodGroup("small", testNS).MinMember(1).Created(t0.Add(time.Minute)).Obj(),
-	})
-
-	_, status := env.schedule(large[0])
-	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-	_, status = env.schedule(small[0])
-	require.Equal(t, fwk.Unschedulable, status.Code(), "the small gang took the node the large one waits on: %v", status)
-	_, status = env.schedule(plain)
-	require.Equal(t, fwk.Unschedulable, status.Code(), "a plain pod took the node the large gang waits on: %v", status)
-
-	// Busy pods finish one by one; the large gang, first in the queue,
-	// tries again each time and gathers the room.
-	for i := 0; i < 3; i++ {
-		env.forget(busy[i])
-		node, status := env.schedule(large[0])
-		if i < 2 {
-			require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-			_, status = env.schedule(small[0])
-			require.Equal(t, fwk.Unschedulable, status.Code(), "round %d: the small gang jumped the queue: %v", i, status)
-			continue
-		}
-		require.Equal(t, fwk.Wait, status.Code(), "the large gang must fit once all nodes are free: %v", status)
-		env.waitAsync(large[0], node)
-	}
-	require.Nil(t, env.pl.gangs.head, "a gang with a whole plan needs no partial hold")
 }

@@ -16,7 +16,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
@@ -72,11 +74,20 @@ type preemptor struct {
 	pod     *v1.Pod
 	spec    *gang.Spec // nil for a plain pod
 	members []*v1.Pod
-	// id names it in the plugin's memory of preemptions (preemptorID).
+	// id names it in the ledger's preemptions (ledger.Owner).
 	id string
 	// name is the PodGroup's or the pod's namespace/name, for people.
 	name     string
 	priority int32
+}
+
+// preemptorName names a preemptor for people: its PodGroup's or its own
+// namespace/name.
+func preemptorName(pod *v1.Pod) string {
+	if key, ok := gang.Of(pod); ok {
+		return key.String()
+	}
+	return pod.Namespace + "/" + pod.Name
 }
 
 // preempt tries to make room for pod by evicting pods of lower priority.
@@ -144,7 +155,7 @@ func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preemptor, bool) {
 	if pl.decider == nil {
 		return nil, false
 	}
-	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: preemptorID(pod), name: preemptorName(pod),
+	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: ledger.Owner(pod), name: preemptorName(pod),
 		priority: corev1helpers.PodPriority(pod)}
 	if _, isMember := gang.Of(pod); isMember {
 		if len(s.unplaced) == 0 || s.unplacedStatus.Code() != fwk.Unschedulable {
@@ -171,7 +182,7 @@ func (p *preemptor) preemptionPolicy() *v1.PreemptionPolicy {
 
 // preemptionRequest describes the preemptor and its candidate victims to
 // the engine (see the comment at the top of this file).
-func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[string]amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, []amounts, *candidates, *fwk.Status) {
+func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, []capacity.Amounts, *candidates, *fwk.Status) {
 	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, nil, nil, fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
@@ -185,7 +196,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
 	if p.spec != nil {
 		key = p.spec.Key
-		pl.eligibility(ctx, templates, sorted, pl.gangs.lessonsFor(key))
+		pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
 	} else {
 		templates[0].eligible = preemptibleNodes(sorted, statuses)
 	}
@@ -195,7 +206,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 			return nil, nil, nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption cannot help %s: no node accepts member %s whatever runs there", p.name, t.pod.Name))
 		}
 	}
-	leaving := pl.gangs.pendingVictims()
+	leaving := pl.ledger.Preemptions.PendingVictims()
 	req := pl.buildRequest(key, p.members, reqs, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
 	if p.spec != nil {
 		req.Policy = gang.PolicyOf(p.spec, p.members[0])
@@ -230,29 +241,29 @@ func preemptibleNodes(nodeInfos []fwk.NodeInfo, statuses fwk.NodeToStatusReader)
 // of at least its priority. The room of pods already leaving (being
 // deleted, or victims of earlier preemptions) comes back as negative
 // amounts. buildRequest subtracts it from the free capacity.
-func (pl *Plugin) roomTaken(p *preemptor, nodeInfos []fwk.NodeInfo, held map[string]amounts, leaving map[types.UID]bool) map[string]amounts {
-	out := make(map[string]amounts, len(held))
-	on := func(node string) amounts {
+func (pl *Plugin) roomTaken(p *preemptor, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts, leaving map[types.UID]bool) map[string]capacity.Amounts {
+	out := make(map[string]capacity.Amounts, len(held))
+	on := func(node string) capacity.Amounts {
 		if out[node] == nil {
-			out[node] = amounts{}
+			out[node] = capacity.Amounts{}
 		}
 		return out[node]
 	}
 	for node, a := range held {
-		on(node).add(a)
+		on(node).Add(a)
 	}
 	for _, ni := range nodeInfos {
 		name := ni.Node().Name
 		for _, pi := range ni.GetPods() {
 			if q := pi.GetPod(); pl.isLeaving(q, leaving) {
 				a := on(name)
-				for r, v := range podAmounts(q) {
+				for r, v := range capacity.PodAmounts(q) {
 					a[r] -= v
 				}
 			}
 		}
 		if a := pl.nominatedOn(name, p.priority, p.id); a != nil {
-			on(name).add(a)
+			on(name).Add(a)
 		}
 	}
 	return out
@@ -262,17 +273,17 @@ func (pl *Plugin) roomTaken(p *preemptor, nodeInfos []fwk.NodeInfo, held map[str
 // priority is at least priority: a preemptor's freed room, which no one of
 // lower priority may plan into. A gang's room is its claim, held already;
 // skip names the preemptor asking, whose own nomination is its room.
-func (pl *Plugin) nominatedOn(node string, priority int32, skip string) amounts {
-	var a amounts
+func (pl *Plugin) nominatedOn(node string, priority int32, skip string) capacity.Amounts {
+	var a capacity.Amounts
 	for _, npi := range pl.handle.NominatedPodsForNode(node) {
 		q := npi.GetPod()
-		if _, member := gang.Of(q); member || (skip != "" && preemptorID(q) == skip) || corev1helpers.PodPriority(q) < priority {
+		if _, member := gang.Of(q); member || (skip != "" && ledger.Owner(q) == skip) || corev1helpers.PodPriority(q) < priority {
 			continue
 		}
 		if a == nil {
-			a = amounts{}
+			a = capacity.Amounts{}
 		}
-		a.add(podAmounts(q))
+		a.Add(capacity.PodAmounts(q))
 	}
 	return a
 }
@@ -308,7 +319,7 @@ func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fw
 	for _, ni := range nodeInfos {
 		for _, pi := range ni.GetPods() {
 			q := pl.boundPod(pi.GetPod())
-			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || preemptorID(q) == p.id {
+			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || ledger.Owner(q) == p.id {
 				continue
 			}
 			if key, member := gang.Of(q); member {
@@ -333,7 +344,7 @@ func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fw
 		if !ok {
 			node = -1
 		}
-		a := podAmounts(q)
+		a := capacity.PodAmounts(q)
 		return preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, Request: toVector(dims, a), GPUs: acceleratorCount(a), Keep: keep}
 	}
 	cands := &candidates{}
@@ -360,8 +371,7 @@ func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fw
 		// disruptionMode all) offers no members above minMember.
 		if ok && spec.Disruption != gang.DisruptionAll {
 			if members, err := pl.members(key); err == nil {
-				placed := int(pl.census(key, members).Placed())
-				u.Surplus = min(max(0, placed-int(minMember)), len(pods)-1)
+				u.Surplus = min(int(gang.SurplusOf(minMember, pl.census(key, members))), len(pods)-1)
 			}
 		}
 		keep := gang.Essential(pods)
@@ -473,7 +483,7 @@ func (pl *Plugin) addBudgets(req *preemption.Request, cands *candidates) {
 
 // acceleratorCount sums what a requests of extended resources: the GPUs
 // the cost order counts.
-func acceleratorCount(a amounts) int64 {
+func acceleratorCount(a capacity.Amounts) int64 {
 	var n int64
 	for name, q := range a {
 		if isExtended(name) {

@@ -1,7 +1,6 @@
 package coscheduling
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -14,41 +13,18 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
-// queueOrder is where a pod's gang stands in the queue: higher priority
-// first, then the gang created first, then by name. A pod outside gangs is a
-// gang of its own, dated by its own creation. QueueSort and the head hold
-// both order by it, so the gang that heads the queue is the one that may
-// hold capacity.
-type queueOrder struct {
-	priority int32
-	created  time.Time
-	// group names the gang ("pg/<namespace>/<name>") or the lone pod
-	// ("pod/<namespace>/<name>").
-	group string
-}
-
-func (a queueOrder) compare(b queueOrder) int {
-	if c := cmp.Compare(b.priority, a.priority); c != 0 {
-		return c
-	}
-	if c := a.created.Compare(b.created); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.group, b.group)
-}
-
-func (a queueOrder) before(b queueOrder) bool { return a.compare(b) < 0 }
-
-// queueOrderOf places a pod in queue order. It reads only the PodGroup
-// listers.
-func (pl *Plugin) queueOrderOf(pod *v1.Pod) queueOrder {
-	o := queueOrder{priority: corev1helpers.PodPriority(pod), created: pod.CreationTimestamp.Time, group: "pod/" + pod.Namespace + "/" + pod.Name}
+// queueOrderOf places a pod in queue order (see ledger.QueueOrder): by
+// priority, then by its gang's creation, or its own outside gangs. It reads
+// only the PodGroup listers.
+func (pl *Plugin) queueOrderOf(pod *v1.Pod) ledger.QueueOrder {
+	o := ledger.QueueOrder{Priority: corev1helpers.PodPriority(pod), Created: pod.CreationTimestamp.Time, Group: ledger.PodOwner(pod)}
 	if key, ok := gang.Of(pod); ok {
-		o.group = "pg/" + key.String()
-		if created, ok := pl.sources.created(key); ok {
-			o.created = created
+		o.Group = ledger.GangOwner(key)
+		if created, ok := pl.sources.Created(key); ok {
+			o.Created = created
 		}
 	}
 	return o
@@ -63,7 +39,7 @@ func podOf(e fwk.QueuedEntityInfo) *v1.Pod {
 	return nil
 }
 
-// Less orders the queue by queueOrder, then by rank within a gang, so a
+// Less orders the queue by ledger.QueueOrder, then by rank within a gang, so a
 // gang's members leave the queue one after another, in the order the plan
 // places them.
 func (pl *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
@@ -75,7 +51,7 @@ func (pl *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
 		return a.GetTimestamp().Before(b.GetTimestamp())
 	}
 	oa, ob := pl.queueOrderOf(pa), pl.queueOrderOf(pb)
-	if c := oa.compare(ob); c != 0 {
+	if c := oa.Compare(ob); c != 0 {
 		return c < 0
 	}
 	if ra, rb := gang.RankOf(pa), gang.RankOf(pb); ra != rb {
@@ -98,12 +74,12 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 			"the pod names PodGroup %s in spec.schedulingGroup and PodGroup %s in its label %s: it belongs to %s alone, and %s does not count it. Remove the label",
 			key, label, scheduling.PodGroupLabel, key, label)
 	}
-	seen := pl.gangs.releaseCount(key)
+	seen := pl.ledger.Gate.Releases(key)
 	status := pl.preEnqueue(ctx, pod, key)
-	if !status.IsSuccess() && !pl.gangs.gate(key, pod, seen) {
+	if !status.IsSuccess() && !pl.ledger.Gate.Hold(key, pod, seen) {
 		// What this pod waits for arrived while it was being looked at;
 		// look again once the queue has parked it.
-		pl.gangs.after(key, timerRecheck, recheckDelay, func() { pl.releaseGated(key) })
+		pl.ledger.Timers.After(key, ledger.RecheckTimer, recheckDelay, func() { pl.releaseGated(key) })
 	}
 	return status
 }
@@ -124,7 +100,7 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 	if names := schedulerNames(members); len(names) > 1 {
 		pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
 			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod %s",
-			names, pod.Spec.SchedulerName, joinedBy(key))
+			names, pod.Spec.SchedulerName, key.JoinedBy())
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
 	census := pl.census(key, members)
@@ -150,7 +126,7 @@ func schedulerNames(pods []*v1.Pod) []string {
 
 // releaseGated lets PreEnqueue look again at a gang's held-back members.
 func (pl *Plugin) releaseGated(key gang.Key) {
-	if pods := pl.gangs.ungate(key); len(pods) > 0 {
+	if pods := pl.ledger.Gate.Release(key); len(pods) > 0 {
 		pl.logger.V(5).Info("Releasing held-back gang members", "podGroup", key, "pods", len(pods))
 		pl.handle.Activate(pl.logger, pods)
 	}

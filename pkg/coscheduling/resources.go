@@ -1,65 +1,19 @@
 package coscheduling
 
 import (
-	"fmt"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// amounts maps a resource to a quantity in the scheduler's units: millicores
-// for cpu, plain values otherwise. v1.ResourcePods counts pod slots.
-type amounts map[v1.ResourceName]int64
-
-// podAmounts is what a pod takes from a node: its effective requests (init
-// containers and overhead included, as NodeResourcesFit counts them) plus one
-// pod slot.
-func podAmounts(pod *v1.Pod) amounts {
-	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	a := amounts{v1.ResourcePods: 1}
-	for name, q := range reqs {
-		if name == v1.ResourceCPU {
-			a[name] = q.MilliValue()
-		} else if !q.IsZero() {
-			a[name] = q.Value()
-		}
-	}
-	return a
-}
-
-func (a amounts) add(o amounts) {
-	for name, q := range o {
-		a[name] += q
-	}
-}
-
-// describe renders a in name order, skipping pod slots and zeros, in the
-// units people read: "cpu=3 nvidia.com/gpu=24".
-func (a amounts) describe() string {
-	var b strings.Builder
-	for _, name := range sortedNames(a) {
-		if name == v1.ResourcePods || a[name] == 0 {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%s", name, placement.FormatQuantity(string(name), a[name]))
-	}
-	if b.Len() == 0 {
-		return "nothing"
-	}
-	return b.String()
-}
-
 // usesAccelerators reports whether a requests any extended resource, such as
 // nvidia.com/gpu. Only such members are bound by topology.
-func (a amounts) usesAccelerators() bool {
+func usesAccelerators(a capacity.Amounts) bool {
 	for name, q := range a {
 		if q > 0 && isExtended(name) {
 			return true
@@ -69,15 +23,11 @@ func (a amounts) usesAccelerators() bool {
 }
 
 func isExtended(name v1.ResourceName) bool {
-	switch name {
-	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
-		return false
-	}
-	return true
+	return fleet.IsAccelerator(name)
 }
 
 // resourceQuantity reads one resource from a framework Resource in the same
-// units as amounts.
+// units as capacity.Amounts.
 func resourceQuantity(r fwk.Resource, name v1.ResourceName) int64 {
 	switch name {
 	case v1.ResourceCPU:
@@ -104,8 +54,8 @@ func nodeFree(ni fwk.NodeInfo, name v1.ResourceName) int64 {
 
 // fitsWithHeld reports whether pod fits on the node once held is set aside,
 // and if not, the first resource (in name order) that is short.
-func fitsWithHeld(ni fwk.NodeInfo, pod, held amounts) (bool, v1.ResourceName) {
-	for _, name := range sortedNames(pod) {
+func fitsWithHeld(ni fwk.NodeInfo, pod, held capacity.Amounts) (bool, v1.ResourceName) {
+	for _, name := range pod.Names() {
 		if pod[name] == 0 || held[name] == 0 {
 			continue
 		}
@@ -118,7 +68,7 @@ func fitsWithHeld(ni fwk.NodeInfo, pod, held amounts) (bool, v1.ResourceName) {
 
 // dimensions are the vector dimensions for a gang: the resources any member
 // requests, in name order so that vectors are deterministic.
-func dimensions(members []amounts) []v1.ResourceName {
+func dimensions(members []capacity.Amounts) []v1.ResourceName {
 	seen := map[v1.ResourceName]bool{}
 	for _, m := range members {
 		for name, q := range m {
@@ -135,16 +85,7 @@ func dimensions(members []amounts) []v1.ResourceName {
 	return names
 }
 
-func sortedNames(a amounts) []v1.ResourceName {
-	names := make([]v1.ResourceName, 0, len(a))
-	for name := range a {
-		names = append(names, name)
-	}
-	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
-	return names
-}
-
-func toVector(dims []v1.ResourceName, a amounts) placement.Vector {
+func toVector(dims []v1.ResourceName, a capacity.Amounts) placement.Vector {
 	v := make(placement.Vector, len(dims))
 	for i, name := range dims {
 		v[i] = a[name]

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -15,10 +16,10 @@ const stateKey fwk.StateKey = "PreFilter" + Name
 // node.
 type cycleState struct {
 	// request is what the pod takes from a node, one pod slot included.
-	request amounts
+	request capacity.Amounts
 	// held is, per node, the capacity that other gangs' plans hold. Filter
 	// keeps the pod out of it.
-	held map[string]amounts
+	held map[string]capacity.Amounts
 	// planNodes are the nodes PreFilter restricted a gang member to, from
 	// its plan, in name order; empty for pods that follow no plan. A
 	// failure to place the member there teaches the planner or means the

@@ -40,7 +40,7 @@ func TestAdmits(t *testing.T) {
 		unlabelled bool
 		reason     string
 	}{
-		{name: "a member without GPUs goes anywhere", req: Requirements{MinCUDA: MustParseVersion("13.0")}, labels: gfd("12.2", "", "", "nvidia.com/gpu-driver-upgrade-state", "drain-required")},
+		{name: "a member without GPUs goes anywhere", req: Requirements{MinCUDA: mustParseVersion("13.0")}, labels: gfd("12.2", "", "", "nvidia.com/gpu-driver-upgrade-state", "drain-required")},
 		{name: "no requirements, modern node", req: DefaultRequirements(), demand: whole, labels: modern},
 		{name: "upgrade done", req: DefaultRequirements(), demand: whole, labels: gfd("12.4", "", "", "nvidia.com/gpu-driver-upgrade-state", "upgrade-done")},
 		{
@@ -49,37 +49,37 @@ func TestAdmits(t *testing.T) {
 			wantRule: RuleDriverUpgrade, reason: "the GPU Operator is upgrading the node's driver (nvidia.com/gpu-driver-upgrade-state=upgrade-required)",
 		},
 		{
-			name: "upgrade beats CUDA", req: Requirements{MinCUDA: MustParseVersion("13.0")}, demand: whole,
+			name: "upgrade beats CUDA", req: Requirements{MinCUDA: mustParseVersion("13.0")}, demand: whole,
 			labels: gfd("12.2", "", "", "nvidia.com/gpu-driver-upgrade-state", "pod-restart-required"), wantRule: RuleDriverUpgrade,
 		},
-		{name: "CUDA 12.10 meets 12.9", req: Requirements{MinCUDA: MustParseVersion("12.9")}, demand: whole, labels: gfd("12.10", "", "")},
-		{name: "CUDA 12.4 meets 12.4", req: Requirements{MinCUDA: MustParseVersion("12.4")}, demand: whole, labels: modern},
+		{name: "CUDA 12.10 meets 12.9", req: Requirements{MinCUDA: mustParseVersion("12.9")}, demand: whole, labels: gfd("12.10", "", "")},
+		{name: "CUDA 12.4 meets 12.4", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole, labels: modern},
 		{
-			name: "CUDA 12.9 is below 12.10", req: Requirements{MinCUDA: MustParseVersion("12.10")}, demand: whole, labels: gfd("12.9", "", ""),
+			name: "CUDA 12.9 is below 12.10", req: Requirements{MinCUDA: mustParseVersion("12.10")}, demand: whole, labels: gfd("12.9", "", ""),
 			wantRule: RuleCUDA, reason: "the node's driver supports CUDA 12.9 (nvidia.com/cuda.runtime-version.full), below the 12.10 the member needs",
 		},
 		{
-			name: "CUDA read from the deprecated keys", req: Requirements{MinCUDA: MustParseVersion("12.4")}, demand: whole,
+			name: "CUDA read from the deprecated keys", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole,
 			labels:   kv("nvidia.com/cuda.runtime.major", "12", "nvidia.com/cuda.runtime.minor", "2"),
 			wantRule: RuleCUDA, reason: "CUDA 12.2 (nvidia.com/cuda.runtime.{major,minor}), below",
 		},
 		{
-			name: "unlabelled node skipped", req: Requirements{MinCUDA: MustParseVersion("12.4")}, demand: whole, labels: kv("nvidia.com/gpu.product", "X"),
+			name: "unlabelled node skipped", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole, labels: kv("nvidia.com/gpu.product", "X"),
 			wantRule: RuleCUDA, unlabelled: true, reason: "has no CUDA version label (nvidia.com/cuda.runtime-version.full, nvidia.com/cuda.runtime-version.{major,minor}, nvidia.com/cuda.runtime.{major,minor}; unlabelledNodes: Skip)",
 		},
 		{
-			name: "a malformed CUDA label is as good as none", req: Requirements{MinCUDA: MustParseVersion("12.4")}, demand: whole,
+			name: "a malformed CUDA label is as good as none", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole,
 			labels: kv("nvidia.com/cuda.runtime-version.full", "12.x"), wantRule: RuleCUDA, unlabelled: true,
 		},
-		{name: "unlabelled node allowed", req: Requirements{MinCUDA: MustParseVersion("12.4")}, demand: whole, labels: kv(), opts: Options{AllowUnlabelled: true}},
-		{name: "a labelled old node stays refused when unlabelled ones are allowed", req: Requirements{MinCUDA: MustParseVersion("12.4")}, demand: whole,
+		{name: "unlabelled node allowed", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole, labels: kv(), opts: Options{AllowUnlabelled: true}},
+		{name: "a labelled old node stays refused when unlabelled ones are allowed", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole,
 			labels: gfd("12.2", "", ""), opts: Options{AllowUnlabelled: true}, wantRule: RuleCUDA},
-		{name: "compute capability met", req: Requirements{MinCompute: MustParseVersion("8.0")}, demand: whole, labels: modern},
+		{name: "compute capability met", req: Requirements{MinCompute: mustParseVersion("8.0")}, demand: whole, labels: modern},
 		{
-			name: "compute capability too low", req: Requirements{MinCompute: MustParseVersion("9.0")}, demand: Demand{MIG: true}, labels: gfd("", "", "8.0"),
+			name: "compute capability too low", req: Requirements{MinCompute: mustParseVersion("9.0")}, demand: Demand{MIG: true}, labels: gfd("", "", "8.0"),
 			wantRule: RuleComputeCapability, reason: "compute capability 8.0 (nvidia.com/gpu.compute.{major,minor}), below the 9.0",
 		},
-		{name: "compute capability unlabelled", req: Requirements{MinCompute: MustParseVersion("9.0")}, demand: whole, labels: gfd("12.4", "", ""),
+		{name: "compute capability unlabelled", req: Requirements{MinCompute: mustParseVersion("9.0")}, demand: whole, labels: gfd("12.4", "", ""),
 			wantRule: RuleComputeCapability, unlabelled: true},
 		{name: "spot gang on a spot node", req: Requirements{Capacity: CapacityPolicySpot}, demand: whole, labels: kv("karpenter.sh/capacity-type", "spot")},
 		{

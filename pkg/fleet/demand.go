@@ -78,21 +78,3 @@ func DemandOf(requests v1.ResourceList) Demand {
 	}
 	return d
 }
-
-// DemandOfNames is DemandOf for callers that already hold the names of the
-// resources a member requests a positive quantity of, such as the
-// dimensions of a placement.Request.
-func DemandOfNames[S ~string](names []S) Demand {
-	var d Demand
-	for _, n := range names {
-		switch ResourceKind(v1.ResourceName(n)) {
-		case WholeGPU:
-			d.Whole = true
-		case SharedGPU:
-			d.Shared = true
-		case MIGSlice:
-			d.MIG = true
-		}
-	}
-	return d
-}

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
@@ -140,44 +139,4 @@ func nodesHave(n int) string {
 		return "1 node has"
 	}
 	return fmt.Sprintf("%d nodes have", n)
-}
-
-// DescribeGroups names the groups of g with the most eligible nodes (at most
-// limit of them, most first, ties in group order), for an Event that says
-// why no group held a gang: "3 uniform groups; the largest hold 16 nodes
-// (nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, driver 550.54, on-demand
-// capacity), 7 (...)". eligible (nil for all) is what the gang's GPU
-// members may use.
-func (fl *Fleet) DescribeGroups(g *Grouping, eligible []bool, limit int) string {
-	counts := make([]int, len(g.Groups))
-	order := make([]int, len(g.Groups))
-	for k, grp := range g.Groups {
-		order[k] = k
-		for _, n := range grp.Nodes {
-			if eligible == nil || eligible[n] {
-				counts[k]++
-			}
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return counts[b] - counts[a] })
-	var b strings.Builder
-	switch len(g.Groups) {
-	case 0:
-		return "no nodes"
-	case 1:
-		fmt.Fprintf(&b, "1 uniform group of %d eligible nodes (%s)", counts[0], g.Groups[0].Key)
-		return b.String()
-	}
-	fmt.Fprintf(&b, "%d uniform groups; the largest hold", len(g.Groups))
-	for i, k := range order {
-		if i == limit {
-			b.WriteString(", ...")
-			break
-		}
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, " %d eligible nodes (%s)", counts[k], g.Groups[k].Key)
-	}
-	return b.String()
 }

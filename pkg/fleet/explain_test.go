@@ -24,9 +24,8 @@ func TestExplainNoNodeQualifies(t *testing.T) {
 	}
 	nodes = append(nodes, node("cpu-0", kv()), node("cpu-1", kv()))
 	fl := New(nodes, DefaultOptions())
-	require.Equal(t, 40, fl.GPUNodes())
 
-	req := Requirements{MinCUDA: MustParseVersion("12.4")}
+	req := Requirements{MinCUDA: mustParseVersion("12.4")}
 	e := fl.Explain(req, Demand{Whole: true}, nil)
 	require.Equal(t, 42, e.Considered)
 	require.Zero(t, e.Admitted)
@@ -46,14 +45,22 @@ func TestExplainNoNodeQualifies(t *testing.T) {
 	require.Equal(t, 20, e.Considered)
 	require.Equal(t, "none of 20 nodes admits the member's GPU requirements: "+
 		"needs CUDA >= 12.4; the best in the cluster is 12.2 (nvidia.com/cuda.runtime-version.full) on 14 of 40 GPU nodes", e.Message)
-	require.Equal(t, make([]bool, len(nodes)), fl.Eligible(req, Demand{Whole: true}, base))
+	require.Equal(t, make([]bool, len(nodes)), admitted(fl, req, Demand{Whole: true}))
 
-	// A member without GPUs is not explained, and keeps its base.
+	// A member without GPUs is not explained, and every node admits it.
 	e = fl.Explain(req, Demand{}, base)
 	require.Equal(t, 20, e.Admitted)
 	require.Empty(t, e.Message)
-	got := fl.Eligible(req, Demand{}, base)
-	require.Equal(t, base, got)
+	require.NotContains(t, admitted(fl, req, Demand{}), false)
+}
+
+// admitted is Fleet.Admits on every node.
+func admitted(fl *Fleet, r Requirements, d Demand) []bool {
+	out := make([]bool, len(fl.facts))
+	for i := range out {
+		out[i], _ = fl.Admits(i, r, d)
+	}
+	return out
 }
 
 func TestExplainEveryRule(t *testing.T) {
@@ -66,7 +73,7 @@ func TestExplainEveryRule(t *testing.T) {
 		node("good", gfd("12.8", "", "9.0", "karpenter.sh/capacity-type", "spot")),
 	}
 	fl := New(nodes, DefaultOptions())
-	req := Requirements{MinCUDA: MustParseVersion("12.4"), MinCompute: MustParseVersion("9.0"), Capacity: CapacityPolicySpot}
+	req := Requirements{MinCUDA: mustParseVersion("12.4"), MinCompute: mustParseVersion("9.0"), Capacity: CapacityPolicySpot}
 	e := fl.Explain(req, Demand{Whole: true}, nil)
 	require.Equal(t, 1, e.Admitted)
 	require.Equal(t, map[Rule]int{RuleDriverUpgrade: 1, RuleCUDA: 1, RuleComputeCapability: 1, RuleCapacityType: 1, RuleSharedGPU: 1}, e.Refused)
@@ -77,63 +84,22 @@ func TestExplainEveryRule(t *testing.T) {
 		"needs spot capacity (gpu-gang.x-k8s.io/capacity-type); 1 node is not spot, and the cluster has 2 spot nodes; "+
 		`asks for whole GPUs (nvidia.com/gpu) and 1 node has GPUs shared between pods or cut into MIG slices; set gpu-gang.x-k8s.io/allow-shared-gpus: "true" to allow them`,
 		e.Message)
-	require.Equal(t, []bool{false, false, false, false, false, true}, fl.Eligible(req, Demand{Whole: true}, nil))
+	require.Equal(t, []bool{false, false, false, false, false, true}, admitted(fl, req, Demand{Whole: true}))
 
 	// Shared GPUs allowed, the shared node qualifies too.
 	req.AllowSharedGPUs = true
-	require.Equal(t, []bool{false, false, false, false, true, true}, fl.Eligible(req, Demand{Whole: true}, nil))
+	require.Equal(t, []bool{false, false, false, false, true, true}, admitted(fl, req, Demand{Whole: true}))
 }
 
 func TestExplainNoLabelAnywhere(t *testing.T) {
 	fl := New([]placement.Node{node("a", kv()), node("b", kv())}, Options{AllowUnlabelled: false})
-	e := fl.Explain(Requirements{MinCompute: MustParseVersion("8.0")}, Demand{MIG: true}, nil)
+	e := fl.Explain(Requirements{MinCompute: mustParseVersion("8.0")}, Demand{MIG: true}, nil)
 	require.Equal(t, "none of 2 nodes admits the member's GPU requirements: "+
 		"needs compute capability >= 8.0; no node in the cluster has a compute capability label (nvidia.com/gpu.compute.{major,minor}); "+
 		"2 nodes have no compute capability label (unlabelledNodes: Skip)", e.Message)
 
 	allow := New([]placement.Node{node("a", kv()), node("b", kv())}, Options{AllowUnlabelled: true})
-	e = allow.Explain(Requirements{MinCompute: MustParseVersion("8.0")}, Demand{MIG: true}, nil)
+	e = allow.Explain(Requirements{MinCompute: mustParseVersion("8.0")}, Demand{MIG: true}, nil)
 	require.Equal(t, 2, e.Admitted)
 	require.Empty(t, e.Message)
-}
-
-func TestFleetProblems(t *testing.T) {
-	fl := New([]placement.Node{
-		node("ok", gfd("12.4", "550.54.15", "9.0")),
-		node("bad", kv("nvidia.com/cuda.runtime-version.full", "12.4.x", "nvidia.com/gpu.replicas", "0")),
-	}, DefaultOptions())
-	problems := fl.Problems()
-	require.Len(t, problems, 2)
-	require.Equal(t, "bad", problems[0].Node)
-	require.Equal(t, "nvidia.com/cuda.runtime-version.full", problems[0].Err.Label)
-	require.Equal(t, "bad", problems[1].Node)
-	require.EqualError(t, problems[1].Err, `label nvidia.com/gpu.replicas="0" is not a positive whole number; want the number of pods sharing each GPU, such as "4"`)
-}
-
-func TestDescribeGroups(t *testing.T) {
-	var nodes []placement.Node
-	add := func(n int, labels func() map[string]string) {
-		for range n {
-			nodes = append(nodes, node(fmt.Sprintf("n%02d", len(nodes)), labels()))
-		}
-	}
-	add(3, func() map[string]string { return gfd("12.4", "550.54.15", "", "nvidia.com/gpu.product", a100) })
-	add(5, func() map[string]string { return gfd("12.4", "550.54.15", "", "nvidia.com/gpu.product", h100) })
-	add(3, func() map[string]string { return gfd("12.2", "535.104.05", "", "nvidia.com/gpu.product", h100) })
-	fl := New(nodes, DefaultOptions())
-	r := DefaultRequirements()
-	g := fl.Group(r)
-	require.Len(t, g.Groups, 3)
-	require.Equal(t, "3 uniform groups; the largest hold 5 eligible nodes (nvidia.com/gpu.product="+h100+", driver 550.54, on-demand capacity), "+
-		"3 eligible nodes (nvidia.com/gpu.product="+a100+", driver 550.54, on-demand capacity), ...", fl.DescribeGroups(g, nil, 2))
-
-	r.MinCUDA = MustParseVersion("12.4")
-	el := fl.Eligible(r, Demand{Whole: true}, nil)
-	require.Equal(t, "3 uniform groups; the largest hold 5 eligible nodes (nvidia.com/gpu.product="+h100+", driver 550.54, on-demand capacity), "+
-		"3 eligible nodes (nvidia.com/gpu.product="+a100+", driver 550.54, on-demand capacity), "+
-		"0 eligible nodes (nvidia.com/gpu.product="+h100+", driver 535.104, on-demand capacity)", fl.DescribeGroups(g, el, 5))
-
-	one := fl.Group(Requirements{Capacity: CapacityPolicyAny})
-	require.Equal(t, "1 uniform group of 11 eligible nodes (all nodes)", fl.DescribeGroups(one, nil, 3))
-	require.Equal(t, "no nodes", New(nil, DefaultOptions()).DescribeGroups(&Grouping{}, nil, 3))
 }

@@ -28,8 +28,8 @@ type GroupKey struct {
 	text string
 }
 
-// GroupValue is one component of a GroupKey.
-type GroupValue struct {
+// groupValue is one component of a GroupKey.
+type groupValue struct {
 	// Key is the uniform key, or "capacity type".
 	Key string
 	// Value is the node's value; "" when unset.
@@ -58,16 +58,11 @@ func (r Requirements) GroupPolicy() Requirements {
 	return p
 }
 
-// GroupValues returns the components GroupKey is built from, in order.
-func (r Requirements) GroupValues(labels map[string]string, f *NodeFacts) []GroupValue {
-	return r.groupValues(labels, f)
-}
-
-func (r Requirements) groupValues(labels map[string]string, f *NodeFacts) []GroupValue {
+func (r Requirements) groupValues(labels map[string]string, f *NodeFacts) []groupValue {
 	keys := r.Uniform.Keys()
-	vals := make([]GroupValue, 0, len(keys)+1)
+	vals := make([]groupValue, 0, len(keys)+1)
 	for _, key := range keys {
-		v := GroupValue{Key: key}
+		v := groupValue{Key: key}
 		if key == scheduling.UniformKeyDriverMajorMinor {
 			if !f.Driver.IsZero() {
 				// Numeric, so that "550.054" and "550.54" are one driver.
@@ -79,12 +74,12 @@ func (r Requirements) groupValues(labels map[string]string, f *NodeFacts) []Grou
 		vals = append(vals, v)
 	}
 	if r.Capacity == CapacityPolicyUniform {
-		vals = append(vals, GroupValue{Key: capacityComponent, Value: string(f.Capacity), Set: true})
+		vals = append(vals, groupValue{Key: capacityComponent, Value: string(f.Capacity), Set: true})
 	}
 	return vals
 }
 
-func groupKeyOf(vals []GroupValue) GroupKey {
+func groupKeyOf(vals []groupValue) GroupKey {
 	var enc, text strings.Builder
 	for i, v := range vals {
 		if i > 0 {
@@ -146,13 +141,9 @@ type Group struct {
 func (g *Grouping) Trivial() bool { return len(g.Groups) <= 1 }
 
 // NewGrouping partitions nodes by their keys: keys[i] is node i's, as
-// Requirements.GroupKey gives it. It is Fleet.Group for callers that keep
-// each node's facts themselves (the GPUFleet plugin caches them node by
-// node) rather than a Fleet per node set.
-func NewGrouping(keys []GroupKey) *Grouping { return group(keys) }
-
-// group builds a Grouping from each node's key.
-func group(keys []GroupKey) *Grouping {
+// Requirements.GroupKey gives it (the GPUFleet plugin caches each node's
+// facts and keys node by node).
+func NewGrouping(keys []GroupKey) *Grouping {
 	index := make(map[GroupKey]int, 8)
 	var groups []Group
 	for i, k := range keys {

@@ -22,16 +22,26 @@ func node(name string, labels map[string]string) placement.Node {
 	return placement.Node{Name: name, Labels: labels}
 }
 
+// groupOf groups the nodes as the GPUFleet plugin does: each node's
+// GroupKey, then NewGrouping.
+func groupOf(fl *Fleet, r Requirements) *Grouping {
+	keys := make([]GroupKey, len(fl.facts))
+	for i := range keys {
+		keys[i] = fl.GroupKey(i, r)
+	}
+	return NewGrouping(keys)
+}
+
 // groupsByName renders a grouping as group descriptions to node names, in
 // group order, so that tests compare by name rather than index.
-func groupsByName(t *testing.T, fl *Fleet, g *Grouping) [][]string {
+func groupsByName(t *testing.T, nodes []placement.Node, g *Grouping) [][]string {
 	t.Helper()
 	out := make([][]string, len(g.Groups))
 	for k, grp := range g.Groups {
 		out[k] = []string{grp.Key.String()}
 		for _, n := range grp.Nodes {
 			require.Equal(t, k, g.Of[n], "Of agrees with Groups")
-			out[k] = append(out[k], fl.Name(n))
+			out[k] = append(out[k], nodes[n].Name)
 		}
 	}
 	return out
@@ -50,7 +60,7 @@ func TestGroupDefaultKeys(t *testing.T) {
 		node("h-no-driver", kv("nvidia.com/gpu.product", h100)),
 	}
 	fl := New(nodes, DefaultOptions())
-	g := fl.Group(DefaultRequirements())
+	g := groupOf(fl, DefaultRequirements())
 	want := [][]string{
 		{"nvidia.com/gpu.product unset, driver unset, on-demand capacity", "plain-1", "plain-2"},
 		{"nvidia.com/gpu.product=" + a100 + ", driver 550.54, on-demand capacity", "a-550"},
@@ -59,7 +69,7 @@ func TestGroupDefaultKeys(t *testing.T) {
 		{"nvidia.com/gpu.product=" + h100 + ", driver 550.54, on-demand capacity", "h-550-a", "h-550-b"},
 		{"nvidia.com/gpu.product=" + h100 + ", driver 550.54, spot capacity", "h-550-spot"},
 	}
-	if diff := cmp.Diff(want, groupsByName(t, fl, g)); diff != "" {
+	if diff := cmp.Diff(want, groupsByName(t, nodes, g)); diff != "" {
 		t.Errorf("groups (-want,+got):\n%s", diff)
 	}
 	require.False(t, g.Trivial())
@@ -100,8 +110,8 @@ func TestGroupPolicies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := fl.Group(tt.req)
-			if diff := cmp.Diff(tt.want, groupsByName(t, fl, g)); diff != "" {
+			g := groupOf(fl, tt.req)
+			if diff := cmp.Diff(tt.want, groupsByName(t, nodes, g)); diff != "" {
 				t.Errorf("groups (-want,+got):\n%s", diff)
 			}
 			require.Equal(t, len(tt.want) == 1, g.Trivial())
@@ -155,7 +165,7 @@ func TestGroupDoesNotDependOnNodeOrder(t *testing.T) {
 	}
 	render := func(nodes []placement.Node) [][]string {
 		fl := New(nodes, DefaultOptions())
-		out := groupsByName(t, fl, fl.Group(DefaultRequirements()))
+		out := groupsByName(t, nodes, groupOf(fl, DefaultRequirements()))
 		for _, g := range out {
 			names := g[1:]
 			slices.Sort(names)

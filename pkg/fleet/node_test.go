@@ -272,3 +272,12 @@ func TestLabelErrorMessage(t *testing.T) {
 	require.EqualError(t, f.Problems[0],
 		`label nvidia.com/cuda.runtime-version.full="12.x" has a component "x" that is not a number; want a CUDA version such as "12.4"`)
 }
+
+// Every label that is set but unreadable is reported, in reading order,
+// naming the label, its value and the form wanted.
+func TestReadNodeReportsEveryUnreadableLabel(t *testing.T) {
+	f := ReadNode(kv("nvidia.com/cuda.runtime-version.full", "12.4.x", "nvidia.com/gpu.replicas", "0"), nil)
+	require.Len(t, f.Problems, 2)
+	require.Equal(t, "nvidia.com/cuda.runtime-version.full", f.Problems[0].Label)
+	require.EqualError(t, f.Problems[1], `label nvidia.com/gpu.replicas="0" is not a positive whole number; want the number of pods sharing each GPU, such as "4"`)
+}

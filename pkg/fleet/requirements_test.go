@@ -28,14 +28,14 @@ func TestParseRequirements(t *testing.T) {
 			name: "every annotation on the PodGroup",
 			group: kv("gpu-gang.x-k8s.io/min-cuda", "12.4", "gpu-gang.x-k8s.io/min-compute-capability", "9.0", "gpu-gang.x-k8s.io/uniform", "nvidia.com/gpu.product",
 				"gpu-gang.x-k8s.io/capacity-type", "spot", "gpu-gang.x-k8s.io/allow-shared-gpus", "true"),
-			want: Requirements{MinCUDA: MustParseVersion("12.4"), MinCompute: MustParseVersion("9.0"), Uniform: NewUniformKeys("nvidia.com/gpu.product"),
+			want: Requirements{MinCUDA: mustParseVersion("12.4"), MinCompute: mustParseVersion("9.0"), Uniform: NewUniformKeys("nvidia.com/gpu.product"),
 				Capacity: CapacityPolicySpot, AllowSharedGPUs: true},
 		},
 		{
 			name:  "the pod's value wins, annotation by annotation",
 			group: kv("gpu-gang.x-k8s.io/min-cuda", "12.4", "gpu-gang.x-k8s.io/capacity-type", "on-demand"),
 			pod:   kv("gpu-gang.x-k8s.io/min-cuda", "12.10"),
-			want:  with(func(r *Requirements) { r.MinCUDA = MustParseVersion("12.10"); r.Capacity = CapacityPolicyOnDemand }),
+			want:  with(func(r *Requirements) { r.MinCUDA = mustParseVersion("12.10"); r.Capacity = CapacityPolicyOnDemand }),
 		},
 		{name: "uniform none", group: kv("gpu-gang.x-k8s.io/uniform", "none"), want: with(func(r *Requirements) { r.Uniform = UniformKeys{} })},
 		{
@@ -159,6 +159,9 @@ func TestResourceKindAndDemand(t *testing.T) {
 	}
 	for name, want := range kinds {
 		require.Equal(t, want, ResourceKind(name), name)
+		if want != NotGPU {
+			require.True(t, IsAccelerator(name), "every NVIDIA GPU is an accelerator: %s", name)
+		}
 	}
 
 	q := func(n int64) resource.Quantity { return *resource.NewQuantity(n, resource.DecimalSI) }
@@ -176,13 +179,6 @@ func TestResourceKindAndDemand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, tt.want, DemandOf(tt.reqs))
-			var names []v1.ResourceName
-			for n, v := range tt.reqs {
-				if v.Sign() > 0 {
-					names = append(names, n)
-				}
-			}
-			require.Equal(t, tt.want, DemandOfNames(names))
 			require.Equal(t, tt.want != Demand{}, tt.want.Any())
 		})
 	}

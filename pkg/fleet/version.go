@@ -72,16 +72,6 @@ func ParseVersion(s string) (Version, error) {
 	return v, nil
 }
 
-// MustParseVersion is ParseVersion for constants known to be valid; it
-// panics on an invalid one.
-func MustParseVersion(s string) Version {
-	v, err := ParseVersion(s)
-	if err != nil {
-		panic(fmt.Sprintf("fleet.MustParseVersion(%q): %v", s, err))
-	}
-	return v
-}
-
 // IsZero reports whether v is the zero Version, "no version".
 func (v Version) IsZero() bool { return v.n == 0 }
 
@@ -112,36 +102,8 @@ func (v Version) Compare(o Version) int {
 	return 0
 }
 
-// Equal reports whether v and o compare equal: "12" equals "12.0".
-func (v Version) Equal(o Version) bool { return v.Compare(o) == 0 }
-
 // AtLeast reports whether v is o or above.
 func (v Version) AtLeast(o Version) bool { return v.Compare(o) >= 0 }
-
-// Truncate returns the first n components of v, as a version of its own:
-// Truncate(2) of 550.54.15 is 550.54.
-func (v Version) Truncate(n int) Version {
-	if n >= int(v.n) {
-		return v
-	}
-	if n <= 0 {
-		return Version{}
-	}
-	out := Version{n: uint8(n)}
-	copy(out.parts[:n], v.parts[:n])
-	// Keep the components as written: cut the text at the n-th dot.
-	dots := 0
-	for i := 0; i < len(v.text); i++ {
-		if v.text[i] == '.' {
-			dots++
-			if dots == n {
-				out.text = v.text[:i]
-				break
-			}
-		}
-	}
-	return out
-}
 
 // String returns the version as it was written; "" for the zero Version.
 func (v Version) String() string { return v.text }

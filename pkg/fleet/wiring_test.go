@@ -26,7 +26,7 @@ func TestGroupPolicy(t *testing.T) {
 	f := ReadNode(labels, nil)
 	a := DefaultRequirements()
 	b := DefaultRequirements()
-	b.MinCUDA, b.AllowSharedGPUs = MustParseVersion("12.4"), true
+	b.MinCUDA, b.AllowSharedGPUs = mustParseVersion("12.4"), true
 	require.Equal(t, a.GroupPolicy(), b.GroupPolicy())
 	require.Equal(t, a.GroupKey(labels, &f), b.GroupKey(labels, &f))
 

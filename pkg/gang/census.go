@@ -73,6 +73,9 @@ type Quorum struct {
 	// Placed is true once at least minMember members hold or held a node
 	// (reserved, bound, running or succeeded): the gang may run.
 	Placed bool
+	// Bound is true once at least minMember members are bound, running or
+	// succeeded: the API shows the gang placed, not only this scheduler.
+	Bound bool
 	// Missing is how many members must still be placed to reach
 	// minMember; 0 once Placed.
 	Missing int32
@@ -88,13 +91,29 @@ type Quorum struct {
 // under the same PodGroup) that gathers as a whole; members the scheduler
 // has only reserved do not revive the old run.
 func QuorumOf(minMember int32, c Census) Quorum {
-	if c.Bound == 0 {
-		c.Succeeded = 0
-	}
+	c = c.ofThisRun()
 	return Quorum{
 		Gathered: c.Present() >= minMember,
 		Placed:   c.Placed() >= minMember,
+		Bound:    c.Bound+c.Succeeded >= minMember,
 		Missing:  max(0, minMember-c.Placed()),
 		Absent:   max(0, minMember-c.Present()),
 	}
+}
+
+// SurplusOf is how many of a gang's members may go alone (be preempted or
+// evicted one by one) and leave it at quorum: those placed above minMember,
+// counted as QuorumOf counts them. A gang that may only be disrupted whole
+// (DisruptionAll) has no surplus; its callers check that first.
+func SurplusOf(minMember int32, c Census) int32 {
+	return max(0, c.ofThisRun().Placed()-minMember)
+}
+
+// ofThisRun leaves out succeeded members once no member is bound: they did
+// their part of a run that is over (see QuorumOf).
+func (c Census) ofThisRun() Census {
+	if c.Bound == 0 {
+		c.Succeeded = 0
+	}
+	return c
 }

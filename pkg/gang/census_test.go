@@ -46,12 +46,39 @@ func TestQuorumOf(t *testing.T) {
 		{name: "failed and deleting members do not count", minMember: 4, census: Census{Bound: 2, Failed: 1, Deleting: 1},
 			want: Quorum{Missing: 2, Absent: 2}},
 		{name: "elastic: more than minMember", minMember: 2, census: Census{Waiting: 3, Bound: 2},
+			want: Quorum{Gathered: true, Placed: true, Bound: true}},
+		{name: "bound: reserved members do not count, succeeded ones do", minMember: 3, census: Census{Reserved: 1, Bound: 1, Succeeded: 1},
 			want: Quorum{Gathered: true, Placed: true}},
+		{name: "bound with a succeeded member", minMember: 3, census: Census{Reserved: 1, Bound: 2, Succeeded: 1},
+			want: Quorum{Gathered: true, Placed: true, Bound: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if diff := cmp.Diff(tt.want, QuorumOf(tt.minMember, tt.census)); diff != "" {
 				t.Errorf("QuorumOf (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSurplusOf(t *testing.T) {
+	tests := []struct {
+		name      string
+		minMember int32
+		census    Census
+		want      int32
+	}{
+		{name: "at quorum", minMember: 4, census: Census{Bound: 4}, want: 0},
+		{name: "below quorum", minMember: 4, census: Census{Bound: 2, Waiting: 2}, want: 0},
+		{name: "elastic: the members placed above minMember", minMember: 2, census: Census{Bound: 3, Reserved: 1}, want: 2},
+		{name: "waiting, failed and deleting members are no surplus", minMember: 2, census: Census{Bound: 2, Waiting: 3, Failed: 1, Deleting: 1}, want: 0},
+		{name: "succeeded members count while the run goes on", minMember: 2, census: Census{Bound: 2, Succeeded: 1}, want: 1},
+		{name: "a finished run's members do not", minMember: 2, census: Census{Reserved: 3, Succeeded: 2}, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SurplusOf(tt.minMember, tt.census); got != tt.want {
+				t.Errorf("SurplusOf(%d, %+v) = %d, want %d", tt.minMember, tt.census, got, tt.want)
 			}
 		})
 	}

@@ -10,8 +10,13 @@
 // nowhere else:
 //   - membership: which gang a pod belongs to (Of), a native PodGroup
 //     winning over a label, so that a pod never counts in two gangs;
-//   - quorum: whether a gang has enough members (QuorumOf), counted the same
-//     way by the scheduler and the status controller (Census);
+//   - quorum: whether a gang has enough members (QuorumOf), and how many
+//     above it may go alone (SurplusOf), counted the same way by the
+//     scheduler and the status controller (Census);
 //   - rank: the order members are placed in (RankOf);
-//   - topology policy: the placement constraint a gang asks for (PolicyOf).
+//   - topology policy: the placement constraint a gang asks for (PolicyOf);
+//   - sources: where the scheduler reads gangs (Sources): one informer per
+//     API, started once per scheduler and shared by all its plugins
+//     (SharedSources), with the queueing hint both plugins register for
+//     PodGroup events (IsOwnPodGroup).
 package gang

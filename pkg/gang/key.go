@@ -81,3 +81,21 @@ func NativeName(pod *v1.Pod) string {
 	}
 	return ""
 }
+
+// JoinedBy says how a pod joins the gang, for messages: "labelled
+// scheduling.x-k8s.io/pod-group=job".
+func (k Key) JoinedBy() string {
+	if k.API == Native {
+		return "whose spec.schedulingGroup.podGroupName is " + k.Name
+	}
+	return "labelled " + scheduling.PodGroupLabel + "=" + k.Name
+}
+
+// HowToLeave says how a pod stops naming the gang, for messages that offer
+// it as the other way out.
+func (k Key) HowToLeave() string {
+	if k.API == Native {
+		return "recreate the pod without spec.schedulingGroup (the field cannot be changed)"
+	}
+	return "remove the label " + scheduling.PodGroupLabel + " from the pod"
+}

@@ -65,6 +65,7 @@ func FromNativePodGroup(pg *schedulingv1beta1.PodGroup) *Spec {
 		Key:               Key{API: Native, Namespace: pg.Namespace, Name: pg.Name},
 		UID:               pg.UID,
 		Created:           pg.CreationTimestamp.Time,
+		Generation:        pg.Generation,
 		Annotations:       pg.Annotations,
 		Deleting:          pg.DeletionTimestamp != nil,
 		PriorityClassName: pg.Spec.PriorityClassName,

@@ -1,14 +1,21 @@
 package gang
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
@@ -158,4 +165,45 @@ func TestPolicyOfNative(t *testing.T) {
 	if got, want := PolicyOf(annotated, nil), (placement.Policy{Level: spine}); got != want {
 		t.Errorf("annotated: PolicyOf = %+v, want %+v", got, want)
 	}
+}
+
+// DecideNative schedules native PodGroups only where discovery serves them
+// and this scheduler's GenericWorkload gate is off; a discovery error other
+// than "not served" is retried, then reported.
+func TestDecideNative(t *testing.T) {
+	podGroups := metav1.APIResource{Name: "podgroups", Namespaced: true, Kind: "PodGroup", Verbs: metav1.Verbs{"get", "list", "watch"}}
+	workloads := metav1.APIResource{Name: "workloads", Namespaced: true, Kind: "Workload", Verbs: metav1.Verbs{"get", "list", "watch"}}
+	served := []*metav1.APIResourceList{{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{podGroups, workloads}}}
+	tests := []struct {
+		name            string
+		resources       []*metav1.APIResourceList
+		genericWorkload bool
+		want            bool
+		wantNote        string
+	}{
+		{name: "served", resources: served, want: true, wantNote: "pods that set spec.schedulingGroup are gangs"},
+		{name: "group version not served", wantNote: "does not serve scheduling.k8s.io/v1beta1 podgroups"},
+		{name: "podgroups not served", resources: []*metav1.APIResourceList{{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{workloads}}},
+			wantNote: "does not serve scheduling.k8s.io/v1beta1 podgroups"},
+		{name: "served, but the scheduler's gate is on", resources: served, genericWorkload: true, wantNote: "--feature-gates=GenericWorkload=false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: tt.resources}}
+			got, note, err := DecideNative(t.Context(), disc, tt.genericWorkload)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+			require.Contains(t, note, tt.wantNote)
+		})
+	}
+	t.Run("discovery fails", func(t *testing.T) {
+		fake := &clienttesting.Fake{}
+		fake.AddReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("connection refused")
+		})
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		_, _, err := DecideNative(ctx, &fakediscovery.FakeDiscovery{Fake: fake}, false)
+		require.ErrorContains(t, err, "connection refused")
+	})
 }

@@ -19,6 +19,9 @@ type Spec struct {
 	Key     Key
 	UID     types.UID
 	Created time.Time
+	// Generation is the API object's metadata.generation, which changes
+	// with its spec and not with its status.
+	Generation int64
 	// MinMember is the quorum: members that must hold a node together
 	// before any may run.
 	MinMember int32
@@ -86,6 +89,7 @@ func FromPodGroup(pg *v1alpha1.PodGroup) *Spec {
 		Key:          Key{Namespace: pg.Namespace, Name: pg.Name},
 		UID:          pg.UID,
 		Created:      pg.CreationTimestamp.Time,
+		Generation:   pg.Generation,
 		MinMember:    pg.Spec.MinMember,
 		MinResources: pg.Spec.MinResources,
 		Annotations:  pg.Annotations,

@@ -52,7 +52,7 @@ func BenchmarkFilter(b *testing.B) {
 	if !status.IsSuccess() {
 		b.Fatal(status)
 	}
-	infos, err := env.snapshot.NodeInfos().List()
+	infos, err := env.Snapshot.NodeInfos().List()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,10 +2,13 @@ package gpufleet
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -13,6 +16,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
+	"github.com/gpu-gang/gpu-gang/pkg/plugintest"
 )
 
 const (
@@ -184,7 +188,7 @@ func TestPreFilterRejectsBadAnnotations(t *testing.T) {
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
 	require.Contains(t, status.Message(), `invalid GPU requirements: PodGroup team-a/g: annotation gpu-gang.x-k8s.io/min-cuda="12.x" is not a version`)
 	require.Contains(t, status.Message(), `pod m: annotation gpu-gang.x-k8s.io/capacity-type="cheap" is not a capacity-type policy`)
-	evs := env.events()
+	evs := env.Events.Await(t, "Warning InvalidGPURequirements PodGroup team-a/g", "Warning InvalidGPURequirements pod team-a/m")
 	require.Len(t, evs, 2, "one Event per bad annotation: %v", evs)
 	require.Contains(t, evs, `Warning InvalidGPURequirements PodGroup team-a/g: annotation gpu-gang.x-k8s.io/min-cuda="12.x" is not a version: `+
 		`it has a component "x" that is not a number; want a CUDA version major.minor such as "12.4" (drivers report the CUDA version they support to the minor); `+
@@ -194,7 +198,7 @@ func TestPreFilterRejectsBadAnnotations(t *testing.T) {
 
 	_, status = env.preFilter(member)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
-	require.Empty(t, env.events(), "a retry records the same Events again only after a while")
+	env.Events.None(t) // a retry records the same Events again only after a while
 
 	// A member that asks for no GPU is not bound by the annotations.
 	state, status := env.preFilter(pod("launcher", map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Label(scheduling.PodGroupLabel, "g").Obj())
@@ -202,8 +206,9 @@ func TestPreFilterRejectsBadAnnotations(t *testing.T) {
 	require.True(t, state.GetSkipFilterPlugins().Has(Name), "the plugin skips pods that ask for no GPU")
 }
 
-// A member whose PodGroup this plugin's informer has not seen waits, and is
-// activated when it arrives.
+// A member whose PodGroup the gang sources do not have waits, and is
+// activated, with the other members of its gang and no one else, when they
+// have it.
 func TestMemberWaitsForItsPodGroup(t *testing.T) {
 	m0 := pod("m0", gpus("8")).Label(scheduling.PodGroupLabel, "late").Obj()
 	m1 := pod("m1", gpus("8")).Label(scheduling.PodGroupLabel, "late").Obj()
@@ -212,11 +217,17 @@ func TestMemberWaitsForItsPodGroup(t *testing.T) {
 
 	_, status := env.preFilter(m0)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code())
-	require.Contains(t, status.Message(), "PodGroup team-a/late, whose annotations may set the pod's GPU requirements, is not known yet")
-	require.Empty(t, env.activator.get())
+	require.Contains(t, status.Message(), "PodGroup team-a/late, whose annotations may set the pod's GPU requirements, is not known yet; "+
+		"create it in namespace team-a or remove the label scheduling.x-k8s.io/pod-group from the pod")
+	require.Empty(t, env.Activator.Get())
 
-	env.pl.onPodGroupAdd(gangtest.MakePodGroup("other", testNS).Obj())
-	require.Empty(t, env.activator.get(), "nobody waited for that PodGroup")
-	env.pl.onPodGroupAdd(gangtest.MakePodGroup("late", testNS).Obj())
-	require.Equal(t, []string{"team-a/m0", "team-a/m1"}, env.activator.get())
+	env.CreatePodGroup(gangtest.MakePodGroup("late", testNS).Annotation(scheduling.AnnotationMinCUDA, "12.4").Obj())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, []string{"team-a/m0", "team-a/m1"}, env.Activator.Get())
+	}, wait.ForeverTestTimeout, 10*time.Millisecond, "the members of the PodGroup that arrived are activated")
+	require.Never(t, func() bool { return len(env.Activator.Get()) != 2 }, plugintest.QuietWindow, 10*time.Millisecond,
+		"and no one else, nor again")
+	ok, _, status := env.feasible(m0)
+	require.Nil(t, status)
+	require.NotContains(t, ok, "h100-cuda122", "the PodGroup's annotations apply")
 }

@@ -193,10 +193,4 @@ func TestEventsToRegister(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fwk.QueueSkip, hint, "other annotations do not change the requirements")
 
-	hint, err = env.pl.isOwnPodGroup(logger, member, nil, pg)
-	require.NoError(t, err)
-	require.Equal(t, fwk.Queue, hint)
-	hint, err = env.pl.isOwnPodGroup(logger, member, nil, gangtest.MakePodGroup("h", testNS).Obj())
-	require.NoError(t, err)
-	require.Equal(t, fwk.QueueSkip, hint)
 }

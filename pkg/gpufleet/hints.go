@@ -5,20 +5,13 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
-
-// podGroupResource is the PodGroup CRD as the scheduler's dynamic informers
-// name it: <plural>.<version>.<group>.
-var podGroupResource = fwk.EventResource("podgroups." + v1alpha1.SchemeGroupVersion.Version + "." + v1alpha1.SchemeGroupVersion.Group)
 
 // EventsToRegister lists the cluster events after which a pod this plugin
 // turned away may pass, each with a hint that skips unrelated objects.
@@ -31,7 +24,9 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		// The pod's own annotations fixed or changed.
 		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isRequirementChange},
 		// Its PodGroup created, or its annotations fixed or changed.
-		{Event: fwk.ClusterEvent{Resource: podGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isOwnPodGroup},
+		// Native PodGroups have no such event: the plugin follows them
+		// through its gang sources (onGangUpdated).
+		{Event: fwk.ClusterEvent{Resource: gang.PodGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: gang.IsOwnPodGroup},
 	}, nil
 }
 
@@ -93,24 +88,6 @@ func (pl *Plugin) isRequirementChange(logger klog.Logger, pod *v1.Pod, oldObj, n
 	}
 	if fleetAnnotationsChanged(oldPod.Annotations, newPod.Annotations) {
 		logger.V(5).Info("GPU requirements of the pod changed, requeueing", "pod", klog.KObj(pod))
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
-}
-
-// isOwnPodGroup queues a gang member when its PodGroup is created or
-// changed.
-func (pl *Plugin) isOwnPodGroup(logger klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
-	key, ok := gang.Of(pod)
-	if !ok || key.API != gang.XK8s {
-		return fwk.QueueSkip, nil
-	}
-	obj, err := meta.Accessor(newObj)
-	if err != nil {
-		return fwk.Queue, fmt.Errorf("reading PodGroup metadata: %w", err)
-	}
-	if obj.GetNamespace() == key.Namespace && obj.GetName() == key.Name {
-		logger.V(5).Info("PodGroup changed, requeueing member", "pod", klog.KObj(pod), "podGroup", key)
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -27,28 +27,19 @@ package gpufleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	schedulinginformers "k8s.io/client-go/informers/scheduling/v1beta1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/clock"
-
-	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
@@ -64,22 +55,15 @@ const Name = "GPUFleet"
 type Plugin struct {
 	handle fwk.Handle
 	// opts are the plugin args as pkg/fleet reads them; set once in New.
-	opts     fleet.Options
-	pgLister pglisters.PodGroupLister
-	// native reads Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1)
-	// where gpu-gang schedules them (gang.DecideNative); nil elsewhere, and
-	// then their members have their own annotations only.
-	native    schedulinglisters.PodGroupLister
+	opts fleet.Options
+	// sources reads gangs, whose PodGroups' annotations carry GPU
+	// requirements, one informer per API; every plugin of the scheduler
+	// shares them.
+	sources   *gang.Sources
 	podLister corelisters.PodLister
 	nodes     *nodeCache
 	events    *eventRecorder
 	logger    klog.Logger
-
-	// awaiting holds the gangs whose PodGroup this plugin's informer had
-	// not seen when a member came by; their members are activated when it
-	// does (see onPodGroupAdd). Guarded by mu.
-	mu       sync.Mutex
-	awaiting map[gang.Key]bool
 }
 
 var (
@@ -88,91 +72,27 @@ var (
 	_ fwk.EnqueueExtensions = &Plugin{}
 )
 
-// New builds the plugin from its args. It watches PodGroups, whose
-// annotations carry a gang's requirements, on a JSON client (PodGroups are
-// a CRD, which protobuf cannot carry), keeping only their metadata.
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+// New builds the plugin from its args. It reads gangs from sources, which
+// every plugin of the scheduler shares (pkg/scheduler builds them once, with
+// gang.SharedSources).
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
 	args, err := scheme.DecodeGPUFleetArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
 	if err != nil {
 		return nil, err
 	}
-	pgLister, informer, err := gang.StartPodGroupInformer(ctx, handle.KubeConfig(), slimPodGroup)
-	if err != nil {
-		return nil, err
-	}
-	pl, err := NewWithPodGroups(ctx, args, handle, pgLister, informer)
-	if err != nil {
-		return nil, err
-	}
-	native, _, err := gang.DecideNative(ctx, handle.ClientSet().Discovery(), utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
-	if err != nil {
-		return nil, err
-	}
-	if native {
-		// The scheduler's own informer factory starts the informer, and
-		// waits for it to sync before the first scheduling cycle.
-		if err := pl.WatchNative(handle.SharedInformerFactory().Scheduling().V1beta1().PodGroups()); err != nil {
-			return nil, err
-		}
-	}
-	return pl, nil
+	return newPlugin(ctx, args, handle, sources)
 }
 
-// WatchNative reads the annotations of Kubernetes' own PodGroups from
-// informer, as of scheduler-plugins ones, and activates the members that
-// waited for a PodGroup, or whose PodGroup's GPU annotations changed.
-// kube-scheduler queues no pod on native PodGroup events while its
-// GenericWorkload gate is off (the only way gpu-gang schedules them), so
-// the plugin follows them itself.
-func (pl *Plugin) WatchNative(informer schedulinginformers.PodGroupInformer) error {
-	pl.native = informer.Lister()
-	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) {
-			if pg, ok := obj.(*schedulingv1beta1.PodGroup); ok {
-				pl.activateGang(gang.Key{API: gang.Native, Namespace: pg.Namespace, Name: pg.Name})
-			}
-		},
-		UpdateFunc: func(oldObj, newObj interface{}) {
-			o, ok1 := oldObj.(*schedulingv1beta1.PodGroup)
-			n, ok2 := newObj.(*schedulingv1beta1.PodGroup)
-			if ok1 && ok2 && fleetAnnotationsChanged(o.Annotations, n.Annotations) {
-				pl.activateMembers(gang.Key{API: gang.Native, Namespace: n.Namespace, Name: n.Name})
-			}
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("watching native PodGroups: %w", err)
-	}
-	return nil
-}
-
-// fleetAnnotationsChanged reports whether a GPU requirement annotation
-// differs between two annotation maps.
-func fleetAnnotationsChanged(old, new map[string]string) bool {
-	for _, k := range fleet.AnnotationKeys() {
-		o, oldSet := old[k]
-		n, newSet := new[k]
-		if o != n || oldSet != newSet {
-			return true
-		}
-	}
-	return false
-}
-
-// NewWithPodGroups builds the plugin on a PodGroup lister its caller keeps
-// in sync: tests, and embedders that already watch PodGroups. pgInformer,
-// when not nil, is the lister's informer; the plugin watches it for the
-// PodGroups members wait for.
-func NewWithPodGroups(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle, pgLister pglisters.PodGroupLister,
-	pgInformer cache.SharedIndexInformer) (*Plugin, error) {
+// newPlugin wires the plugin to its informers and gang sources. Tests call
+// it with fake informers.
+func newPlugin(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle, sources *gang.Sources) (*Plugin, error) {
 	pl := &Plugin{
 		handle:    handle,
 		opts:      fleet.OptionsFromArgs(args),
-		pgLister:  pgLister,
+		sources:   sources,
 		podLister: handle.SharedInformerFactory().Core().V1().Pods().Lister(),
 		events:    newEventRecorder(handle.EventRecorder(), clock.RealClock{}),
 		logger:    klog.FromContext(ctx).WithValues("plugin", Name),
-		awaiting:  map[gang.Key]bool{},
 	}
 	pl.nodes = newNodeCache(&pl.opts, pl.reportLabelProblems)
 	nodeHandler := cache.ResourceEventHandlerFuncs{
@@ -188,10 +108,8 @@ func NewWithPodGroups(ctx context.Context, args *config.GPUFleetArgs, handle fwk
 	if _, err := handle.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(nodeHandler); err != nil {
 		return nil, fmt.Errorf("watching nodes: %w", err)
 	}
-	if pgInformer != nil {
-		if _, err := pgInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onPodGroupAdd}); err != nil {
-			return nil, fmt.Errorf("watching PodGroups: %w", err)
-		}
+	if err := sources.Subscribe(gang.Handler{Added: pl.onGangAdded, Updated: pl.onGangUpdated}); err != nil {
+		return nil, err
 	}
 	return pl, nil
 }
@@ -199,26 +117,27 @@ func NewWithPodGroups(ctx context.Context, args *config.GPUFleetArgs, handle fwk
 // Name returns the plugin's name.
 func (pl *Plugin) Name() string { return Name }
 
-// slimPodGroup keeps what the plugin reads of a PodGroup: its identity and
-// annotations.
-func slimPodGroup(obj interface{}) (interface{}, error) {
-	pg, ok := obj.(*v1alpha1.PodGroup)
-	if !ok {
-		return obj, nil
+// fleetAnnotationsChanged reports whether a GPU requirement annotation
+// differs between two annotation maps.
+func fleetAnnotationsChanged(old, new map[string]string) bool {
+	for _, k := range fleet.AnnotationKeys() {
+		o, oldSet := old[k]
+		n, newSet := new[k]
+		if o != n || oldSet != newSet {
+			return true
+		}
 	}
-	return &v1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{
-		Namespace: pg.Namespace, Name: pg.Name, UID: pg.UID, ResourceVersion: pg.ResourceVersion,
-		Annotations: pg.Annotations, DeletionTimestamp: pg.DeletionTimestamp,
-	}}, nil
+	return false
 }
 
 // groupOf returns the gang of a member, adapted from its PodGroup of
 // either API; nil for a pod outside any gang, or in a native PodGroup where
 // gpu-gang does not schedule native ones (its own annotations apply). A
-// member whose PodGroup the informer has not seen yet gets a status to
-// wait with: its requirements are not known. The gang plugin holds members
-// back until their PodGroup exists, so that is only the lag between two
-// informers; the member is activated when it ends.
+// member whose PodGroup does not exist gets a status to wait with: its
+// requirements are not known. The gang plugin holds members back until
+// their PodGroup exists, so that is only the lag between the queue's
+// PodGroup event and the gang sources; the member is activated when the
+// sources have the PodGroup (onGangAdded).
 func (pl *Plugin) groupOf(pod *v1.Pod) (*gang.Spec, *fwk.Status) {
 	key, ok := gang.Of(pod)
 	if !ok {
@@ -231,59 +150,34 @@ func (pl *Plugin) groupOf(pod *v1.Pod) (*gang.Spec, *fwk.Status) {
 	if !apierrors.IsNotFound(err) {
 		return nil, fwk.AsStatus(fmt.Errorf("reading PodGroup %s: %w", key, err))
 	}
-	pl.mu.Lock()
-	pl.awaiting[key] = true
-	pl.mu.Unlock()
-	// The informer may have added it between the lookup and the line above.
-	if _, err := pl.lookup(key); err == nil {
-		pl.activateGang(key)
-	}
-	leave := "remove the label " + scheduling.PodGroupLabel + " from the pod"
-	if key.API == gang.Native {
-		leave = "recreate the pod without spec.schedulingGroup"
-	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 		fmt.Sprintf("PodGroup %s, whose annotations may set the pod's GPU requirements, is not known yet; create it in namespace %s or %s",
-			key, key.Namespace, leave))
+			key, key.Namespace, key.HowToLeave()))
 }
 
-// lookup reads a gang's PodGroup from the lister of its API. It returns
-// nil and no error for a native gang when native PodGroups are not read,
-// and a NotFound error when the PodGroup does not exist.
+// lookup reads a gang's Spec from the gang sources. It returns nil and no
+// error for a gang whose API this scheduler does not watch (native
+// PodGroups where gpu-gang does not schedule them), and a NotFound error
+// when the PodGroup does not exist.
 func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, error) {
-	if key.API == gang.Native {
-		if pl.native == nil {
-			return nil, nil
-		}
-		pg, err := pl.native.PodGroups(key.Namespace).Get(key.Name)
-		if err != nil {
-			return nil, err
-		}
-		return gang.FromNativePodGroup(pg), nil
+	spec, err := pl.sources.Spec(key)
+	if errors.Is(err, gang.ErrNotWatched) {
+		return nil, nil
 	}
-	pg, err := pl.pgLister.PodGroups(key.Namespace).Get(key.Name)
-	if err != nil {
-		return nil, err
-	}
-	return gang.FromPodGroup(pg), nil
+	return spec, err
 }
 
-// onPodGroupAdd activates the members that waited for a PodGroup.
-func (pl *Plugin) onPodGroupAdd(obj interface{}) {
-	pg, ok := obj.(*v1alpha1.PodGroup)
-	if !ok {
-		return
-	}
-	pl.activateGang(gang.Key{Namespace: pg.Namespace, Name: pg.Name})
-}
+// onGangAdded activates the members of a gang whose PodGroup arrived: a
+// member that came by before it waits for it (groupOf).
+func (pl *Plugin) onGangAdded(s *gang.Spec) { pl.activateMembers(s.Key) }
 
-func (pl *Plugin) activateGang(key gang.Key) {
-	pl.mu.Lock()
-	waited := pl.awaiting[key]
-	delete(pl.awaiting, key)
-	pl.mu.Unlock()
-	if waited {
-		pl.activateMembers(key)
+// onGangUpdated activates a gang's members when its PodGroup's GPU
+// annotations change, where the queue does not hear the API's events
+// itself (native PodGroups, see gang.API.QueueHearsEvents); elsewhere the
+// queue requeues them (gang.IsOwnPodGroup).
+func (pl *Plugin) onGangUpdated(old, new *gang.Spec) {
+	if !new.Key.API.QueueHearsEvents() && fleetAnnotationsChanged(old.Annotations, new.Annotations) {
+		pl.activateMembers(new.Key)
 	}
 }
 

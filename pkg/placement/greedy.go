@@ -8,9 +8,11 @@ import (
 )
 
 // Greedy places members largest first, each on the eligible node where it
-// leaves the least spare capacity (best fit). It knows nothing of topology:
-// it is the yardstick the topology planner is measured against, and it picks
-// the part of a waiting gang that the gang plugin holds (see Place).
+// leaves the least spare capacity (BestFit). It knows nothing of topology.
+// The scheduler never runs it: it is the yardstick the topology planner's
+// tests measure against, and the planner of the gang plugin's tests that
+// are not about topology. It belongs with test code, and lives here only
+// until those tests can import it from a test package of placement.
 type Greedy struct{}
 
 var _ Planner = Greedy{}
@@ -24,7 +26,7 @@ func (g Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
 }
 
 func (g Greedy) plan(ctx context.Context, req *Request) (*Plan, error) {
-	nodeOf, placed, err := g.Place(ctx, req)
+	nodeOf, placed, err := g.place(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -53,21 +55,21 @@ func (g Greedy) plan(ctx context.Context, req *Request) (*Plan, error) {
 	}, nil
 }
 
-// Place puts as many members as fit, largest first, and returns the node of
+// place puts as many members as fit, largest first, and returns the node of
 // each (-1 for those that found none) and how many were placed. It ignores
 // req.Groups, which Plan applies.
-func (Greedy) Place(ctx context.Context, req *Request) (nodeOf []int, placed int, err error) {
+func (Greedy) place(ctx context.Context, req *Request) (nodeOf []int, placed int, err error) {
 	free := make([]Vector, len(req.Nodes))
 	for i := range req.Nodes {
 		free[i] = req.Nodes[i].Free.Clone()
 	}
-	scale := maxAllocatable(req)
+	fit := NewBestFit(req)
 
 	order := make([]int, len(req.Members))
 	size := make([]float64, len(req.Members))
 	for i := range req.Members {
 		order[i] = i
-		size[i] = normalized(req.Members[i].Request, scale)
+		size[i] = fit.Size(req.Members[i].Request)
 	}
 	// Largest first packs best; the stable sort keeps rank order among equals.
 	sort.SliceStable(order, func(a, b int) bool { return size[order[a]] > size[order[b]] })
@@ -99,7 +101,7 @@ func (Greedy) Place(ctx context.Context, req *Request) (nodeOf []int, placed int
 			if m.MaxPerNode > 0 && taken[capKey{kinds[mi], ni}] >= m.MaxPerNode {
 				continue
 			}
-			spare := spareAfter(m.Request, free[ni], scale)
+			spare := fit.SpareAfter(m.Request, free[ni])
 			if best < 0 || anchored[ni] && !bestAnchored || anchored[ni] == bestAnchored && spare < bestSpare {
 				best, bestSpare, bestAnchored = ni, spare, anchored[ni]
 			}
@@ -136,39 +138,3 @@ func capKinds(req *Request) []int {
 }
 
 func sameSlice(a, b []bool) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }
-
-// maxAllocatable is, per dimension, the largest allocatable of any node. It
-// puts dimensions with different units on one scale.
-func maxAllocatable(req *Request) Vector {
-	scale := make(Vector, len(req.Resources))
-	for i := range req.Nodes {
-		for d, q := range req.Nodes[i].Allocatable {
-			if q > scale[d] {
-				scale[d] = q
-			}
-		}
-	}
-	return scale
-}
-
-func normalized(v, scale Vector) float64 {
-	var s float64
-	for d, q := range v {
-		if scale[d] > 0 {
-			s += float64(q) / float64(scale[d])
-		}
-	}
-	return s
-}
-
-// spareAfter scores what placing request on a node leaves free, counting only
-// the dimensions the request uses: the smaller, the tighter the fit.
-func spareAfter(request, free, scale Vector) float64 {
-	var s float64
-	for d, q := range request {
-		if q > 0 && scale[d] > 0 {
-			s += float64(free[d]-q) / float64(scale[d])
-		}
-	}
-	return s
-}

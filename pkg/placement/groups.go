@@ -194,7 +194,7 @@ func (g Greedy) planGroups(ctx context.Context, req *Request) (*Plan, error) {
 	if k := req.AnchorGroup(); k >= 0 {
 		groups = []int{k}
 	}
-	scale := maxAllocatable(req)
+	fit := NewBestFit(req)
 	tries := make([]*FitError, len(req.Groups.Names))
 	var best *Plan
 	bestNodes, bestRoom, bestGroup := 0, 0.0, -1
@@ -210,7 +210,7 @@ func (g Greedy) planGroups(ctx context.Context, req *Request) (*Plan, error) {
 			return nil, err
 		}
 		used := plan.Spans[0].Domains
-		room := groupRoom(req, k, scale)
+		room := groupRoom(req, k, fit)
 		if best == nil || used < bestNodes || used == bestNodes && room < bestRoom {
 			best, bestNodes, bestRoom, bestGroup = plan, used, room, k
 		}
@@ -223,9 +223,9 @@ func (g Greedy) planGroups(ctx context.Context, req *Request) (*Plan, error) {
 }
 
 // groupRoom is the free capacity of group k's nodes on the dimensions the
-// gang's accelerated members ask for, on the common scale: best fit between
+// gang's accelerated members ask for, on fit's scale: best fit between
 // groups.
-func groupRoom(req *Request, k int, scale Vector) float64 {
+func groupRoom(req *Request, k int, fit BestFit) float64 {
 	asked := make([]bool, len(req.Resources))
 	for _, m := range req.Members {
 		if m.Accelerated {
@@ -240,8 +240,8 @@ func groupRoom(req *Request, k int, scale Vector) float64 {
 			continue
 		}
 		for d, q := range n.Free {
-			if asked[d] && scale[d] > 0 && q > 0 {
-				room += float64(q) / float64(scale[d])
+			if asked[d] && fit.scale[d] > 0 && q > 0 {
+				room += float64(q) / float64(fit.scale[d])
 			}
 		}
 	}

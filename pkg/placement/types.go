@@ -129,6 +129,10 @@ type Request struct {
 	// topology must not mix (see Groups). Nil means one group. With
 	// Anchors, the new members join the group holding most anchors.
 	Groups *Groups
+	// Hierarchy, when set, makes the gang a tree of subgroups, each with
+	// its own topology constraint (see Subgroup); its root is the whole
+	// gang, under Policy. Nil is a flat gang.
+	Hierarchy *Subgroup
 }
 
 // Plan puts every member of a Request on a node.
@@ -143,6 +147,9 @@ type Plan struct {
 	// use, loosest level first. A planner that knows no topology reports
 	// the node level only.
 	Spans []Span
+	// Subgroups says where each subgroup of a Request's Hierarchy went, in
+	// the order Request.Subgroups lists them; nil for a flat gang.
+	Subgroups []SubgroupPlan
 }
 
 // Span is how many domains of one topology level a plan uses.

@@ -4,18 +4,45 @@
 package scheduler
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/features"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
 )
 
 // RegistryOptions registers gpu-gang's out-of-tree plugins with kube-scheduler.
+// The plugins of the scheduler these options build, of every profile, read
+// gangs from one gang.Sources, so that each gang API has one informer: the
+// first plugin built starts it. Call it once per scheduler.
 func RegistryOptions() []app.Option {
+	shared := &gang.SharedSources{}
 	return []app.Option{
-		app.WithPlugin(coscheduling.Name, coscheduling.New),
-		app.WithPlugin(gpufleet.Name, gpufleet.New),
+		app.WithPlugin(coscheduling.Name, withSources(shared, coscheduling.New)),
+		app.WithPlugin(gpufleet.Name, withSources(shared, gpufleet.New)),
+	}
+}
+
+// withSources is the registry factory of a plugin that reads gangs: it hands
+// the plugin the scheduler's shared gang sources. It reads the
+// GenericWorkload gate when the plugin is built, once the command has
+// parsed its flags.
+func withSources(shared *gang.SharedSources,
+	newPlugin func(context.Context, runtime.Object, fwk.Handle, *gang.Sources) (fwk.Plugin, error)) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, handle fwk.Handle) (fwk.Plugin, error) {
+		sources, err := shared.Get(ctx, handle, utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload))
+		if err != nil {
+			return nil, err
+		}
+		return newPlugin(ctx, obj, handle, sources)
 	}
 }
 

@@ -21,7 +21,8 @@ func (u *usage) greedyPack(l int, k int32) ([]placed, bool) {
 	}
 	// Largest shapes first: small ones fill the gaps they leave.
 	slices.SortStableFunc(g.order, func(a, b int) int {
-		return cmp.Compare(u.size(u.bound[b].request), u.size(u.bound[a].request))
+		fit := u.bestFit()
+		return cmp.Compare(fit.Size(u.bound[b].request), fit.Size(u.bound[a].request))
 	})
 	g.fill(l, k)
 	for _, p := range g.touched {

@@ -48,8 +48,10 @@ func compareGroupPlans(a *Result, ra rank, b *Result, rb rank) int {
 // are not grouped.
 //
 // Planning every group costs one plan per group; groups that cannot hold
-// the gang's shapes fail on their slot counts, before any packing.
-func (p *Planner) planGroups(ctx context.Context, req *placement.Request) (*Result, error) {
+// the gang's shapes fail on their slot counts, before any packing. planIn
+// plans the gang inside group k on tree t, for flat and hierarchical gangs
+// alike.
+func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn func(t *Tree, k int) (*Result, rank, error)) (*Result, error) {
 	g := req.Groups
 	if err := g.Validate(len(req.Nodes)); err != nil {
 		return nil, err
@@ -62,7 +64,7 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request) (*Resu
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
-		res, rk, err := p.planDetailed(ctx, t, req.InGroup(k))
+		res, rk, err := planIn(t, k)
 		var fe *placement.FitError
 		switch {
 		case errors.As(err, &fe):

@@ -73,6 +73,7 @@ func (u *usage) placeLoose(pl []placed, lo, hi int32, nodeOf []int) ([]int32, er
 	}
 	var out []int32
 	var cands []cand
+	fit := u.bestFit()
 	done := int(u.total)
 	for i := range u.loose {
 		sh := &u.loose[i]
@@ -84,7 +85,7 @@ func (u *usage) placeLoose(pl []placed, lo, hi int32, nodeOf []int) ([]int32, er
 			cands = cands[:0]
 			tier(func(p int32) {
 				if u.eligibleAt(sh, p) && fitCount(sh.request, u.freeAt(p), 1) == 1 {
-					cands = append(cands, cand{pos: p, spare: u.spareAfter(sh.request, u.freeAt(p))})
+					cands = append(cands, cand{pos: p, spare: fit.SpareAfter(sh.request, u.freeAt(p))})
 				}
 			})
 			slices.SortFunc(cands, func(a, b cand) int {
@@ -119,17 +120,4 @@ func (u *usage) placeLoose(pl []placed, lo, hi int32, nodeOf []int) ([]int32, er
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-// spareAfter scores what placing request leaves free on a node, over the
-// dimensions it uses: the smaller, the tighter the fit.
-func (u *usage) spareAfter(request, free placement.Vector) float64 {
-	scale := u.scaleOf()
-	var s float64
-	for d, q := range request {
-		if q > 0 && scale[d] > 0 {
-			s += float64(free[d]-q) / float64(scale[d])
-		}
-	}
-	return s
 }

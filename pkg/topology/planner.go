@@ -30,6 +30,9 @@ type Planner struct {
 	levels []scheduling.Level
 	// budget bounds the exact packer's work per call (see defaultBudget).
 	budget int64
+	// searchBudget bounds the search for a hierarchical gang, in domain
+	// trials per call (see DefaultSearchBudget).
+	searchBudget int64
 
 	mu sync.Mutex
 	// tree is the tree of the last node set seen; guarded by mu. A Tree is
@@ -47,7 +50,7 @@ func NewPlanner(levels []scheduling.Level) (*Planner, error) {
 	if err := scheduling.ValidateLevels(levels); err != nil {
 		return nil, err
 	}
-	return &Planner{levels: slices.Clone(levels), budget: defaultBudget}, nil
+	return &Planner{levels: slices.Clone(levels), budget: defaultBudget, searchBudget: DefaultSearchBudget}, nil
 }
 
 // Tree returns the tree of req's nodes: the cached one when req.NodeGeneration
@@ -83,10 +86,16 @@ func (p *Planner) Plan(ctx context.Context, req *placement.Request) (*placement.
 // domains lost is logged at V(4) on the context's logger.
 //
 // When req.Groups splits the nodes, each group is an extra, outermost
-// domain (see planGroups).
+// domain (see planGroups). A request with a Hierarchy is planned as one
+// plan for all its subgroups (see planHierarchy).
 func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Result, error) {
+	if req.Hierarchy != nil {
+		return p.planHierarchy(ctx, req)
+	}
 	if req.Groups.Split() && anyBound(req) {
-		return p.planGroups(ctx, req)
+		return p.planGroups(ctx, req, func(t *Tree, k int) (*Result, rank, error) {
+			return p.planDetailed(ctx, t, req.InGroup(k))
+		})
 	}
 	res, _, err := p.planDetailed(ctx, p.Tree(req), req)
 	return res, err
@@ -454,53 +463,4 @@ func logLosers(logger logr.Logger, u *usage, l int, w []uint64, evaluated []outc
 		logger.V(4).Info("Topology domain chosen", "gang", u.req.Gang, "level", lv, "domain", t.name(l, wo.k),
 			"spans", u.describeCost(l, w, wo.cost), "room", u.room[l][wo.k], "greedy", wo.greedy)
 	}
-}
-
-// requiredFitError says that no domain of the required level l holds the
-// gang, with the roomiest one's numbers.
-func (u *usage) requiredFitError(l int) *placement.FitError {
-	t := u.tree
-	k := u.roomiest(l)
-	room := u.roomFor(l, k)
-	return &placement.FitError{
-		Placed: int(room),
-		Wanted: len(u.req.Members),
-		Reason: fmt.Sprintf("required %s (%s): no %s holds %s; the roomiest, %s, has room for %d",
-			t.levels[l].Name, t.levels[l].Key, t.levels[l].Name, u.describeGang(), t.name(l, k), room),
-	}
-}
-
-// nearFitError says that the domain of the required level l that runs the
-// gang's other members, k, has no room for the new ones.
-func (u *usage) nearFitError(l int, k int32) *placement.FitError {
-	t := u.tree
-	room := u.roomFor(l, k)
-	return &placement.FitError{
-		Placed: int(room),
-		Wanted: len(u.req.Members),
-		Reason: fmt.Sprintf("required %s (%s): %s, the %s that runs the gang's other members, has room for %d of %s",
-			t.levels[l].Name, t.levels[l].Key, t.name(l, k), t.levels[l].Name, room, u.describeGang()),
-	}
-}
-
-// packFitError says that the gang's shapes, though each fits alone in some
-// domain of level l, do not pack together into any.
-func (u *usage) packFitError(l int) *placement.FitError {
-	t := u.tree
-	where := "any " + t.levels[l].Name
-	if l == t.top() {
-		where = "the cluster"
-	}
-	return &placement.FitError{
-		Wanted: len(u.req.Members),
-		Reason: fmt.Sprintf("%s do not pack together into %s, though each request shape fits alone", u.describeGang(), where),
-	}
-}
-
-// describeGang names the bound members for messages.
-func (u *usage) describeGang() string {
-	if len(u.bound) == 1 {
-		return fmt.Sprintf("the %s asking %s", count(int(u.total), "pod"), placement.Describe(u.req.Resources, u.bound[0].request))
-	}
-	return fmt.Sprintf("the %s", count(int(u.total), "pod"))
 }

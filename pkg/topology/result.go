@@ -65,6 +65,10 @@ type Result struct {
 	// Group names the group of nodes the bound members went to, when the
 	// request split the nodes into groups (placement.Request.Groups).
 	Group string
+	// Subgroups says where each subgroup of a hierarchical gang went, in
+	// the order placement.Request.Subgroups lists them; nil for a flat
+	// gang. The fields above then describe the root, the whole gang.
+	Subgroups []SubgroupResult
 }
 
 // spansOf counts, per tree level below the cluster, the domains holding the

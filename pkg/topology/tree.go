@@ -219,9 +219,6 @@ func (t *Tree) anchorBelow(l int, n *placement.Node) (int32, string) {
 	return 0, n.Name
 }
 
-// Generation is the node-set generation the tree was built for.
-func (t *Tree) Generation() uint64 { return t.generation }
-
 // Levels returns the label levels, tightest first, without the implicit node
 // and cluster levels.
 func (t *Tree) Levels() []scheduling.Level { return slices.Clone(t.levels[1 : len(t.levels)-1]) }

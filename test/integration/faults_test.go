@@ -314,6 +314,163 @@ func TestFaultWaitingMemberDeleted(t *testing.T) {
 	ledger.expectNoHalfBound()
 }
 
+// The kill tests' gang: 96 members of 2 GPUs fill 24 8-GPU nodes. The
+// process to be killed runs with its API client limited to killClientQPS
+// calls a second (see processOptions), so its binds, one call each, take
+// about 10 s; a watch kills it once it has seen killAfterBound members
+// bound, which leaves about 7 s of binds to absorb a loaded machine's watch
+// and kill latency. Its successor runs the shipped configuration.
+const (
+	killGangSize   = 96
+	killGangGPUs   = 2
+	killClientQPS  = 10
+	killAfterBound = killGangSize / 4
+	// killAttempts bounds the tries at landing a kill mid-placement. A
+	// kill that finds the whole gang bound proves nothing, so the scenario
+	// runs again with a fresh gang and processes; the test fails if no
+	// attempt lands.
+	killAttempts = 3
+	// killQuiet is how long, with no scheduler running, the killed gang
+	// must keep the members the API showed bound at the kill: that count
+	// is what the kill left, not binds still on their way.
+	killQuiet = time.Second
+)
+
+// killGangs names the gang of each attempt, for the ledger.
+func killGangs() map[string]int {
+	gangs := map[string]int{}
+	for a := 1; a <= killAttempts; a++ {
+		gangs[killGangName(a)] = killGangSize
+	}
+	return gangs
+}
+
+func killGangName(attempt int) string { return fmt.Sprintf("job-%d", attempt) }
+
+// midGangKill is a kill that landed while a gang was being bound.
+type midGangKill struct {
+	attempt int
+	pods    []*v1.Pod
+	// bound is how many members the API showed bound once the killed
+	// process had exited; at is when that was read.
+	bound int
+	at    time.Time
+}
+
+// killMidGang creates a gang of killGangSize members and, from a watch,
+// kills the process that start returns once killAfterBound members are
+// bound. Once the process has exited it reads from the API how many members
+// are bound (see settledCount): the kill landed mid-placement if some but
+// not all are. If it
+// did not, abandon (from start) stops what start started, the gang goes,
+// and the scenario runs again, up to killAttempts times.
+func (env *testEnv) killMidGang(start func(attempt int) (victim *schedulerProcess, abandon func())) midGangKill {
+	env.t.Helper()
+	for attempt := 1; attempt <= killAttempts; attempt++ {
+		victim, abandon := start(attempt)
+		group := killGangName(attempt)
+		env.createPodGroup(gangtest.MakePodGroup(group, env.ns).MinMember(killGangSize).Obj())
+		pods := env.gangPods(group, killGangSize, killGangGPUs)
+		env.killAfterBinds(group, pods, killAfterBound, victim.kill)
+		k := midGangKill{attempt: attempt, pods: pods, bound: env.settledCount(pods), at: time.Now()}
+		if k.bound > 0 && k.bound < len(pods) {
+			return k
+		}
+		env.t.Logf("attempt %d: the kill of %s found %d of %d members bound, not mid-placement; trying again with a fresh gang",
+			attempt, victim, k.bound, len(pods))
+		abandon()
+		env.deleteAndWait(pods...)
+		if err := pgClient.SchedulingV1alpha1().PodGroups(env.ns).Delete(env.t.Context(), group, metav1.DeleteOptions{}); err != nil {
+			env.t.Fatalf("deleting PodGroup %s: %v", group, err)
+		}
+	}
+	env.t.Fatalf("none of %d kills landed mid-placement: each found the gang unbound or wholly bound", killAttempts)
+	return midGangKill{}
+}
+
+// killAfterBinds creates a gang's pods and calls kill from a watch as soon as
+// it has seen after of them bound; it returns once kill has.
+func (env *testEnv) killAfterBinds(group string, pods []*v1.Pod, after int, kill func()) {
+	env.t.Helper()
+	fired := make(chan struct{})
+	// Only the watch's goroutine touches these.
+	bound := map[string]bool{}
+	done := false
+	env.watchPods(func(pod *v1.Pod, deleted bool) {
+		if done || deleted || pod.Labels[scheduling.PodGroupLabel] != group || pod.Spec.NodeName == "" {
+			return
+		}
+		bound[pod.Name] = true
+		if len(bound) >= after {
+			done = true
+			kill()
+			close(fired)
+		}
+	})
+	env.createPods(pods...)
+	select {
+	case <-fired:
+	case <-time.After(retryBindTimeout):
+		env.t.Fatalf("%d members of gang %s were not bound within %s", after, group, retryBindTimeout)
+	}
+}
+
+// countBound reads from the API how many of the pods are bound.
+func (env *testEnv) countBound(pods []*v1.Pod) int {
+	env.t.Helper()
+	nodes, err := env.boundNodes(env.t.Context(), podNames(pods))
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	n := 0
+	for _, node := range nodes {
+		if node != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// settledCount reads from the API how many of the pods are bound, once two
+// reads pollInterval apart agree: a bind the killed process sent just
+// before it died may still be landing.
+func (env *testEnv) settledCount(pods []*v1.Pod) int {
+	env.t.Helper()
+	n := env.countBound(pods)
+	for {
+		select {
+		case <-env.t.Context().Done():
+			env.t.Fatal(env.t.Context().Err())
+		case <-time.After(pollInterval):
+		}
+		next := env.countBound(pods)
+		if next == n {
+			return n
+		}
+		n = next
+	}
+}
+
+// expectNoBindsUntil checks that exactly bound of the pods stay bound until
+// done reports true, for at most timeout. done is asked after each count,
+// so every count judged was taken before done turned true.
+func (env *testEnv) expectNoBindsUntil(pods []*v1.Pod, bound int, timeout time.Duration, done func() bool) {
+	env.t.Helper()
+	err := waitFor(env.t.Context(), timeout, func(context.Context) (bool, error) {
+		n := env.countBound(pods)
+		if done() {
+			return true, nil
+		}
+		if n != bound {
+			env.t.Fatalf("%d members are bound, %d at the kill: members bound while no scheduler ran", n, bound)
+		}
+		return false, nil
+	})
+	if err != nil {
+		env.t.Fatalf("waiting %s for the successor: %v", timeout, err)
+	}
+}
+
 // Fault 6: the scheduler process is killed with SIGKILL between two binds
 // of one gang, and started again. The new process finishes the gang from
 // what the API shows.
@@ -321,21 +478,20 @@ func TestFaultSchedulerKilledMidGang(t *testing.T) {
 	pauseInProcessScheduler(t)
 	env := newTestEnv(t)
 	env.gpuNodes(24, 8)
-	first := startSchedulerProcess(t, "scheduler-1", false)
-	env.waitForCanary(first)
-
-	// 96 members bind one API call each: enough binds to kill between.
-	ledger := env.ledgerGangs(restartGrace, map[string]int{"job": 96})
-	env.createPodGroup(gangtest.MakePodGroup("job", env.ns).MinMember(96).Obj())
-	pods := env.gangPods("job", 96, 2)
-	killed := env.killOnFirstBind(pods, first.kill)
-	t.Logf("killed the scheduler with %d of 96 members bound", killed)
+	ledger := env.ledgerGangs(restartGrace, killGangs())
+	k := env.killMidGang(func(attempt int) (*schedulerProcess, func()) {
+		p := startSchedulerProcessWith(t, fmt.Sprintf("scheduler-%d", attempt), processOptions{clientQPS: killClientQPS})
+		env.waitForCanary(p)
+		return p, func() {}
+	})
+	t.Logf("attempt %d: killed the scheduler with %d of %d members bound", k.attempt, k.bound, killGangSize)
+	env.expectNoBindsUntil(k.pods, k.bound, retryBindTimeout, func() bool { return time.Since(k.at) >= killQuiet })
 
 	start := time.Now()
-	second := startSchedulerProcess(t, "scheduler-2", false)
-	env.waitForBound(retryBindTimeout, pods...)
-	t.Logf("the new process finished the gang %s after it started", time.Since(start).Round(time.Millisecond))
-	_ = second
+	startSchedulerProcess(t, "successor", false)
+	env.waitForBound(retryBindTimeout, k.pods...)
+	t.Logf("the new process bound the other %d members and finished the gang %s after it started",
+		killGangSize-k.bound, time.Since(start).Round(time.Millisecond))
 	ledger.expectNoHalfBound()
 }
 
@@ -346,32 +502,26 @@ func TestFaultLeaderKilledMidGang(t *testing.T) {
 	pauseInProcessScheduler(t)
 	env := newTestEnv(t)
 	env.gpuNodes(24, 8)
-	a := startSchedulerProcess(t, "replica-a", true)
-	b := startSchedulerProcess(t, "replica-b", true)
-	var leader, standby *schedulerProcess
-	err := waitFor(t.Context(), bindTimeout, func(context.Context) (bool, error) {
-		switch {
-		case a.leads():
-			leader, standby = a, b
-		case b.leads():
-			leader, standby = b, a
-		}
-		return leader != nil, nil
+	ledger := env.ledgerGangs(restartGrace, killGangs())
+	var standby *schedulerProcess
+	k := env.killMidGang(func(attempt int) (*schedulerProcess, func()) {
+		// The replica started first takes the lease. The standby starts
+		// once it has; it has synced its informers when it first tries
+		// for the lease.
+		leader := startSchedulerProcessWith(t, fmt.Sprintf("replica-a%d", attempt), processOptions{leaderElect: true, clientQPS: killClientQPS})
+		leader.waitForLog(t, "Successfully acquired lease", retryBindTimeout)
+		standby = startSchedulerProcess(t, fmt.Sprintf("replica-b%d", attempt), true)
+		standby.waitForLog(t, "Attempting to acquire leader lease", retryBindTimeout)
+		env.waitForCanary(leader)
+		return leader, standby.stop
 	})
-	if err != nil {
-		t.Fatalf("no replica became the leader: %v", err)
-	}
-	env.waitForCanary(leader)
-
-	ledger := env.ledgerGangs(restartGrace, map[string]int{"job": 96})
-	env.createPodGroup(gangtest.MakePodGroup("job", env.ns).MinMember(96).Obj())
-	pods := env.gangPods("job", 96, 2)
-	killed := env.killOnFirstBind(pods, leader.kill)
-	t.Logf("killed the leader %s with %d of 96 members bound", leader.name, killed)
-	start := time.Now()
-	standby.waitForLog(t, "Successfully acquired lease", retryBindTimeout)
-	env.waitForBound(retryBindTimeout, pods...)
-	t.Logf("the standby finished the gang %s after the leader died (lease %s)", time.Since(start).Round(time.Millisecond), testLeaseDuration)
+	t.Logf("attempt %d: killed the leader with %d of %d members bound", k.attempt, k.bound, killGangSize)
+	// Nothing binds until the standby holds the lease: it was standing by.
+	env.expectNoBindsUntil(k.pods, k.bound, retryBindTimeout, standby.leads)
+	t.Logf("%s took the lease %s after the leader died (lease %s)", standby, time.Since(k.at).Round(time.Millisecond), testLeaseDuration)
+	env.waitForBound(retryBindTimeout, k.pods...)
+	t.Logf("the standby bound the other %d members and finished the gang %s after the leader died",
+		killGangSize-k.bound, time.Since(k.at).Round(time.Millisecond))
 	ledger.expectNoHalfBound()
 }
 
@@ -384,38 +534,6 @@ func (env *testEnv) waitForCanary(p *schedulerProcess) {
 	env.waitForBound(retryBindTimeout, canary)
 	env.deleteAndWait(canary)
 	env.t.Logf("%s schedules", p)
-}
-
-// killOnFirstBind creates the pods and calls kill as soon as any of them is
-// bound, and returns how many were bound by then.
-func (env *testEnv) killOnFirstBind(pods []*v1.Pod, kill func()) int {
-	env.t.Helper()
-	fired := make(chan struct{})
-	var once bool
-	env.watchPods(func(pod *v1.Pod, deleted bool) {
-		if !once && !deleted && pod.Spec.NodeName != "" && pod.Labels[scheduling.PodGroupLabel] != "" {
-			once = true
-			kill()
-			close(fired)
-		}
-	})
-	env.createPods(pods...)
-	select {
-	case <-fired:
-	case <-time.After(retryBindTimeout):
-		env.t.Fatalf("no member bound within %s", retryBindTimeout)
-	}
-	nodes, err := env.boundNodes(env.t.Context(), podNames(pods))
-	if err != nil {
-		env.t.Fatal(err)
-	}
-	n := 0
-	for _, node := range nodes {
-		if node != "" {
-			n++
-		}
-	}
-	return n
 }
 
 // Fault 8: the API server refuses one member's binding (an admission
@@ -586,22 +704,24 @@ func TestFaultNodeDeleted(t *testing.T) {
 	})
 }
 
-// Fault 9b: a spot node under a running gang is reclaimed. The PodGroup's
-// BelowMinMember condition names the member and says it went with its spot
-// node, for whoever repairs the job.
+// Fault 9b: a spot node under a running gang is reclaimed. The ledger sees
+// the gang degraded, never half-bound; the PodGroup's BelowMinMember
+// condition names the member and says it went with its spot node, for
+// whoever repairs the job. Karpenter then brings a new spot node and the
+// job's controller recreates the member: the gang is repaired.
 func TestFaultSpotNodeReclaimed(t *testing.T) {
 	env := newTestEnv(t)
 	startPodGroupController(t, podgroup.DefaultMissingMembersGrace)
-	var nodes []*v1.Node
-	for i := range 3 {
-		nodes = append(nodes, gpuNode(fmt.Sprintf("n%d", i), 8).Label(scheduling.LabelKarpenterCapacityType, "spot").Obj())
+	spotNode := func(name string) *v1.Node {
+		return gpuNode(name, 8).Label(scheduling.LabelKarpenterCapacityType, "spot").Obj()
 	}
-	env.createNodes(nodes...)
+	env.createNodes(spotNode("n0"), spotNode("n1"), spotNode("n2"))
+	ledger := env.ledgerGangs(bindGrace, map[string]int{"job": 3})
 	env.createPodGroup(gangtest.MakePodGroup("job", env.ns).MinMember(3).Obj())
 	pods := env.gangPods("job", 3, 8)
 	env.createPods(pods...)
 	env.waitForBound(bindTimeout, pods...)
-	env.waitForStatus("job", "the gang is scheduled", func(pg *v1alpha1.PodGroup) bool {
+	pg := env.waitForStatus("job", "the gang is scheduled", func(pg *v1alpha1.PodGroup) bool {
 		return hasCondition(pg, podgroup.ConditionScheduled, metav1.ConditionTrue, podgroup.ReasonQuorumScheduled)
 	})
 
@@ -617,11 +737,25 @@ func TestFaultSpotNodeReclaimed(t *testing.T) {
 		t.Fatalf("marking %s: %v", lost.Name, err)
 	}
 	env.deleteAndWait(lost)
-	pg := env.waitForStatus("job", "BelowMinMember names the spot reclaim", func(pg *v1alpha1.PodGroup) bool {
+	if st := ledger.waitDegraded("job", eventTimeout); st.placed != 2 {
+		t.Errorf("after the reclaim the ledger has %d of the gang's %d members placed, want 2", st.placed, st.min)
+	}
+	pg = env.waitForStatus("job", "BelowMinMember names the spot reclaim", func(pg *v1alpha1.PodGroup) bool {
 		return hasCondition(pg, podgroup.ConditionBelowMinMember, metav1.ConditionTrue, podgroup.ReasonMembersLost) &&
 			strings.Contains(conditionMessage(pg, podgroup.ConditionBelowMinMember), lost.Name+" (reclaimed with spot node "+lost.Spec.NodeName+")")
 	})
 	t.Logf("the PodGroup says: %s", conditionMessage(pg, podgroup.ConditionBelowMinMember))
+
+	env.createNodes(spotNode("n3"))
+	env.createPods(replacement(lost))
+	repair := ledger.waitRepaired("job", repairTimeout)
+	t.Logf("time to repair, from the reclaim to the replacement bound on the new spot node: %s", repair)
+	env.expectCondition(pg, podgroup.ConditionBelowMinMember, metav1.ConditionFalse, podgroup.ReasonAtLeastMinMember)
+	if st := ledger.state("job"); st.degradations != 1 || len(st.repairs) != 1 || !st.running {
+		t.Errorf("the ledger has the gang running=%t, degraded %d times, repaired %d times; want running, one degradation (the reclaim) and its repair",
+			st.running, st.degradations, len(st.repairs))
+	}
+	ledger.expectNoHalfBound()
 }
 
 // Fault 10: a node is relabelled between two plans. A gang that needs one

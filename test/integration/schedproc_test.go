@@ -59,6 +59,26 @@ func pauseInProcessScheduler(t *testing.T) {
 // deployment: leader election on the shipped Lease, with short timings.
 func startSchedulerProcess(t *testing.T, name string, leaderElect bool, flags ...string) *schedulerProcess {
 	t.Helper()
+	return startSchedulerProcessWith(t, name, processOptions{leaderElect: leaderElect, flags: flags})
+}
+
+// processOptions says how startSchedulerProcessWith runs the binary.
+type processOptions struct {
+	// leaderElect runs the process as one replica of a deployment (see
+	// startSchedulerProcess).
+	leaderElect bool
+	// clientQPS, if not 0, replaces the shipped client limit with this
+	// many API calls per second and a burst of 1. Every bind is one call,
+	// so a gang's binds are spread over len(gang)/clientQPS seconds: the
+	// kill tests use it so that a kill triggered by the first binds
+	// lands while the rest still wait for their turn.
+	clientQPS float64
+	flags     []string
+}
+
+// startSchedulerProcessWith is startSchedulerProcess with every option.
+func startSchedulerProcessWith(t *testing.T, name string, opts processOptions) *schedulerProcess {
+	t.Helper()
 	binary := requireBinary(t, schedulerBinary, "the scheduler (make test-binaries)")
 	ensureNamespace(t, systemNamespace)
 	config, err := controlplane.WriteSchedulerConfig(*schedulerConfig, t.TempDir(), func(cfg map[string]any) {
@@ -67,12 +87,16 @@ func startSchedulerProcess(t *testing.T, name string, leaderElect bool, flags ..
 			conn = map[string]any{}
 		}
 		conn["kubeconfig"] = controlPlane.KubeconfigPath()
+		if opts.clientQPS != 0 {
+			conn["qps"] = opts.clientQPS
+			conn["burst"] = 1
+		}
 		cfg["clientConnection"] = conn
 		le, _ := cfg["leaderElection"].(map[string]any)
 		if le == nil {
 			le = map[string]any{}
 		}
-		le["leaderElect"] = leaderElect
+		le["leaderElect"] = opts.leaderElect
 		le["leaseDuration"] = testLeaseDuration.String()
 		le["renewDeadline"] = testRenewDeadline.String()
 		le["retryPeriod"] = testRetryPeriod.String()
@@ -84,7 +108,7 @@ func startSchedulerProcess(t *testing.T, name string, leaderElect bool, flags ..
 	p := &schedulerProcess{name: name, done: make(chan struct{}), log: newProcessLog(t, name)}
 	// No serving: replicas on one host would fight over the port, and
 	// nothing here reads their health or metrics endpoints.
-	p.cmd = exec.Command(binary, append([]string{"--config=" + config, "--secure-port=0", "--v=2"}, flags...)...)
+	p.cmd = exec.Command(binary, append([]string{"--config=" + config, "--secure-port=0", "--v=2"}, opts.flags...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {

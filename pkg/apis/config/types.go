@@ -4,6 +4,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// CoschedulingPluginName names the gang plugin, whose args are
+// CoschedulingArgs, as a KubeSchedulerConfiguration names it in a profile's
+// plugins and pluginConfig. It lives here, beside the args, so that the
+// simulator finds the plugin's args without importing the plugin.
+const CoschedulingPluginName = "Coscheduling"
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 

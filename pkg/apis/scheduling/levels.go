@@ -14,8 +14,9 @@ import (
 // not by the label's value, so nodes that lack the label still have it.
 const HostnameKey = "kubernetes.io/hostname"
 
-// DefaultPreset is the preset for the simulated fabric gpu-gang ships with:
-// NVLink cliques under leaf switches under spines.
+// DefaultPreset is the preset the Coscheduling plugin's args default to and
+// the simulated fabric gpu-gang ships with: NVLink cliques under leaf
+// switches under spines.
 const DefaultPreset = "nvidia"
 
 // Level is one level of the interconnect hierarchy.

@@ -7,10 +7,14 @@
 // gang's members wait for others that are never going to be created.
 //
 // Where the API server serves Kubernetes' own PodGroups
-// (scheduling.k8s.io/v1beta1), the NativeReconciler (native.go) keeps the
-// conditions of those gpu-gang schedules: PodGroupInitiallyScheduled as
-// kube-scheduler sets it, and MembersCreated and BelowMinMember with the
-// meanings above, computed by the same functions.
+// (scheduling.k8s.io/v1beta1), it keeps the conditions of those gpu-gang
+// schedules too: PodGroupInitiallyScheduled as kube-scheduler sets it, and
+// MembersCreated and BelowMinMember with the meanings above.
+//
+// One Reconciler serves every API, each through a small adapter (adapter.go;
+// xk8s.go and native.go): membership is gang.Of, counts and quorum are
+// gang.Census and gang.QuorumOf, and a spec gang.Spec.Validate rejects is
+// reported with its fix rather than mended.
 //
 // The scheduler plugin (pkg/coscheduling) decides; this controller reports.
 // It runs in its own process, cmd/podgroup-controller, beside the
@@ -23,9 +27,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -39,7 +44,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -48,86 +52,97 @@ import (
 // controller of its Events.
 const Name = "podgroup-controller"
 
-// PodGroupIndex is the field index of pods by the PodGroup they belong to.
-// The cache keeps field indexes per namespace, so a list with this index
-// must also say client.InNamespace to get one group's members.
-const PodGroupIndex = "gpu-gang.x-k8s.io/pod-group"
-
 // DefaultMissingMembersGrace is how long a gang's members may wait without
 // any new member being created before the controller says the rest are
 // missing. Operators create a gang's pods within seconds; a few minutes
 // leaves room for a slow API server and for webhooks.
 const DefaultMissingMembersGrace = 5 * time.Minute
 
-// Reconciler computes and patches PodGroup status.
-type Reconciler struct {
-	// Client reads through the manager's cache, which must have
-	// PodGroupIndex (SetupWithManager registers it).
+// Config is what a Reconciler of any API needs.
+type Config struct {
+	// Client reads through the manager's cache, which must have the API's
+	// member index (SetupWithManager registers it).
 	Client client.Client
 	// Recorder records Events on PodGroups.
 	Recorder events.EventRecorder
 	// Clock is the time source; tests inject a fake one.
 	Clock clock.PassiveClock
 	// MissingMembersGrace is how long members may wait with no new member
-	// created before the group is reported as missing members.
+	// created before the group is reported as missing members; zero means
+	// DefaultMissingMembersGrace.
 	MissingMembersGrace time.Duration
+}
+
+// Reconciler computes and patches the status of one API's PodGroups, of
+// type T, from their members.
+type Reconciler[T client.Object] struct {
+	Config
+	api adapter[T]
 
 	// lost remembers members seen leaving while they held a node, to name
-	// them while their gang runs below minMember.
+	// them while their gang runs below minMember. Each API's reconciler
+	// keeps its own, so that two gangs of one name, one per API, keep
+	// theirs apart.
 	lost lostLedger
 	// nodes remembers spot nodes, so that a member lost with one is named
 	// a spot reclaim.
 	nodes nodeLedger
 }
 
-var _ reconcile.Reconciler = &Reconciler{}
+var (
+	_ reconcile.Reconciler = &Reconciler[*v1alpha1.PodGroup]{}
+	_ reconcile.Reconciler = &Reconciler[*schedulingv1beta1.PodGroup]{}
+)
 
-// IndexPodsByPodGroup is the PodGroupIndex extractor: the name of the
-// scheduling.x-k8s.io PodGroup a pod belongs to. A pod that also names a
-// native PodGroup belongs to that one alone (gang.Of), and is left out.
-func IndexPodsByPodGroup(obj client.Object) []string {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return nil
-	}
-	if key, ok := gang.Of(pod); ok && key.API == gang.XK8s {
-		return []string{key.Name}
-	}
-	return nil
+// NewPodGroupReconciler returns the Reconciler of scheduler-plugins
+// PodGroups (scheduling.x-k8s.io/v1alpha1): phase, counts and conditions.
+func NewPodGroupReconciler(cfg Config) *Reconciler[*v1alpha1.PodGroup] {
+	return &Reconciler[*v1alpha1.PodGroup]{Config: cfg, api: podGroups{}}
 }
 
-// SetupWithManager registers the pod index on the manager's cache and the
-// controller with the manager, with opts (MaxConcurrentReconciles is how
-// many PodGroups are reconciled at once).
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, PodGroupIndex, IndexPodsByPodGroup); err != nil {
-		return fmt.Errorf("indexing pods by PodGroup: %w", err)
+// NewNativePodGroupReconciler returns the Reconciler of native PodGroups
+// (scheduling.k8s.io/v1beta1) whose members name one of schedulerNames
+// (empty means DefaultSchedulerName): their conditions, never their
+// metadata.
+func NewNativePodGroupReconciler(cfg Config, schedulerNames []string) *Reconciler[*schedulingv1beta1.PodGroup] {
+	return &Reconciler[*schedulingv1beta1.PodGroup]{Config: cfg, api: nativePodGroups{schedulerNames: schedulerNames}}
+}
+
+// SetupWithManager registers the API's member index on the manager's cache
+// and the controller with the manager, with opts (MaxConcurrentReconciles
+// is how many PodGroups are reconciled at once). The manager's scheme must
+// know T (Scheme does).
+func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, r.api.index(), indexMembers(r.api.api())); err != nil {
+		return fmt.Errorf("indexing pods by %s PodGroup: %w", r.api.api(), err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("podgroup").
-		For(&v1alpha1.PodGroup{}).
+		Named(r.api.name()).
+		For(r.api.newObject()).
 		// A PodGroup's status is a function of its members: each change
 		// to one that the status reads requeues its group. On an update
 		// that moves a pod between groups, both are requeued.
 		Watches(&corev1.Pod{}, r.memberHandler(), builder.WithPredicates(memberChanged)).
-		// Only nodes' labels are read: a metadata watch keeps their specs
-		// and statuses out of memory.
-		Watches(&corev1.Node{}, r.nodeHandler(), builder.OnlyMetadata).
+		// Spot nodes, to name a member lost with one. Only nodes' labels
+		// are read: a metadata watch keeps their specs and statuses out of
+		// memory. Nodes requeue no PodGroup themselves: their pods do when
+		// they go.
+		Watches(&corev1.Node{}, r.nodes.handler(r.Clock), builder.OnlyMetadata).
 		WithOptions(opts).
 		Complete(r)
 }
 
 // memberHandler requeues a member's PodGroup on every change that passes
 // memberChanged, and remembers members that leave while they hold a node.
-func (r *Reconciler) memberHandler() handler.EventHandler {
-	enqueue := handler.EnqueueRequestsFromMapFunc(podToPodGroup)
+func (r *Reconciler[T]) memberHandler() handler.EventHandler {
+	enqueue := handler.EnqueueRequestsFromMapFunc(requestsFor(r.api.api()))
 	return handler.Funcs{
 		CreateFunc: enqueue.Create,
 		UpdateFunc: enqueue.Update,
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if pod, ok := e.Object.(*corev1.Pod); ok {
 				gone, spot := r.nodes.spotReclaimed(pod.Spec.NodeName)
-				r.lost.record(pod, gang.XK8s, gone || spot && lostWithNode(pod), r.Clock.Now())
+				r.lost.record(pod, r.api.api(), gone || spot && lostWithNode(pod), r.Clock.Now())
 			}
 			enqueue.Delete(ctx, e, q)
 		},
@@ -135,17 +150,11 @@ func (r *Reconciler) memberHandler() handler.EventHandler {
 	}
 }
 
-func podToPodGroup(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[scheduling.PodGroupLabel]
-	if name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
-}
-
-// memberChanged lets through pod updates that change what the status is
+// memberChanged lets through pod updates that change what a status is
 // computed from, and every create and delete. Pods update often (probes,
-// container restarts); most such updates do not concern the group.
+// container restarts); most such updates do not concern the group. A
+// change of membership, of any API, is one: gang.Of says which gang a pod
+// belongs to.
 var memberChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		old, okOld := e.ObjectOld.(*corev1.Pod)
@@ -153,7 +162,9 @@ var memberChanged = predicate.Funcs{
 		if !okOld || !okNew {
 			return true
 		}
-		return old.Labels[scheduling.PodGroupLabel] != cur.Labels[scheduling.PodGroupLabel] ||
+		oldKey, oldIn := gang.Of(old)
+		curKey, curIn := gang.Of(cur)
+		return oldKey != curKey || oldIn != curIn ||
 			old.Status.Phase != cur.Status.Phase ||
 			old.Spec.NodeName != cur.Spec.NodeName ||
 			(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
@@ -173,9 +184,9 @@ func podScheduled(p *corev1.Pod) *corev1.PodCondition {
 }
 
 // Reconcile brings one PodGroup's status up to date with its pods.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := klog.FromContext(ctx)
-	pg := &v1alpha1.PodGroup{}
+	pg := r.api.newObject()
 	if err := r.Client.Get(ctx, req.NamespacedName, pg); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.lost.forget(req.NamespacedName)
@@ -183,37 +194,53 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(pg.Namespace), client.MatchingFields{PodGroupIndex: pg.Name}); err != nil {
+	if err := r.Client.List(ctx, &pods, client.InNamespace(pg.GetNamespace()), client.MatchingFields{r.api.index(): pg.GetName()}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the members of PodGroup %s: %w", req.NamespacedName, err)
 	}
+	if !r.api.reports(pods.Items) {
+		logger.V(5).Info("PodGroup's members are another scheduler's", "podGroup", klog.KObj(pg), "api", r.api.api())
+		return reconcile.Result{}, nil
+	}
 
-	want := computeStatus(pg, pods.Items, r.lost.of(req.NamespacedName), r.Clock.Now(), r.grace())
-	result := reconcile.Result{RequeueAfter: want.recheckAfter}
-	if equality.Semantic.DeepEqual(pg.Status, want.status) {
+	in := observe(r.api.spec(pg), pods.Items, r.lost.of(req.NamespacedName), r.Clock.Now(), r.grace())
+	want := pg.DeepCopyObject().(T)
+	result := reconcile.Result{RequeueAfter: r.api.write(want, in)}
+	if equality.Semantic.DeepEqual(pg, want) {
 		return result, nil
 	}
-	updated := pg.DeepCopy()
-	updated.Status = want.status
 	// The optimistic lock keeps a status computed from a stale cache from
 	// overwriting a newer one; the write that made ours stale also
 	// requeues the group through the watch.
 	patch := client.MergeFromWithOptions(pg, client.MergeFromWithOptimisticLock{})
-	if err := r.Client.Status().Patch(ctx, updated, patch); err != nil {
+	if err := r.Client.Status().Patch(ctx, want, patch); err != nil {
 		if apierrors.IsConflict(err) {
-			logger.V(4).Info("PodGroup changed while its status was computed; it is requeued by the change", "podGroup", klog.KObj(pg))
+			logger.V(4).Info("PodGroup changed while its status was computed; it is requeued by the change", "podGroup", klog.KObj(pg), "api", r.api.api())
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("patching the status of PodGroup %s: %w", req.NamespacedName, err)
 	}
-	logger.V(2).Info("Updated PodGroup status", "podGroup", klog.KObj(pg), "phase", updated.Status.Phase,
-		"running", updated.Status.Running, "succeeded", updated.Status.Succeeded, "failed", updated.Status.Failed)
-	recordTransitions(r.Recorder, pg, updated)
+	after := r.api.conditions(want)
+	if logger.V(2).Enabled() {
+		logger.V(2).Info("Updated PodGroup status", "podGroup", klog.KObj(pg), "api", r.api.api(), "conditions", summarize(after))
+	}
+	r.api.record(r.Recorder, pg, want)
+	recordConditionTransitions(r.Recorder, want, r.api.conditions(pg), after)
 	return result, nil
 }
 
-func (r *Reconciler) grace() time.Duration {
+func (r *Reconciler[T]) grace() time.Duration {
 	if r.MissingMembersGrace > 0 {
 		return r.MissingMembersGrace
 	}
 	return DefaultMissingMembersGrace
+}
+
+// summarize renders conditions as Type=Status/Reason, in their order, for
+// logs.
+func summarize(conds []metav1.Condition) []string {
+	out := make([]string, len(conds))
+	for i, c := range conds {
+		out[i] = fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason)
+	}
+	return out
 }

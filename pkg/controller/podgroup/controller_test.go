@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -25,19 +26,33 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
-// testController is a Reconciler on a fake client with the pod index, a
-// fake clock and a fake Event recorder, counting status patches.
-type testController struct {
-	r       *Reconciler
+// testController is a Reconciler of T on a fake client with the API's
+// member index, a fake clock and a fake Event recorder, counting status
+// patches.
+type testController[T client.Object] struct {
+	r       *Reconciler[T]
 	client  client.Client
 	clock   *clocktesting.FakePassiveClock
 	events  *events.FakeRecorder
 	patches int
 }
 
-func newTestController(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *testController {
+// newTestController is a testController of scheduler-plugins PodGroups.
+func newTestController(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *testController[*v1alpha1.PodGroup] {
 	t.Helper()
-	tc := &testController{clock: clocktesting.NewFakePassiveClock(t0), events: events.NewFakeRecorder(100)}
+	return newHarness(t, podGroups{}, funcs, objs...)
+}
+
+// newTestNativeController is a testController of native PodGroups, of
+// gpu-gang's default scheduler name.
+func newTestNativeController(t *testing.T, objs ...client.Object) *testController[*schedulingv1beta1.PodGroup] {
+	t.Helper()
+	return newHarness(t, nativePodGroups{}, nil, objs...)
+}
+
+func newHarness[T client.Object](t *testing.T, api adapter[T], funcs *interceptor.Funcs, objs ...client.Object) *testController[T] {
+	t.Helper()
+	tc := &testController[T]{clock: clocktesting.NewFakePassiveClock(t0), events: events.NewFakeRecorder(100)}
 	f := interceptor.Funcs{}
 	if funcs != nil {
 		f = *funcs
@@ -53,30 +68,30 @@ func newTestController(t *testing.T, funcs *interceptor.Funcs, objs ...client.Ob
 	tc.client = fake.NewClientBuilder().
 		WithScheme(Scheme()).
 		WithObjects(objs...).
-		WithStatusSubresource(&v1alpha1.PodGroup{}).
-		WithIndex(&v1.Pod{}, PodGroupIndex, IndexPodsByPodGroup).
+		WithStatusSubresource(api.newObject()).
+		WithIndex(&v1.Pod{}, api.index(), indexMembers(api.api())).
 		WithInterceptorFuncs(f).
 		Build()
-	tc.r = &Reconciler{Client: tc.client, Recorder: tc.events, Clock: tc.clock, MissingMembersGrace: grace}
+	tc.r = &Reconciler[T]{Config: Config{Client: tc.client, Recorder: tc.events, Clock: tc.clock, MissingMembersGrace: grace}, api: api}
 	return tc
 }
 
-func (tc *testController) reconcile(t *testing.T, name string) reconcile.Result {
+func (tc *testController[T]) reconcile(t *testing.T, name string) reconcile.Result {
 	t.Helper()
 	res, err := tc.r.Reconcile(t.Context(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: name}})
 	require.NoError(t, err)
 	return res
 }
 
-func (tc *testController) get(t *testing.T, name string) *v1alpha1.PodGroup {
+func (tc *testController[T]) get(t *testing.T, name string) T {
 	t.Helper()
-	pg := &v1alpha1.PodGroup{}
+	pg := tc.r.api.newObject()
 	require.NoError(t, tc.client.Get(t.Context(), types.NamespacedName{Namespace: testNS, Name: name}, pg))
 	return pg
 }
 
 // setPods gives existing pods the node and phase of ws.
-func (tc *testController) setPods(t *testing.T, ws ...*v1.Pod) {
+func (tc *testController[T]) setPods(t *testing.T, ws ...*v1.Pod) {
 	t.Helper()
 	for _, w := range ws {
 		p := &v1.Pod{}
@@ -89,7 +104,7 @@ func (tc *testController) setPods(t *testing.T, ws ...*v1.Pod) {
 }
 
 // drainEvents returns the Events recorded so far, as "Type Reason note".
-func (tc *testController) drainEvents() []string {
+func (tc *testController[T]) drainEvents() []string {
 	var out []string
 	for {
 		select {

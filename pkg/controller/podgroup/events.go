@@ -40,32 +40,47 @@ const (
 	// EventMinMemberRestored: a gang that ran below minMember has its
 	// quorum placed again.
 	EventMinMemberRestored = "MinMemberRestored"
+	// EventInvalidPodGroup: the PodGroup's spec cannot be honoured; the
+	// note names the field and the fix, as the scheduler's Event of the
+	// same reason does.
+	EventInvalidPodGroup = ReasonInvalidPodGroup
 )
 
 // eventAction is the action of the controller's Events (events.k8s.io/v1
 // requires one).
 const eventAction = "UpdateStatus"
 
-// recordTransitions records an Event for each change from before to after
-// that a person would ask about. It runs after the status patch succeeded,
+// recordPhase records an Event when a scheduler-plugins PodGroup's phase
+// changes from before to after. It runs after the status patch succeeded,
 // so each change is recorded once, by the leader that made it.
-func recordTransitions(rec events.EventRecorder, before, after *v1alpha1.PodGroup) {
-	b, a := &before.Status, &after.Status
-	if a.Phase != b.Phase {
-		// The first phase of a new PodGroup is Pending and needs no Event:
-		// the plugin says which members it waits for.
-		if reason, eventType, ok := phaseEvent(a.Phase); ok && !(b.Phase == "" && a.Phase == upstream.PodGroupPending) {
-			rec.Eventf(after, nil, eventType, reason, eventAction, "phase %s -> %s: %s", phaseName(b.Phase), a.Phase, phaseNote(after))
-		}
+func recordPhase(rec events.EventRecorder, before, after *v1alpha1.PodGroup) {
+	b, a := before.Status.Phase, after.Status.Phase
+	if a == b {
+		return
 	}
-	recordConditionTransitions(rec, after, b.Conditions, a.Conditions)
+	// The first phase of a new PodGroup is Pending and needs no Event: the
+	// plugin says which members it waits for.
+	if reason, eventType, ok := phaseEvent(a); ok && !(b == "" && a == upstream.PodGroupPending) {
+		rec.Eventf(after, nil, eventType, reason, eventAction, "phase %s -> %s: %s", phaseName(b), a, phaseNote(after))
+	}
 }
 
-// recordConditionTransitions records an Event on obj, a PodGroup of either
-// API, for each change of the conditions both APIs share that a person
-// would ask about: a gang that ran dropping below minMember or getting its
-// quorum back, and members found missing.
+// recordConditionTransitions records an Event on obj, a PodGroup of any API,
+// for each change of the conditions every API shares that a person would ask
+// about: a gang that ran dropping below minMember or getting its quorum back,
+// members found missing, and a spec found invalid. It runs after the status
+// patch succeeded, so each change is recorded once, by the leader that made
+// it.
 func recordConditionTransitions(rec events.EventRecorder, obj runtime.Object, before, after []metav1.Condition) {
+	for i := range after {
+		c := &after[i]
+		if c.Reason != ReasonInvalidPodGroup {
+			continue
+		}
+		if old := meta.FindStatusCondition(before, c.Type); old == nil || old.Reason != ReasonInvalidPodGroup || old.Message != c.Message {
+			rec.Eventf(obj, nil, corev1.EventTypeWarning, EventInvalidPodGroup, eventAction, "%s", c.Message)
+		}
+	}
 	if c := meta.FindStatusCondition(after, ConditionBelowMinMember); c != nil {
 		old := meta.FindStatusCondition(before, ConditionBelowMinMember)
 		switch {

@@ -48,7 +48,7 @@ type Options struct {
 	// "" turns them off.
 	HealthProbeBindAddress string
 
-	// MissingMembersGrace: see Reconciler.MissingMembersGrace.
+	// MissingMembersGrace: see Config.MissingMembersGrace.
 	MissingMembersGrace time.Duration
 	// Workers is how many PodGroups are reconciled at once.
 	Workers int
@@ -77,10 +77,10 @@ func Scheme() *runtime.Scheme {
 }
 
 // NewManager builds a controller-runtime manager running the PodGroup status
-// controller against the cluster cfg points at, and, if the API server
-// serves Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1), the
-// NativeReconciler beside it; it logs once which. Start it with its Start
-// method.
+// controller against the cluster cfg points at, with a Reconciler of
+// scheduler-plugins PodGroups and, if the API server serves Kubernetes' own
+// PodGroups (scheduling.k8s.io/v1beta1), one of those beside it; it logs
+// once which. Start it with its Start method.
 func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -122,7 +122,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	r := &Reconciler{
+	rc := Config{
 		Client:              mgr.GetClient(),
 		Recorder:            mgr.GetEventRecorder(Name),
 		Clock:               c,
@@ -132,22 +132,15 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	if opts.SkipNameValidation {
 		ctrlOpts.SkipNameValidation = &opts.SkipNameValidation
 	}
-	if err := r.SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
+	if err := NewPodGroupReconciler(rc).SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
 		return nil, err
 	}
 	logger := klog.FromContext(ctx)
 	if native {
-		nr := &NativeReconciler{
-			Client:              mgr.GetClient(),
-			Recorder:            mgr.GetEventRecorder(Name),
-			Clock:               c,
-			MissingMembersGrace: opts.MissingMembersGrace,
-			SchedulerNames:      opts.SchedulerNames,
-		}
-		if err := nr.SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
+		if err := NewNativePodGroupReconciler(rc, opts.SchedulerNames).SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
 			return nil, err
 		}
-		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are served: their status is kept too", "schedulerNames", nr.SchedulerNames)
+		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are served: their status is kept too", "schedulerNames", opts.SchedulerNames)
 	} else {
 		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are ignored: the API server does not serve them")
 	}

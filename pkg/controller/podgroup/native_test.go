@@ -1,7 +1,6 @@
 package podgroup
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -12,11 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -48,6 +43,11 @@ func unschedulableMember(p *st.PodWrapper) *st.PodWrapper {
 		Message: "waiting for gang ns/train: 1/3 members placed",
 	})
 	return p.Phase(v1.PodPending)
+}
+
+// nativeConditionsAt computes pg's conditions from pods at now.
+func nativeConditionsAt(pg *schedulingv1beta1.PodGroup, ps []v1.Pod, lost []lostMember, now time.Time) ([]metav1.Condition, time.Duration) {
+	return computeNativeConditions(pg, observe(gang.FromNativePodGroup(pg), ps, lost, now, grace))
 }
 
 func TestComputeNativeConditions(t *testing.T) {
@@ -123,74 +123,21 @@ func TestComputeNativeConditions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pg := tt.pg.Obj()
 			before := pg.DeepCopy()
-			got := computeNativeConditions(pg, pods(tt.pods...), nil, tt.now, grace)
+			conds, recheck := nativeConditionsAt(pg, pods(tt.pods...), nil, tt.now)
 			require.Equal(t, before, pg, "the PodGroup itself is not changed")
 			for typ, want := range tt.conds {
-				c := meta.FindStatusCondition(got.conditions, typ)
-				require.NotNil(t, c, "condition %s is missing: %+v", typ, got.conditions)
+				c := meta.FindStatusCondition(conds, typ)
+				require.NotNil(t, c, "condition %s is missing: %+v", typ, conds)
 				require.Equal(t, want, cond{c.Status, c.Reason}, "condition %s: %s", typ, c.Message)
 				if typ != schedulingv1beta1.DisruptionTarget {
 					require.EqualValues(t, 2, c.ObservedGeneration, "condition %s", typ)
 				}
 			}
 			for typ, note := range tt.notes {
-				require.Contains(t, meta.FindStatusCondition(got.conditions, typ).Message, note)
+				require.Contains(t, meta.FindStatusCondition(conds, typ).Message, note)
 			}
-			require.Equal(t, tt.recheck, got.recheckAfter)
+			require.Equal(t, tt.recheck, recheck)
 		})
-	}
-}
-
-// testNativeController is a NativeReconciler on a fake client, counting
-// status patches.
-type testNativeController struct {
-	r       *NativeReconciler
-	client  client.Client
-	clock   *clocktesting.FakePassiveClock
-	events  *events.FakeRecorder
-	patches int
-}
-
-func newTestNativeController(t *testing.T, objs ...client.Object) *testNativeController {
-	t.Helper()
-	tc := &testNativeController{clock: clocktesting.NewFakePassiveClock(t0), events: events.NewFakeRecorder(100)}
-	tc.client = fake.NewClientBuilder().
-		WithScheme(Scheme()).
-		WithObjects(objs...).
-		WithStatusSubresource(&schedulingv1beta1.PodGroup{}).
-		WithIndex(&v1.Pod{}, NativePodGroupIndex, IndexPodsByNativePodGroup).
-		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			tc.patches++
-			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-		}}).
-		Build()
-	tc.r = &NativeReconciler{Client: tc.client, Recorder: tc.events, Clock: tc.clock, MissingMembersGrace: grace}
-	return tc
-}
-
-func (tc *testNativeController) reconcile(t *testing.T, name string) reconcile.Result {
-	t.Helper()
-	res, err := tc.r.Reconcile(t.Context(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: testNS, Name: name}})
-	require.NoError(t, err)
-	return res
-}
-
-func (tc *testNativeController) get(t *testing.T, name string) *schedulingv1beta1.PodGroup {
-	t.Helper()
-	pg := &schedulingv1beta1.PodGroup{}
-	require.NoError(t, tc.client.Get(t.Context(), types.NamespacedName{Namespace: testNS, Name: name}, pg))
-	return pg
-}
-
-func (tc *testNativeController) drainEvents() []string {
-	var out []string
-	for {
-		select {
-		case e := <-tc.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
 	}
 }
 
@@ -248,7 +195,7 @@ func TestNativeReconcileLeavesOtherSchedulers(t *testing.T) {
 	require.Zero(t, tc.patches)
 	require.Empty(t, tc.get(t, "train").Status.Conditions)
 
-	tc.r.SchedulerNames = []string{"default-scheduler"}
+	tc.r.api = nativePodGroups{schedulerNames: []string{"default-scheduler"}}
 	tc.reconcile(t, "train")
 	require.Equal(t, 1, tc.patches, "a scheduler name the controller is told of is gpu-gang's")
 }
@@ -259,12 +206,13 @@ func TestIndexesKeepTheAPIsApart(t *testing.T) {
 	both := nativeMember("both").Label(scheduling.PodGroupLabel, "other").Obj()
 	labelled := member("labelled").Obj()
 	plain := st.MakePod().Namespace(testNS).Name("plain").Obj()
-	require.Equal(t, []string{"train"}, IndexPodsByNativePodGroup(both))
-	require.Empty(t, IndexPodsByPodGroup(both))
-	require.Equal(t, []string{"train"}, IndexPodsByPodGroup(labelled))
-	require.Empty(t, IndexPodsByNativePodGroup(labelled))
-	require.Empty(t, IndexPodsByPodGroup(plain))
-	require.Empty(t, IndexPodsByNativePodGroup(plain))
+	byPodGroup, byNative := indexMembers(gang.XK8s), indexMembers(gang.Native)
+	require.Equal(t, []string{"train"}, byNative(both))
+	require.Empty(t, byPodGroup(both))
+	require.Equal(t, []string{"train"}, byPodGroup(labelled))
+	require.Empty(t, byNative(labelled))
+	require.Empty(t, byPodGroup(plain))
+	require.Empty(t, byNative(plain))
 }
 
 // With native PodGroups the cache holds every pod; one outside every gang is
@@ -284,4 +232,16 @@ func TestSlimNonMember(t *testing.T) {
 	got, err = slimNonMember(native)
 	require.NoError(t, err)
 	require.Equal(t, "n", got.(*v1.Pod).Spec.NodeName)
+}
+
+// A pod belongs to one gang, as gang.Of says: one that names a native
+// PodGroup and carries a label requeues the native PodGroup alone.
+func TestMembersRequeueTheirOwnPodGroup(t *testing.T) {
+	both := nativeMember("both").Label(scheduling.PodGroupLabel, "other").Obj()
+	labelled := member("labelled").Obj()
+	train := []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: testNS, Name: "train"}}}
+	require.Empty(t, requestsFor(gang.XK8s)(t.Context(), both))
+	require.Equal(t, train, requestsFor(gang.Native)(t.Context(), both))
+	require.Equal(t, train, requestsFor(gang.XK8s)(t.Context(), labelled))
+	require.Empty(t, requestsFor(gang.Native)(t.Context(), labelled))
 }

@@ -68,10 +68,6 @@ func (l *nodeLedger) spotReclaimed(node string) (reclaimed, spot bool) {
 	return gone, l.spot[node]
 }
 
-// nodeHandler keeps the node ledger from the nodes' metadata; nodes
-// requeue no PodGroup themselves: their pods do when they go.
-func (r *Reconciler) nodeHandler() handler.EventHandler { return r.nodes.handler(r.Clock) }
-
 // handler keeps the ledger from the nodes' metadata, as of c.
 func (l *nodeLedger) handler(c clock.PassiveClock) handler.EventHandler {
 	observe := func(obj metav1.Object, deleted bool) {

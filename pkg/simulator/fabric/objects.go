@@ -9,13 +9,23 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/internal/parallel"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 )
 
-// GPU is the extended resource simulated nodes offer.
+// GPU is the extended resource simulated nodes offer: the only
+// accelerator (fleet.IsAccelerator) the simulator simulates.
 const GPU v1.ResourceName = "nvidia.com/gpu"
+
+// GPUsOf is how many GPUs a pod takes from its node, as the scheduler
+// counts them (resourcehelper.PodRequests): its containers' requests added
+// up, or its largest init container's if more, or its pod-level request.
+func GPUsOf(pod *v1.Pod) int {
+	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[GPU]
+	return int(q.Value())
+}
 
 // KwokNodeAnnotation marks the nodes kwok manages (with value
 // KwokNodeValue); kwok runs the lifecycle of pods bound to them.

@@ -18,10 +18,11 @@ type claimSpecs struct {
 }
 
 // podGPUs counts the GPUs pod holds once bound to a node of nodeGPUs GPUs:
-//   - its containers' nvidia.com/gpu requests, whether the device plugin
-//     serves them or DRA does through the DeviceClass's
-//     extendedResourceName (the claim the scheduler then makes for the pod
-//     is not counted again: it holds those very GPUs);
+//   - its nvidia.com/gpu request as the scheduler counts it
+//     (fabric.GPUsOf), whether the device plugin serves it or DRA does
+//     through the DeviceClass's extendedResourceName (the claim the
+//     scheduler then makes for the pod is not counted again: it holds those
+//     very GPUs);
 //   - the gpu.nvidia.com devices its claims request, whether it names a
 //     claim or a template: an exact count, or every such device of the node
 //     for allocation mode All. For a prioritized list, the first
@@ -31,12 +32,7 @@ type claimSpecs struct {
 // claims request is exactly what the scheduler allocated to them. A claim
 // shared by several pods would count for each; the simulator shares none.
 func (c *claimSpecs) podGPUs(pod *v1.Pod, nodeGPUs int) int {
-	var n int64
-	for _, ctr := range pod.Spec.Containers {
-		if q, ok := ctr.Resources.Requests[fabric.GPU]; ok {
-			n += q.Value()
-		}
-	}
+	n := int64(fabric.GPUsOf(pod))
 	for _, pc := range pod.Spec.ResourceClaims {
 		var spec *resourceapi.ResourceClaimSpec
 		switch {

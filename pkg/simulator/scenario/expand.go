@@ -39,9 +39,6 @@ type Job struct {
 // ResourceClaim rather than an nvidia.com/gpu request.
 func (j *Job) ClaimsGPUs() bool { return j.GPURequest == GPURequestClaim && j.GPUsPerPod > 0 }
 
-// GPUs is the job's whole GPU request.
-func (j *Job) GPUs() int { return j.Pods * j.GPUsPerPod }
-
 // Expand draws the scenario's jobs, ordered by arrival then name. Each class
 // draws from its own random stream derived from the seed and the class's
 // position, so editing one class leaves the others' draws unchanged.

@@ -4,26 +4,37 @@
 //
 // A snapshot is what
 //
-//	kubectl get nodes,pods,podgroups -A -o yaml
+//	kubectl get nodes,pods,podgroups.scheduling.x-k8s.io -A -o yaml
 //
-// prints: a v1 List of Nodes, Pods and scheduling.x-k8s.io PodGroups (or a
-// stream of such objects and Lists). Load reads it; Input turns it into the
-// simulator's nodes, pre-fill and jobs:
+// prints (Command; NativeCommand adds podgroups.scheduling.k8s.io on a
+// cluster that serves Kubernetes' own PodGroups): a v1 List of Nodes, Pods
+// and PodGroups of either API (or a stream of such objects and Lists).
+// Load reads it; Input turns it into the simulator's nodes, pre-fill and
+// jobs:
 //
 //   - nodes with GPUs, with their labels and allocatable nvidia.com/gpu;
 //   - GPU pods bound to a node and not finished: pre-fill, running until
 //     the end of the run;
-//   - pending pods in a PodGroup (label scheduling.x-k8s.io/pod-group): one
-//     gang per PodGroup, of its pending members that ask for GPUs, with the
-//     PodGroup's topology annotation;
+//   - pending pods in a gang: one gang per PodGroup, of its pending members
+//     that ask for GPUs, with its topology policy;
 //   - other pending pods that ask for GPUs: plain pods.
 //
+// Gangs are read as the scheduler reads them, by asking pkg/gang: a pod
+// joins the native PodGroup its spec.schedulingGroup names, else the
+// scheduling.x-k8s.io PodGroup its scheduling.x-k8s.io/pod-group label
+// names (gang.Of); a PodGroup the scheduler would reject is an error
+// (Spec.Validate); the topology policy is the native PodGroup's constraint,
+// the PodGroup's annotations or Kueue's on its first member (gang.PolicyOf).
+// A pod's GPUs are its effective request (resourcehelper.PodRequests).
+//
 // Pending jobs arrive at the start of the run in the order they were
-// created. Only GPUs are simulated: CPU-only pods and nodes are left out,
-// and every simulated pod asks the simulator's usual 1 CPU and 1 GiB.
-// Names are anonymized unless asked otherwise: nodes are renamed after their
-// place in the fabric (s0-l1-n03), topology label values likewise, and jobs
-// after their order (gang-007, pod-012); other labels are dropped.
+// created. Only nvidia.com/gpu is simulated: CPU-only pods and nodes, and
+// those whose only accelerators (fleet.IsAccelerator) are others, are left
+// out and counted in the input's description; every simulated pod asks the
+// simulator's usual 1 CPU and 1 GiB. Names are anonymized unless asked
+// otherwise: nodes are renamed after their place in the fabric (s0-l1-n03),
+// topology label values likewise, and jobs after their order (gang-007,
+// pod-012); other labels are dropped.
 //
 // FetchList takes the same List from a live cluster through client-go.
 package snapshot

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,9 +41,10 @@ func FetchFromKubeconfig(ctx context.Context, kubeconfig string) ([]byte, error)
 	return FetchList(ctx, kube, dyn)
 }
 
-// FetchList lists nodes, pods and PodGroups of every namespace and renders
-// them as one v1 List in YAML, as Command does. A cluster without the
-// PodGroup CRD simply has no gangs.
+// FetchList lists nodes, pods and PodGroups of every namespace, of both
+// APIs, and renders them as one v1 List in YAML, as NativeCommand does. A
+// cluster without the PodGroup CRD, or that does not serve Kubernetes' own
+// PodGroups, simply has no such gangs.
 func FetchList(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) ([]byte, error) {
 	list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -77,6 +79,20 @@ func FetchList(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 			g := &groups.Items[i]
 			g.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
 			g.SetKind("PodGroup")
+			if err := add(list, g); err != nil {
+				return nil, err
+			}
+		}
+	}
+	native, err := kube.SchedulingV1beta1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+	case err != nil:
+		return nil, fmt.Errorf("listing %s podgroups: %w", schedulingv1beta1.SchemeGroupVersion, err)
+	default:
+		for i := range native.Items {
+			g := &native.Items[i]
+			g.TypeMeta = metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"}
 			if err := add(list, g); err != nil {
 				return nil, err
 			}

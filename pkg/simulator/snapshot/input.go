@@ -76,7 +76,7 @@ func (s *Snapshot) Input(o Options) (*simulator.Input, error) {
 		}
 	}
 	for _, g := range s.Gangs {
-		job := scenario.Job{Name: jobNames.gang(g.Namespace, g.Name), Gang: true, Pods: len(g.Members)}
+		job := scenario.Job{Name: jobNames.gang(g.Key.Namespace, g.Key.Name), Gang: true, Pods: len(g.Members)}
 		for _, m := range g.Members {
 			job.GPUsPerPod = max(job.GPUsPerPod, m.GPUs)
 			job.Priority = max(job.Priority, m.Priority)
@@ -123,29 +123,27 @@ func (s *Snapshot) sourceName(keep bool) string {
 	return "of a cluster"
 }
 
-// topologyOf reads a PodGroup's topology annotation as a scenario tier.
+// topologyOf reads a gang's topology policy as a scenario tier.
 func topologyOf(g Gang, tiers map[string]string) (*scenario.Topology, error) {
-	for _, a := range []struct {
-		key      string
-		required bool
-	}{{scheduling.AnnotationTopologyRequired, true}, {scheduling.AnnotationTopologyPreferred, false}} {
-		level, ok := g.Annotations[a.key]
-		if !ok {
-			continue
-		}
-		tier, ok := tiers[level]
-		if !ok {
-			known := make([]string, 0, len(tiers))
-			for k := range tiers {
-				known = append(known, k)
-			}
-			slices.Sort(known)
-			return nil, fmt.Errorf("PodGroup %s/%s: %s=%s names no level the simulator places by; it knows %s",
-				g.Namespace, g.Name, a.key, level, strings.Join(known, ", "))
-		}
-		return &scenario.Topology{Level: tier, Required: a.required}, nil
+	p := g.Policy
+	if p.Level == "" {
+		return nil, nil
 	}
-	return nil, nil
+	tier, ok := tiers[p.Level]
+	if !ok {
+		known := make([]string, 0, len(tiers))
+		for k := range tiers {
+			known = append(known, k)
+		}
+		slices.Sort(known)
+		kind := "preferred"
+		if p.Required {
+			kind = "required"
+		}
+		return nil, fmt.Errorf("PodGroup %s: its %s topology level %s is not one the simulator places by; it knows %s",
+			g.Key, kind, p.Level, strings.Join(known, ", "))
+	}
+	return &scenario.Topology{Level: tier, Required: p.Required}, nil
 }
 
 func sortJobsByCreation(jobs []scenario.Job, created []time.Time) {

@@ -8,21 +8,29 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
 )
 
-// Command is how to take a snapshot; errors name it.
-const Command = "kubectl get nodes,pods,podgroups -A -o yaml"
+// Command is how to take a snapshot; errors name it. It names the PodGroup
+// resource with its group: a cluster that also serves Kubernetes' own
+// PodGroups would otherwise list those in their place.
+const Command = "kubectl get nodes,pods,podgroups.scheduling.x-k8s.io -A -o yaml"
+
+// NativeCommand is Command for a cluster that serves Kubernetes' own
+// PodGroups (scheduling.k8s.io/v1beta1) too; kubectl fails on a cluster
+// that does not.
+const NativeCommand = "kubectl get nodes,pods,podgroups.scheduling.x-k8s.io,podgroups.scheduling.k8s.io -A -o yaml"
 
 // Snapshot is what the simulator needs from a cluster's state.
 type Snapshot struct {
@@ -32,8 +40,9 @@ type Snapshot struct {
 	Nodes []Node
 	// Bound are GPU pods bound to a node and not finished.
 	Bound []BoundPod
-	// Gangs are PodGroups with pending members that ask for GPUs, and
-	// Pending the other pending pods that do; both in creation order.
+	// Gangs are PodGroups, of either API, with pending members that ask
+	// for GPUs, and Pending the other pending pods that do; both in
+	// creation order.
 	Gangs   []Gang
 	Pending []Pod
 	// Notes say what was left out, and why.
@@ -62,16 +71,20 @@ type Pod struct {
 	Created         time.Time
 }
 
-// Gang is a PodGroup with pending members.
+// Gang is a PodGroup with pending members, read as the scheduler reads it
+// (pkg/gang).
 type Gang struct {
-	Namespace, Name string
-	// MinMember is the PodGroup's.
+	// Key names the PodGroup and its API.
+	Key gang.Key
+	// MinMember is the gang's quorum.
 	MinMember int32
 	// Members are its pending members that ask for GPUs, by name.
 	Members []Pod
-	// Annotations are the PodGroup's, for its topology policy.
-	Annotations map[string]string
-	Created     time.Time
+	// Policy is its topology policy (gang.PolicyOf): a native PodGroup's
+	// topology constraint, the PodGroup's annotations, or Kueue's on its
+	// first member.
+	Policy  placement.Policy
+	Created time.Time
 }
 
 // Load reads a snapshot file.
@@ -107,33 +120,28 @@ func Parse(data []byte) (*Snapshot, error) {
 	var errs []error
 	var nodes []*v1.Node
 	var pods []*v1.Pod
-	var groups []*v1alpha1.PodGroup
+	var groups []*gang.Spec
 	for _, it := range items {
 		switch it.kind {
 		case "v1 Node":
-			n := &v1.Node{}
-			if err := yaml.Unmarshal(it.raw, n); err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a Node: %w", it.where, err))
-				continue
+			if n := decode[v1.Node](it, &errs); n != nil {
+				nodes = append(nodes, n)
 			}
-			nodes = append(nodes, n)
 		case "v1 Pod":
-			p := &v1.Pod{}
-			if err := yaml.Unmarshal(it.raw, p); err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a Pod: %w", it.where, err))
-				continue
+			if p := decode[v1.Pod](it, &errs); p != nil {
+				pods = append(pods, p)
 			}
-			pods = append(pods, p)
 		case v1alpha1.SchemeGroupVersion.String() + " PodGroup":
-			g := &v1alpha1.PodGroup{}
-			if err := yaml.Unmarshal(it.raw, g); err != nil {
-				errs = append(errs, fmt.Errorf("%s: not a PodGroup: %w", it.where, err))
-				continue
+			if g := decode[v1alpha1.PodGroup](it, &errs); g != nil {
+				groups = append(groups, gang.FromPodGroup(g))
 			}
-			groups = append(groups, g)
+		case schedulingv1beta1.SchemeGroupVersion.String() + " PodGroup":
+			if g := decode[schedulingv1beta1.PodGroup](it, &errs); g != nil {
+				groups = append(groups, gang.FromNativePodGroup(g))
+			}
 		default:
-			errs = append(errs, fmt.Errorf("%s: a snapshot holds only v1 Nodes, v1 Pods and %s PodGroups, not %s; take it with: %s",
-				it.where, v1alpha1.SchemeGroupVersion, it.kind, Command))
+			errs = append(errs, fmt.Errorf("%s: a snapshot holds only v1 Nodes, v1 Pods and PodGroups of %s or %s, not %s; take it with: %s",
+				it.where, v1alpha1.SchemeGroupVersion, schedulingv1beta1.SchemeGroupVersion, it.kind, Command))
 		}
 	}
 	errs = append(errs, s.readNodes(nodes)...)
@@ -148,6 +156,16 @@ func Parse(data []byte) (*Snapshot, error) {
 		return nil, fmt.Errorf("no pending pod asks for %s: there is nothing to schedule; take the snapshot while jobs wait", fabric.GPU)
 	}
 	return s, nil
+}
+
+// decode reads an item as a T, or adds to errs why it is not one.
+func decode[T any](it item, errs *[]error) *T {
+	obj := new(T)
+	if err := yaml.Unmarshal(it.raw, obj); err != nil {
+		*errs = append(*errs, fmt.Errorf("%s: not a %s: %w", it.where, it.kind, err))
+		return nil
+	}
+	return obj
 }
 
 // split finds the objects of a List or of a stream of objects and Lists.
@@ -243,165 +261,4 @@ func describe(raw []byte) string {
 		name = o.Metadata.Namespace + "/" + name
 	}
 	return fmt.Sprintf(" (%s %s)", o.Kind, name)
-}
-
-// readNodes keeps the nodes with GPUs.
-func (s *Snapshot) readNodes(nodes []*v1.Node) []error {
-	var errs []error
-	seen := map[string]bool{}
-	cpuOnly := 0
-	for _, n := range nodes {
-		switch {
-		case n.Name == "":
-			errs = append(errs, errors.New("a Node has no metadata.name"))
-			continue
-		case seen[n.Name]:
-			errs = append(errs, fmt.Errorf("Node %s is listed twice", n.Name))
-			continue
-		case n.Status.Allocatable == nil:
-			errs = append(errs, fmt.Errorf("Node %s has no status.allocatable; take the snapshot with %s, which prints status", n.Name, Command))
-			continue
-		}
-		seen[n.Name] = true
-		gpus := n.Status.Allocatable.Name(fabric.GPU, "").Value()
-		if gpus <= 0 {
-			cpuOnly++
-			continue
-		}
-		labels := n.Labels
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		s.Nodes = append(s.Nodes, Node{Name: n.Name, Labels: labels, GPUs: int(gpus)})
-	}
-	if cpuOnly > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d nodes without %s", cpuOnly, fabric.GPU))
-	}
-	return errs
-}
-
-// readPods sorts pods into bound, gang members and plain pending pods.
-func (s *Snapshot) readPods(pods []*v1.Pod, groups []*v1alpha1.PodGroup) []error {
-	var errs []error
-	gpuNodes := map[string]bool{}
-	for _, n := range s.Nodes {
-		gpuNodes[n.Name] = true
-	}
-	gangs := map[string]*Gang{}
-	for _, g := range groups {
-		key := g.Namespace + "/" + g.Name
-		switch {
-		case g.Name == "" || g.Namespace == "":
-			errs = append(errs, fmt.Errorf("a PodGroup has no metadata.name or metadata.namespace"))
-			continue
-		case g.Spec.MinMember < 1:
-			errs = append(errs, fmt.Errorf("PodGroup %s has spec.minMember %d; it must be at least 1", key, g.Spec.MinMember))
-			continue
-		}
-		gangs[key] = &Gang{Namespace: g.Namespace, Name: g.Name, MinMember: g.Spec.MinMember, Annotations: g.Annotations, Created: g.CreationTimestamp.Time}
-	}
-	var cpuOnly, finished, dropped int
-	for _, p := range pods {
-		if p.Name == "" || p.Namespace == "" {
-			errs = append(errs, errors.New("a Pod has no metadata.name or metadata.namespace"))
-			continue
-		}
-		key := p.Namespace + "/" + p.Name
-		if len(p.Spec.Containers) == 0 {
-			errs = append(errs, fmt.Errorf("Pod %s has no spec.containers; take the snapshot with %s", key, Command))
-			continue
-		}
-		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed || p.DeletionTimestamp != nil {
-			finished++
-			continue
-		}
-		gpus := GPUsOf(p)
-		if p.Spec.NodeName != "" {
-			if gpus == 0 {
-				cpuOnly++
-				continue
-			}
-			if !gpuNodes[p.Spec.NodeName] {
-				errs = append(errs, fmt.Errorf("Pod %s runs on node %s, which the snapshot does not hold with %s; take nodes and pods in one snapshot: %s",
-					key, p.Spec.NodeName, fabric.GPU, Command))
-				continue
-			}
-			s.Bound = append(s.Bound, BoundPod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, GPUs: gpus})
-			continue
-		}
-		pod := Pod{Namespace: p.Namespace, Name: p.Name, GPUs: gpus, Created: p.CreationTimestamp.Time}
-		if p.Spec.Priority != nil {
-			pod.Priority = *p.Spec.Priority
-		}
-		if group, ok := p.Labels[scheduling.PodGroupLabel]; ok {
-			g := gangs[p.Namespace+"/"+group]
-			if g == nil {
-				errs = append(errs, fmt.Errorf("Pod %s joins PodGroup %s/%s, which the snapshot does not hold; include podgroups: %s",
-					key, p.Namespace, group, Command))
-				continue
-			}
-			if gpus == 0 {
-				dropped++
-				continue
-			}
-			g.Members = append(g.Members, pod)
-			continue
-		}
-		if gpus == 0 {
-			cpuOnly++
-			continue
-		}
-		s.Pending = append(s.Pending, pod)
-	}
-	for _, g := range gangs {
-		if len(g.Members) > 0 {
-			slices.SortFunc(g.Members, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
-			s.Gangs = append(s.Gangs, *g)
-		}
-	}
-	slices.SortFunc(s.Gangs, func(a, b Gang) int {
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
-	slices.SortStableFunc(s.Pending, func(a, b Pod) int {
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
-	if cpuOnly > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d pods without %s", cpuOnly, fabric.GPU))
-	}
-	if dropped > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d pending gang members without %s (launchers, say), from their gangs", dropped, fabric.GPU))
-	}
-	if finished > 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d finished or terminating pods", finished))
-	}
-	return errs
-}
-
-// GPUsOf is the pod's nvidia.com/gpu request: its containers' requests
-// (or limits, which set requests for extended resources) added up, or its
-// largest init container's, whichever is more.
-func GPUsOf(p *v1.Pod) int {
-	get := func(c v1.Container) int64 {
-		if q, ok := c.Resources.Requests[fabric.GPU]; ok {
-			return q.Value()
-		}
-		if q, ok := c.Resources.Limits[fabric.GPU]; ok {
-			return q.Value()
-		}
-		return 0
-	}
-	var sum, init int64
-	for _, c := range p.Spec.Containers {
-		sum += get(c)
-	}
-	for _, c := range p.Spec.InitContainers {
-		init = max(init, get(c))
-	}
-	return int(max(sum, init))
 }

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 )
@@ -151,14 +153,14 @@ func TestParseSortsWhatRunsAndWhatWaits(t *testing.T) {
 	}, s.Bound)
 	var gangs []string
 	for _, g := range s.Gangs {
-		gangs = append(gangs, fmt.Sprintf("%s/%s:%d", g.Namespace, g.Name, len(g.Members)))
+		gangs = append(gangs, fmt.Sprintf("%s:%d", g.Key, len(g.Members)))
 	}
 	require.Equal(t, []string{"train/big:4", "hpc/mpi:2"}, gangs, "gangs with pending members, in creation order; the launcher left out")
 	require.Equal(t, []string{"early", "notebook"}, []string{s.Pending[0].Name, s.Pending[1].Name})
 	require.Equal(t, []string{
-		"1 nodes without nvidia.com/gpu",
-		"1 pods without nvidia.com/gpu",
-		"1 pending gang members without nvidia.com/gpu (launchers, say), from their gangs",
+		"1 nodes without accelerators",
+		"1 pods without accelerators",
+		"1 pending gang members without accelerators (launchers, say), from their gangs",
 		"1 finished or terminating pods",
 	}, s.Notes)
 }
@@ -245,7 +247,7 @@ func TestParseErrors(t *testing.T) {
 		{"pod without containers", list(t, append(base, noContainers)...), []string{"Pod ns/empty has no spec.containers"}},
 		{"pod on a missing node", list(t, append(base, on(gpuPod("ns", "lost", 1, 0), "gone"))...), []string{"Pod ns/lost runs on node gone"}},
 		{"member of a missing PodGroup", list(t, append(base, member(gpuPod("ns", "m", 1, 0), "nope"))...), []string{"Pod ns/m joins PodGroup ns/nope", "include podgroups"}},
-		{"PodGroup with minMember 0", list(t, append(base, podGroup("ns", "zero", 0, 0, nil))...), []string{"PodGroup ns/zero has spec.minMember 0"}},
+		{"PodGroup with minMember 0", list(t, append(base, podGroup("ns", "zero", 0, 0, nil))...), []string{"PodGroup ns/zero: spec.minMember is 0"}},
 		{"no GPU nodes", list(t, gpuNode("cpu", "", "", "", 0), gpuPod("ns", "wait", 1, 0)), []string{"no node has allocatable nvidia.com/gpu"}},
 		{"nothing pending", list(t, base[0]), []string{"no pending pod asks for nvidia.com/gpu"}},
 		{"not a list of objects", []byte("items: [{name: x}]\nkind: List\napiVersion: v1\n"), []string{"without apiVersion or kind"}},
@@ -274,7 +276,7 @@ func TestInputErrors(t *testing.T) {
 	s, err = Parse(badLevel)
 	require.NoError(t, err)
 	_, err = s.Input(nvidiaOptions(false))
-	require.ErrorContains(t, err, "PodGroup a/g: gpu-gang.x-k8s.io/topology-required=example.com/rack names no level")
+	require.ErrorContains(t, err, "PodGroup a/g: its required topology level example.com/rack is not one the simulator places by")
 }
 
 // A stream of objects and Lists, as several kubectl calls print them,
@@ -332,6 +334,9 @@ func TestFetchList(t *testing.T) {
 		}
 		kubeObjs = append(kubeObjs, o)
 	}
+	// A gang of Kubernetes' own PodGroups, listed through the typed client.
+	kubeObjs = append(kubeObjs, gangtest.MakeNativePodGroup("native", "train").MinCount(1).Created(created.Add(20*time.Minute)).Obj(),
+		gangtest.InNativeGroup(gpuPod("train", "native-0", 8, 20), "native"))
 	kube := fake.NewClientset(kubeObjs...)
 	scheme := runtime.NewScheme()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
@@ -341,7 +346,8 @@ func TestFetchList(t *testing.T) {
 	s, err := Parse(data)
 	require.NoError(t, err)
 	require.Len(t, s.Nodes, 8)
-	require.Len(t, s.Gangs, 2)
+	require.Len(t, s.Gangs, 3)
+	require.Equal(t, gang.Key{API: gang.Native, Namespace: "train", Name: "native"}, s.Gangs[2].Key)
 	require.Len(t, s.Bound, 3)
 	require.NotContains(t, string(data), "managedFields")
 

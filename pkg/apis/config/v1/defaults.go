@@ -8,14 +8,12 @@ import (
 )
 
 // Defaults for CoschedulingArgs and GPUFleetArgs. Each default is handed out as a fresh
-// pointer so that no two configurations share memory.
+// pointer so that no two configurations share memory. The default topology
+// preset is scheduling.DefaultPreset, which owns the presets.
 const (
 	DefaultPermitWaitingTimeSeconds  int64 = 60
 	DefaultPodGroupBackoffSeconds    int64 = 2
 	DefaultPodGroupMaxBackoffSeconds int64 = 60
-	// DefaultTopologyPreset reads NVLink cliques under leaf and spine
-	// switches; nodes without those labels are simply their own domains.
-	DefaultTopologyPreset = "nvidia"
 	// DefaultUnlabelledNodes skips nodes that do not say their CUDA
 	// version when a gang asks for one.
 	DefaultUnlabelledNodes = config.UnlabelledNodesSkip
@@ -33,7 +31,9 @@ func SetDefaultsCoschedulingArgs(args *CoschedulingArgs) {
 		args.PodGroupMaxBackoffSeconds = ptr.To(DefaultPodGroupMaxBackoffSeconds)
 	}
 	if args.TopologyPreset == nil && len(args.TopologyLevels) == 0 {
-		args.TopologyPreset = ptr.To(DefaultTopologyPreset)
+		// NVLink cliques under leaf and spine switches; nodes without
+		// those labels are simply their own domains.
+		args.TopologyPreset = ptr.To(scheduling.DefaultPreset)
 	}
 }
 

@@ -87,6 +87,18 @@ type counts struct {
 	Running, Succeeded, Failed int32
 }
 
+// desired is a computed status and when to look again.
+type desired struct {
+	status       v1alpha1.PodGroupStatus
+	recheckAfter time.Duration
+}
+
+// computeStatusAt computes pg's status from pods at now.
+func computeStatusAt(pg *v1alpha1.PodGroup, ps []v1.Pod, lost []lostMember, now time.Time, grace time.Duration) desired {
+	st, recheck := computeStatus(pg, observe(podGroups{}.spec(pg), ps, lost, now, grace))
+	return desired{status: st, recheckAfter: recheck}
+}
+
 func TestComputeStatus(t *testing.T) {
 	pg := func(min int32) *gangtest.PodGroupWrapper {
 		return gangtest.MakePodGroup("train", testNS).MinMember(min).Generation(3)
@@ -259,6 +271,27 @@ func TestComputeStatus(t *testing.T) {
 			want: counts{Phase: upstream.PodGroupFinished},
 		},
 		{
+			name: "a running gang whose members are all being deleted no longer runs",
+			pg:   pg(2).Phase(upstream.PodGroupRunning),
+			pods: []*st.PodWrapper{running(member("a")).Terminating(), running(member("b")).Terminating()},
+			now:  t0,
+			want: counts{Phase: upstream.PodGroupPending, Running: 2},
+		},
+		{
+			name: "a finished gang whose members are being cleaned up stays finished",
+			pg:   pg(2).Phase(upstream.PodGroupFinished),
+			pods: []*st.PodWrapper{succeeded(member("a")).Terminating(), succeeded(member("b")).Terminating()},
+			now:  t0,
+			want: counts{Phase: upstream.PodGroupFinished, Succeeded: 2},
+		},
+		{
+			name: "a failed gang whose failed member is cleaned up first stays failed",
+			pg:   pg(4).Phase(upstream.PodGroupFailed),
+			pods: concat(repeat(3, "a", succeeded), []*st.PodWrapper{failed(member("b")).Terminating()}),
+			now:  t0,
+			want: counts{Phase: upstream.PodGroupFailed, Succeeded: 3, Failed: 1},
+		},
+		{
 			name: "members being deleted are counted by phase but are not members any more",
 			pg:   pg(2),
 			pods: []*st.PodWrapper{pending(member("a")), running(member("b")).Terminating()},
@@ -274,7 +307,7 @@ func TestComputeStatus(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pg := extended(tc.pg.Obj())
-			got := computeStatus(pg, pods(tc.pods...), nil, tc.now, grace)
+			got := computeStatusAt(pg, pods(tc.pods...), nil, tc.now, grace)
 			s := got.status
 			if diff := cmp.Diff(tc.want, counts{Phase: s.Phase, Running: s.Running, Succeeded: s.Succeeded, Failed: s.Failed}); diff != "" {
 				t.Errorf("phase and counts (-want,+got):\n%s", diff)
@@ -313,14 +346,14 @@ func TestComputeStatus(t *testing.T) {
 func TestComputeStatusKeepsTimes(t *testing.T) {
 	pg := extended(gangtest.MakePodGroup("train", testNS).MinMember(2).Obj())
 
-	first := computeStatus(pg, pods(repeat(2, "w", pending)...), nil, t0, grace).status
+	first := computeStatusAt(pg, pods(repeat(2, "w", pending)...), nil, t0, grace).status
 	if !first.ScheduleStartTime.Time.Equal(t0) {
 		t.Fatalf("scheduleStartTime = %v, want %v", first.ScheduleStartTime, t0)
 	}
 	pg.Status = first
 
 	later := t0.Add(time.Minute)
-	second := computeStatus(pg, pods(repeat(2, "w", bound)...), nil, later, grace).status
+	second := computeStatusAt(pg, pods(repeat(2, "w", bound)...), nil, later, grace).status
 	if !second.ScheduleStartTime.Time.Equal(t0) {
 		t.Errorf("scheduleStartTime moved to %v; want it kept at %v", second.ScheduleStartTime, t0)
 	}
@@ -339,10 +372,10 @@ func TestComputeStatusKeepsTimes(t *testing.T) {
 // after it finished.
 func TestComputeStatusKeptConditionsFollowTheGeneration(t *testing.T) {
 	pg := extended(gangtest.MakePodGroup("train", testNS).MinMember(2).Generation(1).Obj())
-	pg.Status = computeStatus(pg, pods(repeat(2, "w", running)...), nil, t0, grace).status
-	pg.Status = computeStatus(pg, pods(repeat(2, "w", succeeded)...), nil, t0, grace).status
+	pg.Status = computeStatusAt(pg, pods(repeat(2, "w", running)...), nil, t0, grace).status
+	pg.Status = computeStatusAt(pg, pods(repeat(2, "w", succeeded)...), nil, t0, grace).status
 	pg.Generation = 2
-	got := computeStatus(pg, pods(repeat(2, "w", succeeded)...), nil, t0.Add(time.Minute), grace).status
+	got := computeStatusAt(pg, pods(repeat(2, "w", succeeded)...), nil, t0.Add(time.Minute), grace).status
 	for _, condType := range []string{ConditionMembersCreated, ConditionScheduled} {
 		c := meta.FindStatusCondition(got.Conditions, condType)
 		if c == nil || c.ObservedGeneration != 2 || !c.LastTransitionTime.Time.Equal(t0) {
@@ -356,7 +389,7 @@ func TestComputeStatusKeepsOtherConditions(t *testing.T) {
 	pg := extended(gangtest.MakePodGroup("train", testNS).MinMember(1).Obj())
 	other := metav1.Condition{Type: "example.com/Audited", Status: metav1.ConditionTrue, Reason: "Audited", LastTransitionTime: metav1.NewTime(t0)}
 	pg.Status.Conditions = []metav1.Condition{other}
-	got := computeStatus(pg, pods(running(member("w"))), nil, t0.Add(time.Hour), grace).status
+	got := computeStatusAt(pg, pods(running(member("w"))), nil, t0.Add(time.Hour), grace).status
 	if c := meta.FindStatusCondition(got.Conditions, other.Type); c == nil || *c != other {
 		t.Errorf("condition %s = %+v; want it unchanged: %+v", other.Type, c, other)
 	}
@@ -432,7 +465,7 @@ func TestComputeStatusBelowMinMember(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := computeStatus(tc.pg, pods(tc.pods...), tc.lost, t0, grace).status
+			got := computeStatusAt(tc.pg, pods(tc.pods...), tc.lost, t0, grace).status
 			c := meta.FindStatusCondition(got.Conditions, ConditionBelowMinMember)
 			if tc.want == nil {
 				if c != nil {

@@ -4,24 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
-	"github.com/gpu-gang/gpu-gang/pkg/gang"
-	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
 // A plan is only as good as the nodes it may use. The planner counts
@@ -66,112 +65,6 @@ type preFilterRunner interface {
 	RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string])
 }
 
-// maxReplans bounds how often one PreFilter plans again after verification
-// failed. Each replan follows a new lesson, so the bound is only reached
-// by gangs whose members exclude each other in ways a cap per node does not
-// capture; they are reported as unschedulable with the last rejection.
-const maxReplans = 8
-
-// lessonTTL is how long a node stays excluded for a template after Filter
-// rejected it there, and a rejected plan stays rejected: what repelled the
-// member (another pod, a port in use) may go away.
-const lessonTTL = 5 * time.Minute
-
-// lessons are what Filter rejections taught about a gang. Guarded by
-// gangs.mu; cleared when the gang reaches quorum or goes idle.
-type lessons struct {
-	// perNode caps a template's members on one node.
-	perNode map[string]int
-	// excluded maps template to node to when the node was excluded.
-	excluded map[string]map[string]time.Time
-	// failed are fingerprints of plans that Filter rejected, with when;
-	// they lapse with the exclusions that came with them.
-	failed map[uint64]time.Time
-}
-
-// lessonView is a copy of a gang's lessons for one planning pass.
-type lessonView struct {
-	perNode  map[string]int
-	excluded map[string]sets.Set[string]
-	failed   map[uint64]bool
-}
-
-// lessonsFor copies the gang's live lessons.
-func (gs *gangs) lessonsFor(key gang.Key) lessonView {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	v := lessonView{perNode: map[string]int{}, excluded: map[string]sets.Set[string]{}, failed: map[uint64]bool{}}
-	g, ok := gs.byKey[key]
-	if !ok {
-		return v
-	}
-	now := gs.clock.Now()
-	for t, n := range g.lessons.perNode {
-		v.perNode[t] = n
-	}
-	for t, nodes := range g.lessons.excluded {
-		for node, at := range nodes {
-			if now.Sub(at) < lessonTTL {
-				if v.excluded[t] == nil {
-					v.excluded[t] = sets.New[string]()
-				}
-				v.excluded[t].Insert(node)
-			}
-		}
-	}
-	for fp, at := range g.lessons.failed {
-		if now.Sub(at) < lessonTTL {
-			v.failed[fp] = true
-		}
-	}
-	return v
-}
-
-// learnCap caps a template's members per node. It reports whether that is
-// news.
-func (gs *gangs) learnCap(key gang.Key, template string, perNode int) bool {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.get(key)
-	if g.lessons.perNode == nil {
-		g.lessons.perNode = map[string]int{}
-	}
-	if have, ok := g.lessons.perNode[template]; ok && have <= perNode {
-		return false
-	}
-	g.lessons.perNode[template] = perNode
-	return true
-}
-
-// learnExclusion keeps a template's members off a node for lessonTTL. It
-// reports whether that is news.
-func (gs *gangs) learnExclusion(key gang.Key, template, node string) bool {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.get(key)
-	if g.lessons.excluded == nil {
-		g.lessons.excluded = map[string]map[string]time.Time{}
-	}
-	if g.lessons.excluded[template] == nil {
-		g.lessons.excluded[template] = map[string]time.Time{}
-	}
-	now := gs.clock.Now()
-	at, had := g.lessons.excluded[template][node]
-	g.lessons.excluded[template][node] = now
-	return !had || now.Sub(at) >= lessonTTL
-}
-
-// learnFailedPlan remembers a plan Filter rejected.
-func (gs *gangs) learnFailedPlan(key gang.Key, fp uint64) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	g := gs.get(key)
-	if g.lessons.failed == nil {
-		g.lessons.failed = map[uint64]time.Time{}
-	}
-	g.lessons.failed[fp] = gs.clock.Now()
-}
-
 // template is a group of members that Filter plugins cannot tell apart.
 type template struct {
 	sig string
@@ -203,7 +96,7 @@ type template struct {
 
 // templatesOf groups members (in rank order) into templates. reqs are the
 // members' requests (podAmounts), computed once by the caller.
-func templatesOf(members []*v1.Pod, reqs []amounts) (templates []*template, of []int) {
+func templatesOf(members []*v1.Pod, reqs []capacity.Amounts) (templates []*template, of []int) {
 	of = make([]int, len(members))
 	bySig := map[string]int{}
 	for i, p := range members {
@@ -225,12 +118,12 @@ func templatesOf(members []*v1.Pod, reqs []amounts) (templates []*template, of [
 // and sharing one Filter pass per template is what keeps large gangs cheap.
 // Constraints that match a member's own labels are checked member by member
 // during verification.
-func filterSignature(pod *v1.Pod, request amounts) string {
+func filterSignature(pod *v1.Pod, request capacity.Amounts) string {
 	type container struct {
 		Ports []v1.ContainerPort `json:"p,omitempty"`
 	}
 	sig := struct {
-		Amounts         amounts                       `json:"a"`
+		Amounts         capacity.Amounts              `json:"a"`
 		NodeName        string                        `json:"n,omitempty"`
 		Selector        map[string]string             `json:"s,omitempty"`
 		Affinity        *v1.Affinity                  `json:"af,omitempty"`
@@ -337,14 +230,14 @@ func staticPerNode(pod *v1.Pod) int {
 // eligibility fills each template's eligible nodes: the profile's Filter
 // plugins, run on every node, less the nodes the gang's lessons exclude.
 // Without a PreFilter runner it falls back to eligibleNodes.
-func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, lv lessonView) {
+func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, lv ledger.LessonView) {
 	logger := klog.FromContext(ctx)
 	simCtx := context.WithValue(ctx, simulatingKey{}, true)
 	for _, t := range templates {
-		if n, ok := lv.perNode[t.sig]; ok && (t.perNode == 0 || n < t.perNode) {
+		if n, ok := lv.PerNode[t.sig]; ok && (t.perNode == 0 || n < t.perNode) {
 			t.perNode = n
 		}
-		excluded := lv.excluded[t.sig]
+		excluded := lv.Excluded[t.sig]
 		if pl.runner == nil {
 			t.eligible = eligibleNodes(logger, t.pod, nodeInfos)
 			for i, ni := range nodeInfos {
@@ -436,105 +329,31 @@ func acceptable(s *fwk.Status) bool {
 	return s.IsSuccess() || capacityFilters.Has(s.Plugin())
 }
 
-// failure is a member that Filter rejected where a plan put it.
-type failure struct {
-	member int
-	node   int
-	status *fwk.Status
-	// beside counts the member's template siblings already on the node.
-	beside int
-}
+var unschedulableTaint = v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}
 
-// verify replays a plan member by member in rank order and returns the
-// members Filter rejects where the plan puts them. Members placed earlier
-// are added to the copies of their nodes and to every template's PreFilter
-// state, as the scheduler's own preemption does when it simulates pods.
-func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement.Plan, nodeInfos []fwk.NodeInfo, templates []*template, of []int) []failure {
-	simCtx := context.WithValue(ctx, simulatingKey{}, true)
-	states := make([]fwk.CycleState, len(templates))
-	for i, t := range templates {
-		states[i] = t.state.Clone()
+// eligibleNodes tells, node by node, whether the pod may run there at all
+// by the checks that need no framework: the node is schedulable, its
+// NoSchedule/NoExecute taints are tolerated, and it matches the pod's node
+// selector and required node affinity. It stands in for the profile's
+// Filter plugins when the framework cannot run them for the plugin.
+func eligibleNodes(logger klog.Logger, pod *v1.Pod, nodeInfos []fwk.NodeInfo) []bool {
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	hardTaints := func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
 	}
-	copies := map[int]fwk.NodeInfo{}
-	beside := map[[2]int]int{} // (template, node) -> members placed
-	var failures []failure
-	for i, m := range members {
-		n := plan.NodeOf[i]
-		ni, ok := copies[n]
-		if !ok {
-			ni = nodeInfos[n].Snapshot()
-			copies[n] = ni
-		}
-		t := of[i]
-		if s := pl.handle.RunFilterPlugins(simCtx, states[t], m, ni); !acceptable(s) {
-			failures = append(failures, failure{member: i, node: n, status: s, beside: beside[[2]int{t, n}]})
+	out := make([]bool, len(nodeInfos))
+	for i, ni := range nodeInfos {
+		node := ni.Node()
+		if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(logger, pod.Spec.Tolerations, &unschedulableTaint, false) {
 			continue
 		}
-		placed := m.DeepCopy()
-		placed.Spec.NodeName = ni.Node().Name
-		pi, err := framework.NewPodInfo(placed)
-		if err != nil {
-			failures = append(failures, failure{member: i, node: n, status: fwk.AsStatus(err)})
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, pod.Spec.Tolerations, hardTaints, false); untolerated {
 			continue
 		}
-		ni.AddPodInfo(pi)
-		for j, o := range templates {
-			if s := pl.handle.RunPreFilterExtensionAddPod(simCtx, states[j], o.pod, pi, ni); !s.IsSuccess() {
-				klog.FromContext(ctx).V(4).Info("Could not add a planned member to a sibling's view", "member", klog.KObj(m), "status", s)
-			}
-		}
-		beside[[2]int{t, n}]++
-	}
-	return failures
-}
-
-// learn turns verification failures into lessons: a member that passes on
-// the bare node but fails beside k of its template's siblings caps the
-// template at k per node; anything else excludes the node for the
-// template. It reports whether anything new was learned.
-func (pl *Plugin) learn(ctx context.Context, key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, templates []*template, of []int, failures []failure) bool {
-	simCtx := context.WithValue(ctx, simulatingKey{}, true)
-	logger := klog.FromContext(ctx)
-	news := false
-	for _, f := range failures {
-		t := templates[of[f.member]]
-		node := nodeInfos[f.node].Node().Name
-		bare := pl.handle.RunFilterPlugins(simCtx, t.state, members[f.member], nodeInfos[f.node])
-		if f.beside > 0 && acceptable(bare) {
-			if pl.gangs.learnCap(key, t.sig, f.beside) {
-				logger.V(3).Info("Members exclude each other on a node: capping them", "podGroup", key, "member", klog.KObj(members[f.member]),
-					"node", node, "perNode", f.beside, "plugin", f.status.Plugin(), "reason", f.status.Message())
-				news = true
-			}
+		if ok, err := affinity.Match(node); err != nil || !ok {
 			continue
 		}
-		if pl.gangs.learnExclusion(key, t.sig, node) {
-			logger.V(3).Info("Filter rejects the plan's node for a member: excluding it", "podGroup", key, "member", klog.KObj(members[f.member]),
-				"node", node, "plugin", f.status.Plugin(), "reason", f.status.Message())
-			news = true
-		}
+		out[i] = true
 	}
-	return news
-}
-
-// fingerprint identifies a plan: which member goes where.
-func fingerprint(members []*v1.Pod, plan *placement.Plan, req *placement.Request) uint64 {
-	h := fnv.New64a()
-	for i, m := range members {
-		fmt.Fprintf(h, "%s=%s;", m.UID, req.Nodes[plan.NodeOf[i]].Name)
-	}
-	return h.Sum64()
-}
-
-// unfitError says that Filter rejects every plan the planner could find,
-// with the last rejection. Waiting for capacity does not help such a gang.
-type unfitError struct {
-	member types.NamespacedName
-	node   string
-	status *fwk.Status
-}
-
-func (e *unfitError) Error() string {
-	return fmt.Sprintf("Filter plugin %s rejects member %s on node %s, the last place the plan could put it: %s",
-		e.status.Plugin(), e.member, e.node, e.status.Message())
+	return out
 }

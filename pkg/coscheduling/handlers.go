@@ -1,0 +1,194 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
+)
+
+// What the plugin does when its informers see pods and nodes change: the
+// scheduling cycle sees no such news, and gangs waiting in Permit, held back
+// in PreEnqueue or holding capacity must hear of it at once.
+
+// onPodAdd releases a gang's held-back members once the new member brings it
+// to quorum. The new member itself passes PreEnqueue on its own.
+func (pl *Plugin) onPodAdd(obj interface{}) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName != "" {
+		return
+	}
+	key, ok := gang.Of(pod)
+	if !ok {
+		return
+	}
+	spec, ok := pl.lookup(key)
+	if !ok {
+		return
+	}
+	if members, err := pl.members(key); err == nil && gang.QuorumOf(spec.MinMember, pl.census(key, members)).Gathered {
+		pl.releaseGated(key)
+	}
+}
+
+// onPodUpdate follows a pod that was bound, which may complete a
+// preemptor, and a pod whose gang changed (its label did, and it names no
+// native PodGroup, which would win): it leaves the old gang's held-back
+// members and may complete the new gang.
+func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
+	o, ok1 := oldObj.(*v1.Pod)
+	n, ok2 := newObj.(*v1.Pod)
+	if !ok1 || !ok2 {
+		return
+	}
+	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
+		pl.preemptorBound(n)
+	}
+	if sameGang(o, n) {
+		return
+	}
+	if key, ok := gang.Of(o); ok {
+		pl.memberGone(key, o)
+	}
+	pl.onPodAdd(n)
+}
+
+// onPodDelete handles a member that left the scheduler's view: deleted, or
+// finished (the scheduler's informer drops finished pods).
+func (pl *Plugin) onPodDelete(obj interface{}) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	pl.ledger.Preemptions.VictimGone(pod.UID)
+	if key, ok := gang.Of(pod); ok {
+		pl.memberGone(key, pod)
+		return
+	}
+	// A plain preemptor that goes away gives up what it preempted for.
+	pl.ledger.Preemptions.End(ledger.Owner(pod))
+}
+
+// preemptorBound observes a preemptor's time to bound once the members it
+// preempted for are bound (for a gang, or minMember of its members), and
+// forgets its preemption.
+func (pl *Plugin) preemptorBound(pod *v1.Pod) {
+	id := ledger.Owner(pod)
+	created, minMember, all, ok := pl.ledger.Preemptions.MemberBound(id, pod.UID)
+	if !ok {
+		return
+	}
+	if key, isMember := gang.Of(pod); isMember && !all {
+		members, err := pl.members(key)
+		if err != nil {
+			return
+		}
+		if !gang.QuorumOf(minMember, pl.census(key, members)).Bound {
+			return
+		}
+	}
+	if pl.ledger.Preemptions.End(id) {
+		preemptorTimeToBound.Observe(pl.clock.Since(created).Seconds())
+		pl.logger.V(2).Info("Preemptor bound", "preemptor", id, "sinceCreated", pl.clock.Since(created))
+	}
+}
+
+// memberGone updates a gang that lost a member. A member that waited in Permit
+// fails its gang's attempt at once, so that its siblings give back their
+// nodes and its replacement finds a fresh plan. A gang with no members left
+// holds nothing. A running gang that drops below minMember says so.
+func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
+	ctx := klog.NewContext(context.Background(), pl.logger)
+	// Forget the reservation first: the rejections below run Unreserve,
+	// which must not take the deletion for a failed plan.
+	if pl.ledger.ForgetPod(key, pod.UID) {
+		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
+	}
+	if wp := pl.handle.GetWaitingPod(pod.UID); wp != nil {
+		// The scheduler rejects a deleted pod that waits in Permit too;
+		// whichever comes first gives its node back.
+		wp.Reject(Name, fmt.Sprintf("pod %s was deleted", pod.Name))
+	}
+	members, err := pl.members(key)
+	if err != nil {
+		return
+	}
+	waiting := 0
+	for _, p := range members {
+		if p.Spec.NodeName == "" {
+			waiting++
+		}
+	}
+	if waiting == 0 {
+		// No member needs the gang's hold any more.
+		pl.ledger.Idle(key)
+		pl.activateBlocked()
+	}
+	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pl.ledger.Claims.Admitted(key) {
+		pl.reportLostMember(key, pod, members)
+	}
+}
+
+// reportLostMember records that a running gang lost a member that had not
+// finished, and, if the gang is now below minMember, what it has left.
+func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod) {
+	spec, ok := pl.lookup(key)
+	if !ok || spec.Deleting {
+		return // the job is going away as a whole
+	}
+	c := pl.census(key, members)
+	q := gang.QuorumOf(spec.MinMember, c)
+	how := "was deleted"
+	if pod.Status.Phase == v1.PodFailed {
+		how = "failed"
+	}
+	if q.Placed {
+		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberLost,
+			"member %s on node %s %s; the gang still has %d of minMember %d placed", pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember)
+		return
+	}
+	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberLost,
+		"member %s on node %s %s: the gang runs below minMember with %d of %d placed (%d running, %d succeeded) and %d replacement(s) waiting; replacements schedule next to the gang as they appear",
+		pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember, c.Bound+c.Reserved, c.Succeeded, c.Waiting)
+}
+
+// onNodeDelete fails the attempts in flight that reserved the node for a
+// member: that member would bind to a node that no longer exists. Its
+// siblings give back their nodes and the gang plans again at once on the
+// nodes that are left.
+func (pl *Plugin) onNodeDelete(obj interface{}) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	node, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	ctx := klog.NewContext(context.Background(), pl.logger)
+	for _, key := range pl.ledger.Claims.InFlightOn(node.Name) {
+		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("node %s, which a member had reserved, was deleted", node.Name), false)
+	}
+}
+
+// sameGang reports whether two versions of a pod belong to the same gang.
+func sameGang(a, b *v1.Pod) bool {
+	ka, _ := gang.Of(a)
+	kb, _ := gang.Of(b)
+	return ka == kb
+}
+
+// activateBlocked moves the pods held capacity turned away back to the
+// active queue: a hold ended, and no cluster event says so.
+func (pl *Plugin) activateBlocked() {
+	if pods := pl.ledger.Blocked.Take(); len(pods) > 0 {
+		pl.handle.Activate(pl.logger, pods)
+	}
+}

@@ -1,0 +1,125 @@
+package coscheduling
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+)
+
+// The gang as the plugin reads it: its members from the pod informer's
+// index, its Spec from the gang sources (gang.Sources), its census and
+// whether it runs. Quorum
+// itself is pkg/gang's to decide.
+
+const gangIndex = "gpu-gang/gang"
+
+func indexByGang(obj interface{}) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if key, ok := gang.Of(pod); ok {
+		return []string{key.String()}, nil
+	}
+	return nil, nil
+}
+
+// members lists a gang's live members: pods in the PodGroup's own namespace
+// that belong to it (gang.Of), have not finished and are not being deleted.
+// newPlugin adds the index or fails, so ByIndex cannot miss it.
+func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
+	objs, err := pl.podIndex.ByIndex(gangIndex, key.String())
+	if err != nil {
+		return nil, fmt.Errorf("listing the members of gang %s: %w", key, err)
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok && p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	return pods, nil
+}
+
+// census counts a gang's members: the live ones (reserved ones apart), and
+// the succeeded ones.
+func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
+	reserved := pl.ledger.Claims.Reservations(key)
+	live := make(map[types.UID]bool, len(members))
+	var c gang.Census
+	for _, p := range members {
+		live[p.UID] = true
+		if _, ok := reserved[p.UID]; ok && p.Spec.NodeName == "" {
+			c.Reserved++
+			continue
+		}
+		c.Add(p)
+	}
+	objs, _ := pl.finished.ByIndex(gangIndex, key.String())
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok && !live[p.UID] && p.Status.Phase == v1.PodSucceeded && p.DeletionTimestamp == nil {
+			c.Succeeded++
+		}
+	}
+	return c
+}
+
+// running reports whether a gang is running: it reached quorum (in this
+// scheduler, or its placed members show it) and some member still holds a
+// node. A running gang's members that appear schedule one by one. Once no
+// member holds a node, the next members are a new run of the job and gather
+// as a whole again.
+func (pl *Plugin) running(key gang.Key, spec *gang.Spec, c gang.Census) bool {
+	if c.Bound+c.Reserved == 0 {
+		pl.ledger.Claims.DropAdmission(key)
+		return false
+	}
+	return pl.ledger.Claims.Admitted(key) || gang.QuorumOf(spec.MinMember, c).Placed
+}
+
+// spec fetches and checks a member's gang. On a problem it records an Event
+// saying what would fix it and returns the status to reject with.
+func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
+	spec, err := pl.sources.Spec(key)
+	switch {
+	case apierrors.IsNotFound(err):
+		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
+			"PodGroup %s does not exist: create it in namespace %s, or %s; until then the pod waits",
+			key, key.Namespace, key.HowToLeave())
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s not found", key))
+	case errors.Is(err, gang.ErrNotWatched):
+		pl.events.pod(pod, v1.EventTypeWarning, ReasonNativePodGroupsIgnored,
+			"the pod names PodGroup %s in spec.schedulingGroup, but gpu-gang ignores native PodGroups: %s", key, err)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s: gpu-gang ignores native PodGroups", key))
+	case err != nil:
+		return nil, fwk.AsStatus(err)
+	}
+	if err := spec.Validate(); err != nil {
+		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
+	}
+	return spec, nil
+}
+
+// lookup returns a gang's Spec if its object exists. Callers that only say
+// something about a gang (an Event, a metric) use it; admission uses spec.
+func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
+	s, err := pl.sources.Spec(key)
+	return s, err == nil
+}
+
+// timeout is how long an attempt of the gang may take: its own timeout, or
+// the plugin default.
+func (pl *Plugin) timeout(spec *gang.Spec) time.Duration {
+	if spec.Timeout > 0 {
+		return spec.Timeout
+	}
+	return time.Duration(pl.args.PermitWaitingTimeSeconds) * time.Second
+}

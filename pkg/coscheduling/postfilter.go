@@ -1,0 +1,72 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
+)
+
+// PostFilter runs when a pod found no node. A pod whose gang (or which)
+// preempted and waits for its victims to go keeps waiting: the victims'
+// deletions requeue it. A gang that does not fit, or a plain pod, may
+// preempt pods of lower priority (preempt.go). A member that followed its
+// gang's plan and was turned away by a Filter plugin other than the
+// resource fit teaches the planner: its template is kept off those nodes,
+// and the gang gives back what it reserved and plans again at once. A member
+// turned away for capacity means the plan went stale: the gang gives back
+// its reservations and tries again after a backoff. A pod that held
+// capacity may have turned away is remembered, to be activated when the
+// hold ends.
+func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s, err := readState(cs)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if n, waiting := pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(pod)); waiting {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %d of the pods preempted for %s have not gone yet; their room is held for it",
+			ErrReasonAwaitingVictims, n, preemptorName(pod)))
+	}
+	key, isMember := gang.Of(pod)
+	if !isMember || len(s.planNodes) == 0 {
+		if len(s.held) > 0 {
+			pl.ledger.Blocked.Add(pod)
+		}
+		return pl.preempt(ctx, s, pod, statuses)
+	}
+	sig := filterSignature(pod, s.request)
+	learned := false
+	var why []string
+	for _, node := range s.planNodes {
+		st := statuses.Get(node)
+		// Only a Filter plugin's verdict teaches: a node missing from the
+		// snapshot (deleted since the plan) has none, and a resource or
+		// held-capacity rejection means the plan went stale.
+		if st == nil || st.Plugin() == "" || acceptable(st) || st.Plugin() == Name {
+			continue
+		}
+		why = append(why, fmt.Sprintf("%s on %s: %s", st.Plugin(), node, st.Message()))
+		if pl.ledger.Lessons.LearnExclusion(key, sig, node) {
+			learned = true
+		}
+	}
+	slices.Sort(why)
+	if learned {
+		pl.ledger.FailPlan(key)
+		klog.FromContext(ctx).V(3).Info("Filter turned a member away from its planned nodes: planning again without them",
+			"pod", klog.KObj(pod), "podGroup", key, "rejections", why)
+		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s was rejected where the plan put it (%v); planning again without those nodes", pod.Name, why), false)
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s plans again: %v", key, why))
+	}
+	if pl.ledger.Preemptions.Preempting(ledger.Owner(pod)) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the room preempted for gang %s does not show free yet", ErrReasonAwaitingVictims, key))
+	}
+	pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s could not be placed on any node of the gang's plan", pod.Name), true)
+	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s gave back its reservations to try a new plan", key))
+}

@@ -1,0 +1,100 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+)
+
+// PreFilter plans the member's gang if it has no plan yet, and restricts the
+// member to the nodes its plan has room on. A running gang's replacement is
+// planned on its own, next to the gang. For every pod it notes the capacity
+// other gangs hold, for Filter.
+func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if simulating(ctx) {
+		// The plugin itself is asking the profile's other plugins about a
+		// member it plans; it has nothing to add.
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	key, isMember := gang.Of(pod)
+	s := &cycleState{request: capacity.PodAmounts(pod), held: pl.ledger.HeldByOthers(key, pl.queueOrderOf(pod))}
+	cs.Write(stateKey, s)
+	if !isMember {
+		if len(s.held) == 0 {
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
+		return nil, nil
+	}
+	spec, status := pl.spec(pod, key)
+	if status != nil {
+		return nil, status
+	}
+	if until, reason, ok := pl.ledger.Claims.Backoff(key); ok {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("gang %s retries at %s after: %s", key, until.UTC().Format(time.RFC3339), reason))
+	}
+	members, err := pl.members(key)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	census := pl.census(key, members)
+	var nodes []string
+	if pl.running(key, spec, census) {
+		if status := pl.planGang(ctx, spec, []*v1.Pod{pod}, s.held); !status.IsSuccess() {
+			s.unplaced, s.spec, s.unplacedStatus = []*v1.Pod{pod}, spec, status
+			return nil, status
+		}
+		nodes, _ = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
+	} else {
+		q := gang.QuorumOf(spec.MinMember, census)
+		if q.Placed {
+			return nil, nil // the attempt in flight has its quorum already
+		}
+		var planned bool
+		nodes, planned = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
+		if !planned {
+			pending := pl.pending(key, members)
+			if len(pending) < int(q.Missing) {
+				return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+					fmt.Sprintf("waiting for members of PodGroup %s: %d more must be placed but %d are pending", key, q.Missing, len(pending)))
+			}
+			gang.SortByRank(pending)
+			if status := pl.planGang(ctx, spec, pending[:q.Missing], s.held); !status.IsSuccess() {
+				s.unplaced, s.spec, s.unplacedStatus = pending[:q.Missing], spec, status
+				return nil, status
+			}
+			nodes, _ = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
+		}
+	}
+	if len(nodes) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, ErrReasonNoSlot)
+	}
+	s.planNodes = nodes
+	return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
+}
+
+// pending returns the members that have no node and no reservation and
+// that the scheduler may place: a member with scheduling gates (a queueing
+// system holds it) is not planned, so that its siblings do not hold nodes
+// for it in Permit until the gang times out.
+func (pl *Plugin) pending(key gang.Key, members []*v1.Pod) []*v1.Pod {
+	reserved := pl.ledger.Claims.Reservations(key)
+	var out []*v1.Pod
+	for _, p := range members {
+		if _, ok := reserved[p.UID]; !ok && p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// PreFilterExtensions returns nil: held capacity does not change when
+// preemption simulates adding or removing pods.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }

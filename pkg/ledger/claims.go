@@ -1,0 +1,383 @@
+package ledger
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// Claims are what this scheduler promised each gang: the members it
+// reserved a node for, the capacity a plan holds for the members still to
+// reserve, and how the gang's attempts went (their count, the backoff after
+// failed ones, whether the gang reached quorum).
+type Claims struct {
+	clock clock.PassiveClock
+
+	// mu guards byKey and every gangClaims in it. Held before Head.mu when
+	// both are held (see doc.go).
+	mu    sync.Mutex
+	byKey map[gang.Key]*gangClaims
+}
+
+// gangClaims is what the scheduler promised one gang. Guarded by Claims.mu.
+type gangClaims struct {
+	// admitted is set when the gang reached quorum in this scheduler. A
+	// running gang's members that reappear schedule one by one. It is
+	// cleared when no member holds a node any more.
+	admitted bool
+	// attempt counts the plans made for this gang. A reservation remembers
+	// its attempt, so news about an abandoned attempt changes nothing.
+	attempt int
+	// reserved holds members this scheduler reserved a node for (assumed,
+	// waiting in Permit, binding or bound) and that still exist.
+	reserved map[types.UID]Reservation
+	// claim holds capacity for the members of the current attempt that have
+	// not reserved yet. Nil when no attempt is in flight.
+	claim *Claim
+	// failures counts consecutive failed attempts; it sets the backoff.
+	failures     int
+	backoffUntil time.Time
+	lastFailure  string
+}
+
+// Reservation is a node this scheduler reserved for a member.
+type Reservation struct {
+	// Node is the reserved node.
+	Node string
+	// Attempt is the gang's attempt the member reserved in.
+	Attempt int
+	// Request is what the member takes from the node.
+	Request capacity.Amounts
+}
+
+// Claim is the capacity a plan holds for the members still to reserve.
+type Claim struct {
+	// Summary and Spans describe the plan, for people and metrics.
+	Summary string
+	Spans   []placement.Span
+
+	attempt  int
+	deadline time.Time
+	// slots are the planned places not yet taken, one per member.
+	slots []Slot
+	// fingerprint identifies the plan, for lessons.
+	fingerprint uint64
+}
+
+// Slot is one member's planned place. It is designated to the member the
+// plan put there, so that ranks land where the plan wants them; a member the
+// plan did not name (a recreated pod, say) takes any slot its request fits.
+type Slot struct {
+	// UID is the member the plan put here.
+	UID types.UID
+	// Node is the planned node.
+	Node string
+	// Request is what the slot holds on the node.
+	Request capacity.Amounts
+}
+
+// NewClaims returns empty claims that read time from c.
+func NewClaims(c clock.PassiveClock) *Claims {
+	return &Claims{clock: c, byKey: map[gang.Key]*gangClaims{}}
+}
+
+// get returns the gang's record, creating it. Callers hold mu.
+func (c *Claims) get(key gang.Key) *gangClaims {
+	g, ok := c.byKey[key]
+	if !ok {
+		g = &gangClaims{reserved: map[types.UID]Reservation{}}
+		c.byKey[key] = g
+	}
+	return g
+}
+
+// liveClaim returns the gang's claim if it has one that has not expired.
+func (g *gangClaims) liveClaim(now time.Time) *Claim {
+	if g.claim == nil || !now.Before(g.claim.deadline) {
+		return nil
+	}
+	return g.claim
+}
+
+// addHeldLocked adds to held, per node, what the live claims of gangs other
+// than self hold. Callers hold mu.
+func (c *Claims) addHeldLocked(held map[string]capacity.Amounts, self gang.Key, now time.Time) {
+	for key, g := range c.byKey {
+		if cl := g.liveClaim(now); key != self && cl != nil {
+			addSlots(held, cl.slots)
+		}
+	}
+}
+
+// startLocked starts a new attempt holding slots until deadline. Callers
+// hold mu.
+func (c *Claims) startLocked(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) {
+	g := c.get(key)
+	g.attempt++
+	g.claim = &Claim{attempt: g.attempt, deadline: deadline, slots: slots, Summary: plan.Summary, Spans: plan.Spans, fingerprint: fp}
+}
+
+// PlanSlots returns the nodes a member may take in the gang's live claim:
+// the node of the slot designated to it if there is one, else the nodes of
+// every slot its request fits, in name order. ok is false when no claim is
+// live.
+func (c *Claims) PlanSlots(key gang.Key, uid types.UID, req capacity.Amounts) (nodes []string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, found := c.byKey[key]
+	if !found {
+		return nil, false
+	}
+	cl := g.liveClaim(c.clock.Now())
+	if cl == nil {
+		return nil, false
+	}
+	for _, s := range cl.slots {
+		if s.UID == uid {
+			return []string{s.Node}, true
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range cl.slots {
+		if !seen[s.Node] && req.FitsIn(s.Request) {
+			seen[s.Node] = true
+			nodes = append(nodes, s.Node)
+		}
+	}
+	sort.Strings(nodes)
+	return nodes, true
+}
+
+// Fingerprint returns the fingerprint of the plan of the attempt in flight.
+func (c *Claims) Fingerprint(key gang.Key) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.byKey[key]
+	if !ok || g.claim == nil {
+		return 0, false
+	}
+	return g.claim.fingerprint, true
+}
+
+// Reserve records that a member reserved node and takes a slot of the
+// gang's claim: the one designated to it, else one on that node that it
+// fits, else the first it fits anywhere, so the claim never holds more than
+// the members still to come.
+func (c *Claims) Reserve(key gang.Key, uid types.UID, node string, req capacity.Amounts) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.get(key)
+	g.reserved[uid] = Reservation{Node: node, Attempt: g.attempt, Request: req}
+	cl := g.liveClaim(c.clock.Now())
+	if cl == nil {
+		return
+	}
+	if i := pickSlot(cl.slots, uid, node, req); i >= 0 {
+		cl.slots = append(cl.slots[:i], cl.slots[i+1:]...)
+	}
+}
+
+// pickSlot returns the index of the slot a reserving member takes, or -1.
+func pickSlot(slots []Slot, uid types.UID, node string, req capacity.Amounts) int {
+	onNode, anywhere := -1, -1
+	for i, s := range slots {
+		if s.UID == uid {
+			return i
+		}
+		if !req.FitsIn(s.Request) {
+			continue
+		}
+		if onNode < 0 && s.Node == node {
+			onNode = i
+		}
+		if anywhere < 0 {
+			anywhere = i
+		}
+	}
+	if onNode >= 0 {
+		return onNode
+	}
+	return anywhere
+}
+
+// Unreserve forgets a reservation. inFlight is true when the member
+// belonged to the gang's attempt in flight: the gang then fails as a whole.
+// released is true when it belonged to an attempt that had already reached
+// quorum: the member failed to bind after its gang was let go.
+func (c *Claims) Unreserve(key gang.Key, uid types.UID) (inFlight, released bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, found := c.byKey[key]
+	if !found {
+		return false, false
+	}
+	r, had := g.reserved[uid]
+	delete(g.reserved, uid)
+	inFlight = had && g.claim != nil && g.claim.attempt == r.Attempt
+	return inFlight, had && !inFlight && g.admitted
+}
+
+// Reservations returns a copy of the gang's reservations by member UID.
+func (c *Claims) Reservations(key gang.Key) map[types.UID]Reservation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.byKey[key]
+	if !ok {
+		return nil
+	}
+	out := make(map[types.UID]Reservation, len(g.reserved))
+	for uid, r := range g.reserved {
+		out[uid] = r
+	}
+	return out
+}
+
+// ReservedUIDs lists the gang's reserved members in UID order.
+func (c *Claims) ReservedUIDs(key gang.Key) []types.UID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.byKey[key]
+	if !ok {
+		return nil
+	}
+	uids := make([]types.UID, 0, len(g.reserved))
+	for uid := range g.reserved {
+		uids = append(uids, uid)
+	}
+	sortUIDs(uids)
+	return uids
+}
+
+// Placing counts the gangs with an attempt in flight, and the members those
+// attempts reserved (they wait in Permit for the rest of their gang).
+func (c *Claims) Placing() (placing, reserved int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for _, g := range c.byKey {
+		cl := g.liveClaim(now)
+		if cl == nil {
+			continue
+		}
+		placing++
+		for _, r := range g.reserved {
+			if r.Attempt == cl.attempt {
+				reserved++
+			}
+		}
+	}
+	return placing, reserved
+}
+
+// InFlightOn lists, in key order, the gangs whose attempt in flight has a
+// member reserved on node.
+func (c *Claims) InFlightOn(node string) []gang.Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var keys []gang.Key
+	for key, g := range c.byKey {
+		if g.claim == nil {
+			continue
+		}
+		for _, r := range g.reserved {
+			if r.Node == node && r.Attempt == g.claim.attempt {
+				keys = append(keys, key)
+				break
+			}
+		}
+	}
+	sortKeys(keys)
+	return keys
+}
+
+// InFlightNodes lists, in name order, the nodes reserved by members of the
+// gang's attempt in flight.
+func (c *Claims) InFlightNodes(key gang.Key) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.byKey[key]
+	if !ok || g.claim == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var nodes []string
+	for _, r := range g.reserved {
+		if r.Attempt == g.claim.attempt && !seen[r.Node] {
+			seen[r.Node] = true
+			nodes = append(nodes, r.Node)
+		}
+	}
+	sort.Strings(nodes)
+	return nodes
+}
+
+// drop forgets a deleted member's reservation. It returns true when the
+// member was reserved in the gang's attempt in flight.
+func (c *Claims) drop(key gang.Key, uid types.UID) (inFlight bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.byKey[key]; ok {
+		if r, had := g.reserved[uid]; had {
+			inFlight = g.claim != nil && g.claim.attempt == r.Attempt
+			delete(g.reserved, uid)
+		}
+	}
+	return inFlight
+}
+
+// idle ends the claim and the admission of a gang that has no reservation
+// left, keeping its backoff. It reports whether the gang has none.
+func (c *Claims) idle(key gang.Key) (unreserved bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g, ok := c.byKey[key]
+	if !ok {
+		return true
+	}
+	if len(g.reserved) > 0 {
+		return false
+	}
+	g.claim = nil
+	g.admitted = false
+	return true
+}
+
+// forget drops all the gang's claims, backoff included.
+func (c *Claims) forget(key gang.Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byKey, key)
+}
+
+// knows reports whether the gang has a record.
+func (c *Claims) knows(key gang.Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.byKey[key]
+	return ok
+}
+
+// addSlots adds what slots hold to held, per node.
+func addSlots(held map[string]capacity.Amounts, slots []Slot) {
+	for _, s := range slots {
+		if held[s.Node] == nil {
+			held[s.Node] = capacity.Amounts{}
+		}
+		held[s.Node].Add(s.Request)
+	}
+}
+
+func sortUIDs(uids []types.UID) {
+	sort.Slice(uids, func(i, j int) bool { return uids[i] < uids[j] })
+}
+
+func sortKeys(keys []gang.Key) {
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+}

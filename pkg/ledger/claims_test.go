@@ -1,0 +1,248 @@
+package ledger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const gpu = v1.ResourceName("nvidia.com/gpu")
+
+func gpus(n int64) capacity.Amounts { return capacity.Amounts{gpu: n, v1.ResourcePods: 1} }
+
+func key(name string) gang.Key { return gang.Key{Namespace: "ns", Name: name} }
+
+func slot(uid, node string, n int64) Slot {
+	return Slot{UID: types.UID(uid), Node: node, Request: gpus(n)}
+}
+
+func newTestLedger() (*Ledger, *testingclock.FakeClock) {
+	c := testingclock.NewFakeClock(t0)
+	return New(c), c
+}
+
+func TestPickSlot(t *testing.T) {
+	slots := []Slot{slot("a", "n1", 8), slot("b", "n2", 4), slot("c", "n2", 8)}
+	for _, tt := range []struct {
+		name string
+		uid  string
+		node string
+		req  int64
+		want int
+	}{
+		{name: "the slot designated to the member, wherever it reserved", uid: "c", node: "n1", req: 8, want: 2},
+		{name: "designation wins over a fit on the node", uid: "b", node: "n1", req: 4, want: 1},
+		{name: "a slot on the node it reserved that it fits", uid: "x", node: "n2", req: 8, want: 2},
+		{name: "else the first slot it fits anywhere", uid: "x", node: "n9", req: 8, want: 0},
+		{name: "a small member fits the first slot", uid: "x", node: "n2", req: 2, want: 1},
+		{name: "no slot it fits", uid: "x", node: "n1", req: 16, want: -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, pickSlot(slots, types.UID(tt.uid), tt.node, gpus(tt.req)))
+		})
+	}
+}
+
+func TestPlanSlots(t *testing.T) {
+	l, c := newTestLedger()
+	k := key("job")
+	_, ok := l.Claims.PlanSlots(k, "a", gpus(8))
+	require.False(t, ok, "no claim, no plan")
+	l.SetClaim(k, []Slot{slot("a", "n3", 8), slot("b", "n1", 8), slot("c", "n2", 4), slot("d", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	for _, tt := range []struct {
+		name string
+		uid  string
+		req  int64
+		want []string
+	}{
+		{name: "designated", uid: "a", req: 8, want: []string{"n3"}},
+		{name: "undesignated: every node with a slot it fits, once, in name order", uid: "x", req: 8, want: []string{"n1", "n3"}},
+		{name: "undesignated and small", uid: "x", req: 4, want: []string{"n1", "n2", "n3"}},
+		{name: "nothing fits", uid: "x", req: 16, want: nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := l.Claims.PlanSlots(k, types.UID(tt.uid), gpus(tt.req))
+			require.True(t, ok)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("PlanSlots (-want,+got):\n%s", diff)
+			}
+		})
+	}
+	c.Step(time.Minute)
+	_, ok = l.Claims.PlanSlots(k, "a", gpus(8))
+	require.False(t, ok, "a claim past its deadline plans nothing")
+}
+
+func TestReserveTakesOneSlotEach(t *testing.T) {
+	l, _ := newTestLedger()
+	k := key("job")
+	l.SetClaim(k, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	require.Equal(t, map[string]capacity.Amounts{"n1": gpus(8), "n2": gpus(8)}, l.HeldByOthers(key("other"), QueueOrder{}))
+
+	// A recreated member the plan did not name takes the slot on its node.
+	l.Claims.Reserve(k, "x", "n2", gpus(8))
+	require.Equal(t, map[string]capacity.Amounts{"n1": gpus(8)}, l.HeldByOthers(key("other"), QueueOrder{}))
+	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	require.Nil(t, l.HeldByOthers(key("other"), QueueOrder{}), "the claim never holds more than the members still to come")
+	require.Equal(t, []types.UID{"a", "x"}, l.Claims.ReservedUIDs(k))
+	require.Equal(t, []string{"n1", "n2"}, l.Claims.InFlightNodes(k))
+	require.Equal(t, []gang.Key{k}, l.Claims.InFlightOn("n2"))
+	require.Empty(t, l.Claims.InFlightOn("n9"))
+	placing, reserved := l.Claims.Placing()
+	require.Equal(t, 1, placing)
+	require.Equal(t, 2, reserved)
+}
+
+func TestFailBacksOffDoubling(t *testing.T) {
+	base, max := time.Second, 10*time.Second
+	for _, tt := range []struct {
+		name     string
+		penalize []bool
+		want     []time.Duration
+	}{
+		{name: "doubles up to the maximum", penalize: []bool{true, true, true, true, true, true}, want: []time.Duration{1, 2, 4, 8, 10, 10}},
+		{name: "an unpenalized failure retries at once and does not count", penalize: []bool{true, false, true}, want: []time.Duration{1, 0, 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, c := newTestLedger()
+			k := key("job")
+			for i, p := range tt.penalize {
+				l.SetClaim(k, nil, c.Now().Add(time.Minute), &placement.Plan{}, 1)
+				_, backoff, ok := l.Claims.Fail(k, "why", p, base, max)
+				require.True(t, ok)
+				require.Equal(t, tt.want[i]*time.Second, backoff, "failure %d", i)
+				until, reason, backingOff := l.Claims.Backoff(k)
+				require.Equal(t, backoff > 0, backingOff)
+				if backingOff {
+					require.Equal(t, c.Now().Add(backoff), until)
+					require.Equal(t, "why", reason)
+				}
+				c.Step(backoff)
+				_, _, backingOff = l.Claims.Backoff(k)
+				require.False(t, backingOff, "the backoff ends on time")
+			}
+		})
+	}
+}
+
+func TestFailEndsOneAttemptOnce(t *testing.T) {
+	l, _ := newTestLedger()
+	k := key("job")
+	_, _, ok := l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+	require.False(t, ok, "no attempt in flight")
+
+	l.Claims.Reserve(k, "old", "n0", gpus(8)) // reserved before this attempt
+	l.SetClaim(k, []Slot{slot("b", "n2", 8), slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(k, "b", "n2", gpus(8))
+	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	members, _, ok := l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+	require.True(t, ok)
+	require.Equal(t, []types.UID{"a", "b"}, members, "the failed attempt's members, in UID order")
+	_, _, ok = l.Claims.Fail(k, "again", true, time.Second, time.Minute)
+	require.False(t, ok, "a second call for the same attempt changes nothing")
+	_, reason, _ := l.Claims.Backoff(k)
+	require.Equal(t, "why", reason)
+
+	inFlight, released := l.Claims.Unreserve(k, "a")
+	require.False(t, inFlight, "news about an abandoned attempt changes nothing")
+	require.False(t, released)
+}
+
+func TestSucceedResetsFailuresAndAdmits(t *testing.T) {
+	l, _ := newTestLedger()
+	k := key("job")
+	for range 3 {
+		l.SetClaim(k, nil, t0.Add(time.Minute), &placement.Plan{}, 1)
+		l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+	}
+	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{Summary: "n1"}, 1)
+	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	members, done, ok := l.Succeed(k)
+	require.True(t, ok)
+	require.Equal(t, []types.UID{"a"}, members)
+	require.Equal(t, "n1", done.Summary)
+	require.True(t, l.Claims.Admitted(k))
+	require.Equal(t, []gang.Key{k}, l.Claims.AdmittedKeys())
+	_, _, ok = l.Succeed(k)
+	require.False(t, ok, "no attempt in flight any more")
+
+	l.SetClaim(k, nil, t0.Add(time.Minute), &placement.Plan{}, 1)
+	_, backoff, _ := l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+	require.Equal(t, time.Second, backoff, "success resets the doubling")
+}
+
+func TestUnreserve(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		admit        bool
+		end          bool // the attempt ends before the member unreserves
+		uid          types.UID
+		wantInFlight bool
+		wantReleased bool
+	}{
+		{name: "a member of the attempt in flight", uid: "a", wantInFlight: true},
+		{name: "a member let go with its admitted gang", admit: true, uid: "a", wantReleased: true},
+		{name: "a member of an ended attempt of a gang not admitted", end: true, uid: "a"},
+		{name: "a pod the ledger never reserved", uid: "x"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, _ := newTestLedger()
+			k := key("job")
+			l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+			l.Claims.Reserve(k, "a", "n1", gpus(8))
+			switch {
+			case tt.admit:
+				l.Succeed(k)
+			case tt.end:
+				l.Claims.Fail(k, "why", false, 0, 0)
+			}
+			inFlight, released := l.Claims.Unreserve(k, tt.uid)
+			require.Equal(t, tt.wantInFlight, inFlight)
+			require.Equal(t, tt.wantReleased, released)
+			require.NotContains(t, l.Claims.Reservations(k), tt.uid)
+		})
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	l, c := newTestLedger()
+	k := key("job")
+	_, ok := l.Claims.Remaining(k)
+	require.False(t, ok)
+	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(30*time.Second), &placement.Plan{}, 1)
+	left, ok := l.Claims.Remaining(k)
+	require.True(t, ok)
+	require.Equal(t, 30*time.Second, left)
+	require.False(t, l.Claims.Expired(k))
+	c.Step(30 * time.Second)
+	_, ok = l.Claims.Remaining(k)
+	require.False(t, ok)
+	require.True(t, l.Claims.Expired(k))
+	require.Nil(t, l.HeldByOthers(key("other"), QueueOrder{}), "an expired claim holds nothing")
+	placing, _ := l.Claims.Placing()
+	require.Zero(t, placing)
+}
+
+func TestDropAdmissionOnlyWithoutReservations(t *testing.T) {
+	l, _ := newTestLedger()
+	k := key("job")
+	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.Succeed(k)
+	l.Claims.DropAdmission(k)
+	require.True(t, l.Claims.Admitted(k), "a member still holds a node")
+	l.Claims.Unreserve(k, "a")
+	l.Claims.DropAdmission(k)
+	require.False(t, l.Claims.Admitted(k))
+}

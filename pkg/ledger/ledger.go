@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// Ledger is the scheduler's memory of gangs, one part per job. Callers use
+// a part directly for what concerns it alone; the Ledger's own methods are
+// the operations that span parts, and they take the parts' locks in the
+// order doc.go gives.
+type Ledger struct {
+	// Claims are the reservations and the capacity plans hold, with the
+	// gangs' attempts and backoffs.
+	Claims *Claims
+	// Head is the head hold.
+	Head *Head
+	// Lessons are what Filter rejections taught about plans.
+	Lessons *Lessons
+	// Preemptions are the preemptions whose preemptors have not bound.
+	Preemptions *Preemptions
+	// Gate holds back members of gangs without quorum.
+	Gate *Gate
+	// Blocked are pods held capacity turned away.
+	Blocked *Blocked
+	// Timers are the gangs' pending callbacks.
+	Timers *Timers
+}
+
+// New returns an empty ledger on clock c.
+func New(c clock.WithTickerAndDelayedExecution) *Ledger {
+	return &Ledger{
+		Claims:      NewClaims(c),
+		Head:        NewHead(c),
+		Lessons:     NewLessons(c),
+		Preemptions: NewPreemptions(c),
+		Gate:        NewGate(),
+		Blocked:     NewBlocked(),
+		Timers:      NewTimers(c),
+	}
+}
+
+// HeldByOthers sums, per node, the capacity that gangs other than self hold
+// from a pod at queue position order: their live claims, and the head
+// gang's hold unless the pod comes before the head in queue order. It is nil
+// when nothing is held. It reads claims and head in one step, so a gang
+// whose plan replaces its head hold (SetClaim) is never seen holding
+// neither.
+func (l *Ledger) HeldByOthers(self gang.Key, order QueueOrder) map[string]capacity.Amounts {
+	l.Claims.mu.Lock()
+	defer l.Claims.mu.Unlock()
+	l.Head.mu.Lock()
+	defer l.Head.mu.Unlock()
+	now := l.Claims.clock.Now()
+	held := map[string]capacity.Amounts{}
+	l.Claims.addHeldLocked(held, self, now)
+	l.Head.addHeldLocked(held, self, order, now)
+	if len(held) == 0 {
+		return nil
+	}
+	return held
+}
+
+// SetClaim starts a new attempt of the gang holding slots until deadline,
+// for plan (whose fingerprint is fp). It reports whether the gang held as
+// the head until now: its whole plan now holds what the head hold did.
+func (l *Ledger) SetClaim(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) (wasHead bool) {
+	l.Claims.mu.Lock()
+	defer l.Claims.mu.Unlock()
+	l.Head.mu.Lock()
+	defer l.Head.mu.Unlock()
+	l.Claims.startLocked(key, slots, deadline, plan, fp)
+	return l.Head.dropLocked(key, l.Head.clock.Now())
+}
+
+// FailPlan remembers that the plan of the attempt in flight failed under
+// Filter, so that it is never tried again.
+func (l *Ledger) FailPlan(key gang.Key) {
+	if fp, ok := l.Claims.Fingerprint(key); ok {
+		l.Lessons.LearnFailedPlan(key, fp)
+	}
+}
+
+// Succeed ends the attempt in flight because quorum is reserved, marks the
+// gang admitted and forgets its lessons. It returns the reserved members to
+// allow, in UID order, and the ended claim (for its summary and spans), and
+// ok=false if no attempt was in flight.
+func (l *Ledger) Succeed(key gang.Key) (members []types.UID, done *Claim, ok bool) {
+	members, done, ok = l.Claims.succeed(key)
+	l.Lessons.forget(key)
+	return members, done, ok
+}
+
+// ForgetPod drops a deleted member's reservation and stops holding it back.
+// It returns true when the member was reserved in the gang's attempt in
+// flight: the attempt cannot complete as planned.
+func (l *Ledger) ForgetPod(key gang.Key, uid types.UID) (inFlight bool) {
+	inFlight = l.Claims.drop(key, uid)
+	l.Gate.drop(key, uid)
+	return inFlight
+}
+
+// Idle forgets what a gang none of whose members waits for a node holds:
+// its head turn, and, once no member holds a reservation either, its claim,
+// its admission, its lessons and its preemption record. Its backoff and any
+// yield are kept, so a gang whose members are recreated at once does not
+// retry in a hot loop or hold again at once; they go when the PodGroup does
+// (ForgetGang).
+func (l *Ledger) Idle(key gang.Key) {
+	if l.Claims.idle(key) {
+		l.Lessons.forget(key)
+		l.Preemptions.End(GangOwner(key))
+	}
+	l.Head.Clear(key)
+}
+
+// ForgetGang drops all that is known of a gang whose PodGroup was deleted
+// and stops its timers. Held-back members stay held: they wait for the
+// PodGroup to come back.
+func (l *Ledger) ForgetGang(key gang.Key) {
+	l.Timers.forget(key)
+	l.Claims.forget(key)
+	l.Lessons.forget(key)
+	l.Gate.forget(key)
+	l.Preemptions.End(GangOwner(key))
+	l.Head.forget(key)
+}
+
+// Knows reports whether any part of the ledger keeps something of the gang
+// other than held-back members: what ForgetGang drops.
+func (l *Ledger) Knows(key gang.Key) bool {
+	return l.Claims.knows(key) || l.Head.knows(key) || l.Lessons.knows(key) || l.Gate.knows(key) ||
+		l.Timers.knows(key) || l.Preemptions.knows(GangOwner(key))
+}
+
+// Waiting counts the gangs whose members are held until quorum exists,
+// gangs with an attempt in flight, and the members those attempts reserved
+// (they wait in Permit for the rest of their gang).
+func (l *Ledger) Waiting() (members, placing, reserved int) {
+	placing, reserved = l.Claims.Placing()
+	return l.Gate.Gangs(), placing, reserved
+}

@@ -1,0 +1,150 @@
+package ledger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+func TestQueueOrder(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		a, b QueueOrder
+		want int
+	}{
+		{name: "higher priority first", a: QueueOrder{Priority: 1, Created: t0.Add(time.Hour), Group: "z"}, b: QueueOrder{Created: t0, Group: "a"}, want: -1},
+		{name: "then the gang created first", a: QueueOrder{Created: t0, Group: "z"}, b: QueueOrder{Created: t0.Add(time.Second), Group: "a"}, want: -1},
+		{name: "then by name", a: QueueOrder{Created: t0, Group: "b"}, b: QueueOrder{Created: t0, Group: "a"}, want: 1},
+		{name: "the same gang", a: QueueOrder{Created: t0, Group: "a"}, b: QueueOrder{Created: t0, Group: "a"}, want: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, tt.a.Compare(tt.b))
+			require.Equal(t, -tt.want, tt.b.Compare(tt.a))
+			require.Equal(t, tt.want < 0, tt.a.Before(tt.b))
+		})
+	}
+}
+
+func TestOwner(t *testing.T) {
+	lone := pod("p")
+	member := pod("m")
+	member.Labels = map[string]string{"scheduling.x-k8s.io/pod-group": "job"}
+	require.Equal(t, "pod/ns/p", Owner(lone))
+	require.Equal(t, "pg/ns/job", Owner(member))
+	require.Equal(t, GangOwner(key("job")), Owner(member))
+}
+
+func TestHeldByOthersSumsClaimsAndHead(t *testing.T) {
+	l, _ := newTestLedger()
+	l.SetClaim(key("a"), []Slot{slot("a-0", "n1", 4), slot("a-1", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.SetClaim(key("b"), []Slot{slot("b-0", "n1", 2)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Head.Take(key("h"), second, []Slot{slot("h-0", "n2", 8)}, turnLength)
+	for _, tt := range []struct {
+		name  string
+		self  string
+		order QueueOrder
+		want  map[string]capacity.Amounts
+	}{
+		{name: "everything, from behind the head", self: "x", order: third, want: map[string]capacity.Amounts{
+			"n1": {gpu: 6, "pods": 2}, "n2": {gpu: 16, "pods": 2}}},
+		{name: "not its own claim", self: "a", order: third, want: map[string]capacity.Amounts{
+			"n1": gpus(2), "n2": gpus(8)}},
+		{name: "not the head's hold, from before it", self: "x", order: first, want: map[string]capacity.Amounts{
+			"n1": {gpu: 6, "pods": 2}, "n2": gpus(8)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, l.HeldByOthers(key(tt.self), tt.order))
+		})
+	}
+}
+
+func TestIdleKeepsTheBackoff(t *testing.T) {
+	l, c := newTestLedger()
+	k := key("job")
+	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.Lessons.LearnCap(k, "tmpl", 1)
+	l.Preemptions.Start(GangOwner(k), &Preemption{Until: t0.Add(time.Hour)})
+	l.Succeed(k)
+	l.Lessons.LearnCap(k, "tmpl", 1)
+
+	l.Idle(k)
+	require.True(t, l.Claims.Admitted(k), "a member still holds its node")
+	require.Equal(t, 1, l.Lessons.View(k).PerNode["tmpl"])
+	require.True(t, l.Preemptions.Preempting(GangOwner(k)))
+
+	require.False(t, l.ForgetPod(k, "a"), "the member's attempt is over")
+	l.SetClaim(k, nil, c.Now().Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Fail(k, "why", true, time.Minute, time.Hour)
+	l.Head.Take(k, first, []Slot{slot("b", "n1", 8)}, turnLength)
+	l.Idle(k)
+	require.False(t, l.Claims.Admitted(k))
+	require.Empty(t, l.Lessons.View(k).PerNode)
+	require.False(t, l.Preemptions.Preempting(GangOwner(k)))
+	_, heads := l.Head.Holder()
+	require.False(t, heads, "a gang with no member waiting holds nothing")
+	_, _, backingOff := l.Claims.Backoff(k)
+	require.True(t, backingOff, "the backoff is kept, so recreated members do not retry in a hot loop")
+	require.True(t, l.Knows(k))
+}
+
+func TestForgetGangLeavesNothing(t *testing.T) {
+	l, c := newTestLedger()
+	k := key("job")
+	l.Gate.Hold(k, pod("held"), l.Gate.Releases(k))
+	l.Gate.Release(k)
+	l.Gate.Hold(k, pod("held"), l.Gate.Releases(k))
+	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.Lessons.LearnExclusion(k, "tmpl", "n1")
+	l.Preemptions.Start(GangOwner(k), &Preemption{Until: t0.Add(time.Hour)})
+	_, since := l.Head.Take(k, first, nil, turnLength)
+	c.Step(turnLength)
+	l.Head.EndTurn(k, since)
+	l.Timers.After(k, YieldEndTimer, turnLength, func() {})
+
+	l.ForgetGang(k)
+	require.False(t, l.Knows(k))
+	require.False(t, c.HasWaiters())
+	require.Equal(t, 1, l.Gate.Held(k), "held-back members wait for the PodGroup to come back")
+}
+
+func TestForgetPodInFlightAndGated(t *testing.T) {
+	l, _ := newTestLedger()
+	k := key("job")
+	l.Gate.Hold(k, pod("g"), 0)
+	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	require.True(t, l.ForgetPod(k, "a"), "a member of the attempt in flight")
+	require.False(t, l.ForgetPod(k, "a"), "once")
+	require.False(t, l.ForgetPod(k, types.UID("g-uid")))
+	require.Zero(t, l.Gate.Held(k))
+}
+
+func TestFailPlanAndSucceedTeachAndForget(t *testing.T) {
+	l, _ := newTestLedger()
+	k := key("job")
+	l.FailPlan(k)
+	require.Empty(t, l.Lessons.View(k).Failed, "no attempt, no plan to remember")
+	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 7)
+	l.FailPlan(k)
+	require.Equal(t, map[uint64]bool{7: true}, l.Lessons.View(k).Failed)
+	l.Succeed(k)
+	require.Empty(t, l.Lessons.View(k).Failed, "a gang that reached quorum forgets its lessons")
+}
+
+func TestWaiting(t *testing.T) {
+	l, _ := newTestLedger()
+	l.Gate.Hold(key("g1"), pod("x"), 0)
+	l.Gate.Hold(key("g1"), pod("y"), 0)
+	l.Gate.Hold(key("g2"), pod("z"), 0)
+	l.SetClaim(key("p"), []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(key("p"), "a", "n1", gpus(8))
+	members, placing, reserved := l.Waiting()
+	require.Equal(t, []int{2, 1, 1}, []int{members, placing, reserved})
+}
