@@ -206,8 +206,14 @@ func TestNativePodGroupDeletedMidFlight(t *testing.T) {
 	env.activator.Reset()
 	recreated := pg.DeepCopy()
 	recreated.ResourceVersion = ""
-	_, err := env.client.SchedulingV1beta1().PodGroups(testNS).Create(env.ctx, recreated, metav1.CreateOptions{})
+	created, err := env.client.SchedulingV1beta1().PodGroups(testNS).Create(env.ctx, recreated, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// An activation left over from the deletion may land after the Reset
+	// above, so wait for the plugin to see the new PodGroup itself.
+	require.Eventually(t, func() bool {
+		s, ok := env.pl.lookup(gang.Key{API: gang.Native, Namespace: testNS, Name: "job"})
+		return ok && s.UID == created.UID
+	}, wait.ForeverTestTimeout, 10*time.Millisecond, "the plugin sees the recreated PodGroup")
 	require.Eventually(t, func() bool { return sets.New(env.activator.Get()...).HasAll(testNS+"/job-0", testNS+"/job-1") },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "a recreated PodGroup brings its members back")
 	bound := env.runGang(job)

@@ -1,0 +1,195 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+)
+
+// DimensionPrefix starts the name of every dimension the model adds for
+// devices, so that such names never clash with a resource a node advertises.
+// Names are internal to one scheduler process: Events describe kinds in
+// words (Kind.Describe).
+const DimensionPrefix = "devices.gpu-gang.x-k8s.io/"
+
+// Kind is what one device request can take: the devices of a DeviceClass
+// that also match the request's own selectors and whose taints the request
+// tolerates. Two requests of the same class, selectors and tolerations are
+// one Kind: their devices are interchangeable.
+type Kind struct {
+	// Class is the DeviceClass the request names.
+	Class string
+	// Selectors are the CEL expressions of the class, then of the request.
+	Selectors []string
+	// Tolerations are the request's device tolerations.
+	Tolerations []resourceapi.DeviceToleration
+	// Dimension is the kind's dimension name, derived from the fields above.
+	Dimension v1.ResourceName
+	// requestSelectors is how many of Selectors are the request's own, for
+	// describing the kind to people.
+	requestSelectors int
+}
+
+// NewKind builds the kind of a request on class with the request's own
+// selectors and tolerations. Only CEL selectors exist in resource.k8s.io/v1.
+func NewKind(class *resourceapi.DeviceClass, selectors []resourceapi.DeviceSelector, tolerations []resourceapi.DeviceToleration) *Kind {
+	k := &Kind{Class: class.Name, Tolerations: tolerations}
+	for _, s := range class.Spec.Selectors {
+		if s.CEL != nil {
+			k.Selectors = append(k.Selectors, s.CEL.Expression)
+		}
+	}
+	for _, s := range selectors {
+		if s.CEL != nil {
+			k.Selectors = append(k.Selectors, s.CEL.Expression)
+			k.requestSelectors++
+		}
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00", k.Class)
+	for _, s := range k.Selectors {
+		fmt.Fprintf(h, "%s\x00", s)
+	}
+	for _, t := range k.Tolerations {
+		fmt.Fprintf(h, "%s\x01%s\x01%s\x01%s\x00", t.Key, t.Operator, t.Value, t.Effect)
+	}
+	k.Dimension = v1.ResourceName(fmt.Sprintf("%s%s-%016x", DimensionPrefix, k.Class, h.Sum64()))
+	return k
+}
+
+// Describe names the kind for people: "gpu.nvidia.com devices" or
+// "gpu.nvidia.com devices with device.attributes[...] == ...".
+func (k *Kind) Describe() string {
+	s := k.Class + " devices"
+	if k.requestSelectors > 0 {
+		s += " with " + strings.Join(k.Selectors[len(k.Selectors)-k.requestSelectors:], " && ")
+	}
+	return s
+}
+
+// IsDeviceDimension reports whether a dimension name is one the model added
+// for a device kind.
+func IsDeviceDimension(name v1.ResourceName) bool {
+	return strings.HasPrefix(string(name), DimensionPrefix)
+}
+
+// Matcher decides which devices of an Inventory belong to a kind. It
+// evaluates selectors with the CEL support of k8s.io/dynamic-resource-
+// allocation, as the allocator does, and remembers the answer per node, so
+// that each device is evaluated once per inventory. A Matcher belongs to one
+// Inventory and is safe for concurrent use.
+type Matcher struct {
+	inv *Inventory
+	cel *cel.Cache
+
+	mu sync.Mutex
+	// byKind caches, per kind dimension and node, the positions of the
+	// node's devices that match; guarded by mu.
+	byKind map[v1.ResourceName]map[string]Bits
+	// errs are the CEL errors met, per kind dimension; guarded by mu.
+	errs map[v1.ResourceName]error
+}
+
+// NewMatcher returns a matcher for inv. celCache may be shared with other
+// matchers.
+func NewMatcher(inv *Inventory, celCache *cel.Cache) *Matcher {
+	return &Matcher{inv: inv, cel: celCache, byKind: map[v1.ResourceName]map[string]Bits{}, errs: map[v1.ResourceName]error{}}
+}
+
+// Inventory returns the inventory the matcher reads.
+func (m *Matcher) Inventory() *Inventory { return m.inv }
+
+// On returns the positions of node's devices that belong to kind. A
+// selector that fails to compile or to evaluate on a device leaves that
+// device out; Err says what failed.
+func (m *Matcher) On(ctx context.Context, k *Kind, node string) Bits {
+	m.mu.Lock()
+	perNode := m.byKind[k.Dimension]
+	if b, ok := perNode[node]; ok {
+		m.mu.Unlock()
+		return b
+	}
+	m.mu.Unlock()
+
+	var out Bits
+	var firstErr error
+	if nd := m.inv.Node(node); nd != nil {
+		for i := range nd.Devices {
+			ok, err := m.matches(ctx, k, &nd.Devices[i])
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			if ok {
+				out.set(i)
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byKind[k.Dimension] == nil {
+		m.byKind[k.Dimension] = map[string]Bits{}
+	}
+	m.byKind[k.Dimension][node] = out
+	if firstErr != nil && m.errs[k.Dimension] == nil {
+		m.errs[k.Dimension] = firstErr
+	}
+	return out
+}
+
+// Err returns the first selector error met for kind, if any.
+func (m *Matcher) Err(k *Kind) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.errs[k.Dimension]
+}
+
+// PartialOn reports whether some of node's devices of kind are partial
+// (see Device.Partial): the model's count of them is not exact.
+func (m *Matcher) PartialOn(ctx context.Context, k *Kind, node string) bool {
+	nd := m.inv.Node(node)
+	if nd == nil {
+		return false
+	}
+	b := m.On(ctx, k, node)
+	for i := range nd.Devices {
+		if b.Has(i) && nd.Devices[i].Partial {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether one device belongs to kind: every selector
+// matches and every NoSchedule or NoExecute taint is tolerated.
+func (m *Matcher) matches(ctx context.Context, k *Kind, d *Device) (bool, error) {
+	for _, t := range d.Taints {
+		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
+			continue
+		}
+		if !slices.ContainsFunc(k.Tolerations, func(tol resourceapi.DeviceToleration) bool { return resourceclaim.ToleratesTaint(tol, t) }) {
+			return false, nil
+		}
+	}
+	for i, expr := range k.Selectors {
+		res := m.cel.GetOrCompile(expr)
+		if res.Error != nil {
+			return false, fmt.Errorf("%s: selector #%d %q does not compile: %w", k.Class, i, expr, res.Error)
+		}
+		ok, _, err := res.DeviceMatches(ctx, cel.Device{Driver: d.Driver, Attributes: d.Attributes, Capacity: d.Capacity})
+		if err != nil {
+			return false, fmt.Errorf("%s: selector #%d %q on device %s: %w", k.Class, i, expr, d.ID, cel.EnhanceRuntimeError(err))
+		}
+		if !ok {
+			return false, nil
+		}
+	}
+	return true, nil
+}
