@@ -87,12 +87,12 @@ func (c *ClaimCounter) Summary() *ClaimSummary {
 	}
 	s := &ClaimSummary{Claims: len(c.order)}
 	for _, cs := range c.order {
-		if cs.extended {
-			s.ExtendedResource++
-		}
 		if cs.allocated {
 			s.Allocated++
 			s.AllocatedDevices += cs.devices
+			if cs.extended {
+				s.ExtendedResource++
+			}
 		}
 		if cs.released {
 			s.Released++

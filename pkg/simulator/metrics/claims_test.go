@@ -41,13 +41,19 @@ func TestClaimCounter(t *testing.T) {
 	c.ObserveDelete(ext)
 	// Still running at the end.
 	c.Observe(claim("c", 1))
-	// Never allocated: its pod never bound.
+	// Never allocated: made again for a pod already done.
 	c.Observe(claim("d", 0))
 	c.ObserveDelete(claim("d", 0))
+	// The scheduler's claim of an attempt given up before allocation.
+	lost := claim("f", 0)
+	lost.Labels = nil
+	lost.Annotations = ext.Annotations
+	c.Observe(lost)
+	c.ObserveDelete(lost)
 	// Pre-fill's are not the workload's.
 	pre := claim("e", 4)
 	pre.Labels[workload.RoleLabel] = workload.RolePrefill
 	c.Observe(pre)
 
-	require.Equal(t, &ClaimSummary{Claims: 4, ExtendedResource: 1, Allocated: 3, AllocatedDevices: 17, Released: 2}, c.Summary())
+	require.Equal(t, &ClaimSummary{Claims: 5, Allocated: 3, AllocatedDevices: 17, ExtendedResource: 1, Released: 2}, c.Summary())
 }

@@ -74,14 +74,17 @@ type FabricSize struct {
 // those the resourceclaim controller made from the jobs' templates, and
 // those the scheduler made for nvidia.com/gpu requests that DRA served.
 type ClaimSummary struct {
-	// Claims counts the claims seen; ExtendedResource those the scheduler
-	// made for extended resources.
-	Claims           int `json:"claims"`
-	ExtendedResource int `json:"extendedResource"`
+	// Claims counts every claim made, including those given up before any
+	// device was allocated to them: the resourceclaim controller makes a
+	// pod's claim from its template again when the pod is already done,
+	// and deletes it at once.
+	Claims int `json:"claims"`
 	// Allocated counts claims that got devices, AllocatedDevices those
-	// devices.
+	// devices, and ExtendedResource the allocated claims the scheduler
+	// made for nvidia.com/gpu served through the DeviceClass.
 	Allocated        int `json:"allocated"`
 	AllocatedDevices int `json:"allocatedDevices"`
+	ExtendedResource int `json:"extendedResource"`
 	// Released counts allocated claims whose allocation was cleared, or
 	// which were deleted, by the end: their pods were done.
 	Released int `json:"released"`

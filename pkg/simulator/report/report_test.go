@@ -88,7 +88,7 @@ func TestWriteSummaryDRA(t *testing.T) {
 	out := b.String()
 	require.Contains(t, out, "64 GPUs (32 of them on 4 nodes that publish them through DRA, one ResourceSlice each)")
 	require.Contains(t, out, "  gpu-gang: none\n")
-	require.Contains(t, out, "  default: 5 claims (2 for nvidia.com/gpu), 4 allocated (26 devices), 3 released (their pods done) by the end of the run\n")
+	require.Contains(t, out, "  default: 4 allocated (26 devices), 2 of them for nvidia.com/gpu; 3 released by the end of the run; 5 made in all\n")
 	b.Reset()
 	require.NoError(t, WriteHTML(&b, run))
 	require.Contains(t, b.String(), "32 GPUs on 4 nodes published through DRA")

@@ -92,9 +92,10 @@ func writeClaims(w io.Writer, results []*metrics.Result) {
 			fmt.Fprintf(w, "  %s: none\n", r.Profile)
 			continue
 		}
-		fmt.Fprintf(w, "  %s: %d claims (%d for nvidia.com/gpu), %d allocated (%d devices), %d released (their pods done) by the end of the run\n",
-			r.Profile, c.Claims, c.ExtendedResource, c.Allocated, c.AllocatedDevices, c.Released)
+		fmt.Fprintf(w, "  %s: %d allocated (%d devices), %d of them for nvidia.com/gpu; %d released by the end of the run; %d made in all\n",
+			r.Profile, c.Allocated, c.AllocatedDevices, c.ExtendedResource, c.Released, c.Claims)
 	}
+	fmt.Fprintln(w, "  (a claim is released when its pods are done; one made but never allocated was given up first, such as the claim the controller makes again for a pod already done)")
 }
 
 // WriteGangs writes one line per gang of r, at most limit lines: when it
