@@ -14,9 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
@@ -147,6 +145,11 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	if err := setUp(ctx, kube, layout, jobs); err != nil {
 		return nil, err
 	}
+	dra, err := startDRA(ctx, kube, layout)
+	if err != nil {
+		return nil, err
+	}
+	defer dra.stop()
 
 	kwok, err := lifecycle.StartKwok(ctx, lifecycle.KwokOptions{Binary: opts.KwokBinary, Kubeconfig: cp.KubeconfigPath(), Log: opts.KwokLog})
 	if err != nil {
@@ -159,6 +162,15 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		return nil, err
 	}
 	tracker.Expect(jobs)
+	builder := &workload.Builder{
+		Namespace: Namespace, Flavor: profile.Flavor, SchedulerName: profile.SchedulerName,
+		TierKeys: map[string]string{
+			scenario.TierClique: layout.TierKeys[fabric.Clique],
+			scenario.TierLeaf:   layout.TierKeys[fabric.Leaf],
+			scenario.TierSpine:  layout.TierKeys[fabric.Spine],
+		},
+	}
+	tracker.KnowClaims(claimTemplates(builder, jobs), nil)
 	preemption := metrics.NewPreemptionTracker(layout, jobs)
 	stopWatch, err := watchPods(ctx, kube, tracker, preemption)
 	if err != nil {
@@ -185,15 +197,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	defer func() { err = errors.Join(err, sched.Stop()) }()
 
 	submitter := &workload.Submitter{
-		Kube: kube, Groups: groups,
-		Builder: &workload.Builder{
-			Namespace: Namespace, Flavor: profile.Flavor, SchedulerName: profile.SchedulerName,
-			TierKeys: map[string]string{
-				scenario.TierClique: layout.TierKeys[fabric.Clique],
-				scenario.TierLeaf:   layout.TierKeys[fabric.Leaf],
-				scenario.TierSpine:  layout.TierKeys[fabric.Spine],
-			},
-		},
+		Kube: kube, Groups: groups, Builder: builder,
 		Jobs: submitJobs, PodsPerJob: submitPodsPerJob,
 		OnSubmit: func(job string, at time.Time) {
 			tracker.Submitted(job, at)
@@ -244,6 +248,7 @@ wait:
 	tracker.Sample(end)
 	progress.finish()
 	res = tracker.Result(end, timedOut)
+	res.Claims = dra.claims.Summary()
 	if opts.Preemption != nil {
 		opts.Preemption(preemption.Summary(profile.Name))
 	}
@@ -289,8 +294,8 @@ func startScheduler(ctx context.Context, profile Profile, opts Options, configFi
 	})
 }
 
-// setUp creates the namespace, the PriorityClasses the jobs need and the
-// nodes.
+// setUp creates the namespace, the PriorityClasses the jobs need, the
+// nodes, and the DeviceClass and ResourceSlices of DRA nodes.
 func setUp(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layout, jobs []scenario.Job) error {
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -301,7 +306,10 @@ func setUp(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layout
 			return fmt.Errorf("creating PriorityClass %s: %w", pc.Name, err)
 		}
 	}
-	return layout.CreateNodes(ctx, kube, setupWorkers)
+	if err := layout.CreateNodes(ctx, kube, setupWorkers); err != nil {
+		return err
+	}
+	return layout.CreateDRA(ctx, kube, setupWorkers)
 }
 
 // prefill creates the input's pre-fill pods, bound to their nodes, and
@@ -314,8 +322,16 @@ func prefill(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layo
 	for _, p := range pods {
 		want += p.GPUs
 	}
+	claims := prefillClaims(layout, pods)
+	tracker.KnowClaims(nil, claims)
 	err := parallel.Do(ctx, len(pods), setupWorkers, func(ctx context.Context, i int) error {
-		pod := workload.PrefillPod(Namespace, i, layout.Nodes[pods[i].Node].Name, pods[i].GPUs)
+		node := &layout.Nodes[pods[i].Node]
+		if claims[i] != nil {
+			if err := createAllocated(ctx, kube, claims[i]); err != nil {
+				return err
+			}
+		}
+		pod := workload.PrefillPod(Namespace, i, node.Name, pods[i].GPUs, node.DRA)
 		if _, err := kube.CoreV1().Pods(Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating pre-fill pod %s: %w", pod.Name, err)
 		}
@@ -327,60 +343,6 @@ func prefill(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layo
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, prefillTimeout, true, func(context.Context) (bool, error) {
 		return tracker.Prefilled() == want, nil
 	})
-}
-
-// podObserver is fed every pod event: Tracker and PreemptionTracker.
-type podObserver interface {
-	Observe(pod *v1.Pod, now time.Time)
-	ObserveDelete(pod *v1.Pod, now time.Time)
-}
-
-// watchPods feeds every pod event in the namespace to the trackers, in the
-// order the watch delivers them, and returns once the initial list is in.
-func watchPods(ctx context.Context, kube kubernetes.Interface, trackers ...podObserver) (stop func(), err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithNamespace(Namespace))
-	informer := factory.Core().V1().Pods().Informer()
-	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pod, ok := obj.(*v1.Pod); ok {
-				now := time.Now()
-				for _, t := range trackers {
-					t.Observe(pod, now)
-				}
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if pod, ok := obj.(*v1.Pod); ok {
-				now := time.Now()
-				for _, t := range trackers {
-					t.Observe(pod, now)
-				}
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			if pod, ok := obj.(*v1.Pod); ok {
-				now := time.Now()
-				for _, t := range trackers {
-					t.ObserveDelete(pod, now)
-				}
-			}
-		},
-	})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		cancel()
-		factory.Shutdown()
-		return nil, errors.New("the pod watch did not sync")
-	}
-	return func() { cancel(); factory.Shutdown() }, nil
 }
 
 // sample samples the tracker every interval until ctx ends.

@@ -19,6 +19,7 @@ const (
 	streamSharing
 	streamCapacity
 	streamUpgrading
+	streamDRANodes
 )
 
 // sharedProductSuffix is what the device plugin appends to
@@ -53,6 +54,7 @@ func (l *Layout) labelFleet(f *scenario.Fleet) {
 	if m := f.Products; m != nil {
 		for i, c := range l.draw(m.Per, m.Weights(), seed, streamProducts) {
 			p := m.Choices[c]
+			l.Nodes[i].Hardware.Product, l.Nodes[i].Hardware.Compute = p.Name, p.Compute
 			labels := l.Nodes[i].Labels
 			labels[scheduling.LabelGPUProduct] = p.Name
 			if shared[i] {
@@ -65,7 +67,9 @@ func (l *Layout) labelFleet(f *scenario.Fleet) {
 	}
 	if m := f.Drivers; m != nil {
 		for i, c := range l.draw(m.Per, m.Weights(), seed, streamDrivers) {
-			labelDriver(l.Nodes[i].Labels, m.Choices[c])
+			d := m.Choices[c]
+			l.Nodes[i].Hardware.Driver, l.Nodes[i].Hardware.CUDA = d.Version, d.CUDA
+			labelDriver(l.Nodes[i].Labels, d)
 		}
 	}
 	if m := f.Capacity; m != nil {
@@ -120,16 +124,7 @@ func labelDriver(labels map[string]string, d scenario.Driver) {
 // clique, leaf or spine) in fabric order, and returns each node's choice.
 func (l *Layout) draw(per string, weights []int, seed uint64, stream uint64) []int {
 	rng := rand.New(rand.NewPCG(seed, stream))
-	unitOf := func(n *NodeInfo, i int) int { return i }
-	units := len(l.Nodes)
-	switch per {
-	case scenario.PerClique:
-		unitOf, units = func(n *NodeInfo, _ int) int { return n.Domain[Clique] }, len(l.Cliques)
-	case scenario.PerLeaf:
-		unitOf, units = func(n *NodeInfo, _ int) int { return n.Domain[Leaf] }, len(l.Leaves)
-	case scenario.PerSpine:
-		unitOf, units = func(n *NodeInfo, _ int) int { return n.Domain[Spine] }, l.Spec.Spines
-	}
+	unitOf, units := l.units(per)
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -147,7 +142,21 @@ func (l *Layout) draw(per string, weights []int, seed uint64, stream uint64) []i
 	}
 	out := make([]int, len(l.Nodes))
 	for i := range l.Nodes {
-		out[i] = choice[unitOf(&l.Nodes[i], i)]
+		out[i] = choice[unitOf(i)]
 	}
 	return out
+}
+
+// units returns how many units of a Per kind (node, clique, leaf or
+// spine) the fabric has, and the unit of each node index.
+func (l *Layout) units(per string) (unitOf func(node int) int, units int) {
+	switch per {
+	case scenario.PerClique:
+		return func(i int) int { return l.Nodes[i].Domain[Clique] }, len(l.Cliques)
+	case scenario.PerLeaf:
+		return func(i int) int { return l.Nodes[i].Domain[Leaf] }, len(l.Leaves)
+	case scenario.PerSpine:
+		return func(i int) int { return l.Nodes[i].Domain[Spine] }, l.Spec.Spines
+	}
+	return func(i int) int { return i }, len(l.Nodes)
 }

@@ -52,10 +52,33 @@ type NodeInfo struct {
 	// LeafName names the node's leaf for people: "s0-l1", or the leaf
 	// label's value.
 	LeafName string
-	// GPUs is the node's nvidia.com/gpu capacity: gpusPerNode, times the
-	// replicas on a node that shares its GPUs; for a real node, its
-	// allocatable.
+	// GPUs is the node's GPU capacity: gpusPerNode, times the replicas on
+	// a node that shares its GPUs; for a real node, its allocatable. A
+	// device-plugin node advertises them as nvidia.com/gpu, a DRA node
+	// publishes them as the devices of its ResourceSlice.
 	GPUs int
+	// DRA is set on a node that publishes its GPUs through NVIDIA's DRA
+	// driver (one ResourceSlice, see Layout.ResourceSlice) and advertises
+	// no nvidia.com/gpu.
+	DRA bool
+	// Hardware is what the fleet drew for the node's GPUs and driver,
+	// whichever labels it wrote for them; a DRA node's devices carry it as
+	// attributes.
+	Hardware Hardware
+}
+
+// Hardware describes a node's GPUs and driver. Empty fields were not drawn:
+// the scenario's fleet sets no products or no drivers.
+type Hardware struct {
+	// Product is the GPU model as GPU feature discovery writes it
+	// (nvidia.com/gpu.product, without the -SHARED suffix), such as
+	// NVIDIA-H100-80GB-HBM3.
+	Product string
+	// Compute is the compute capability, such as "9.0".
+	Compute string
+	// Driver is the driver version, such as "550.54.15"; CUDA the highest
+	// CUDA version it supports, such as "12.4".
+	Driver, CUDA string
 }
 
 // NewLayout builds the layout of a validated fabric.
@@ -109,6 +132,7 @@ func NewLayout(f scenario.Fabric) (*Layout, error) {
 	if f.Fleet != nil {
 		l.labelFleet(f.Fleet)
 	}
+	l.pickDRANodes()
 	return l, nil
 }
 

@@ -36,13 +36,16 @@ const (
 
 // Node builds the node object for n, with its status already set: capacity,
 // allocatable and Ready. kube-apiserver keeps a new node's status, as it
-// does when a kubelet registers, so no status update is needed.
+// does when a kubelet registers, so no status update is needed. A DRA node
+// advertises no nvidia.com/gpu: its GPUs are its ResourceSlice's devices.
 func (l *Layout) Node(n *NodeInfo) *v1.Node {
 	capacity := v1.ResourceList{
-		GPU:               *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI),
 		v1.ResourceCPU:    resource.MustParse("256"),
 		v1.ResourceMemory: resource.MustParse("2Ti"),
 		v1.ResourcePods:   resource.MustParse("256"),
+	}
+	if gpus := n.advertisedGPUs(); gpus > 0 {
+		capacity[GPU] = *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 	}
 	labels := make(map[string]string, len(n.Labels))
 	for k, v := range n.Labels {
@@ -76,7 +79,7 @@ func (l *Layout) CreateNodes(ctx context.Context, client kubernetes.Interface, w
 		if err != nil {
 			return fmt.Errorf("creating node %s: %w", node.Name, err)
 		}
-		if created.Status.Allocatable.Name(GPU, resource.DecimalSI).Value() == int64(l.Nodes[i].GPUs) && len(created.Status.Conditions) > 0 {
+		if created.Status.Allocatable.Name(GPU, resource.DecimalSI).Value() == int64(l.Nodes[i].advertisedGPUs()) && len(created.Status.Conditions) > 0 {
 			return nil
 		}
 		created.Status = node.Status
@@ -85,6 +88,15 @@ func (l *Layout) CreateNodes(ctx context.Context, client kubernetes.Interface, w
 		}
 		return nil
 	})
+}
+
+// advertisedGPUs is the node's allocatable nvidia.com/gpu: none on a DRA
+// node.
+func (n *NodeInfo) advertisedGPUs() int {
+	if n.DRA {
+		return 0
+	}
+	return n.GPUs
 }
 
 // PrefillPod is a pod that occupies GPUs before the workload starts.

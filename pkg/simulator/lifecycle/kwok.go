@@ -1,6 +1,8 @@
 // Package lifecycle moves bound pods through Running to Succeeded with kwok,
-// run as a separate process against the control plane, and cleans up
-// workloads between benchmark iterations.
+// run as a separate process against the control plane, runs the
+// resourceclaim controller that creates pods' ResourceClaims and frees
+// their devices when the pods are done, and cleans up workloads between
+// benchmark iterations.
 package lifecycle
 
 import (

@@ -155,7 +155,7 @@ func TestSpansAgainstLowerBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8})
 			for i, n := range tc.prefill {
-				p := workload.PrefillPod("sim", i, n, 8)
+				p := workload.PrefillPod("sim", i, n, 8, false)
 				tr.Observe(p, at(0))
 			}
 			for i, n := range tc.nodes {
@@ -255,7 +255,7 @@ func TestUsefulAndIdleHeldGPUSeconds(t *testing.T) {
 		{Name: "p", Pods: 1, GPUsPerPod: 2},
 	}
 	tr := newTracker(t, jobs...)
-	tr.Observe(workload.PrefillPod("sim", 0, "s0-l1-n3", 8), at(0))
+	tr.Observe(workload.PrefillPod("sim", 0, "s0-l1-n3", 8, false), at(0))
 	tr.Observe(bound(member("g", 0, 8), "s0-l0-n0"), at(1))
 	tr.Sample(at(2))
 	tr.Observe(bound(member("g", 1, 8), "s0-l0-n1"), at(4)) // g idle-held 8 GPUs for 3s

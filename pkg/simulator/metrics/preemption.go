@@ -305,9 +305,10 @@ func (t *PreemptionTracker) Summary(profile string) PreemptionSummary {
 }
 
 // fewestLeaves is how many leaves a job needs at least on an empty fabric:
-// the fewest leaves, largest first, whose nodes hold its pods. It reads the
-// layout's own leaves, so it holds for a cluster snapshot's uneven ones as
-// for a generated fabric; a job no set of leaves holds needs them all.
+// the fewest leaves, largest first, whose nodes hold its pods (only DRA
+// nodes for a job that claims its GPUs). It reads the layout's own leaves,
+// so it holds for a cluster snapshot's uneven ones as for a generated
+// fabric; a job no set of leaves holds needs them all.
 func (t *PreemptionTracker) fewestLeaves(j scenario.Job) int {
 	if j.GPUsPerPod <= 0 {
 		return 1
@@ -316,7 +317,9 @@ func (t *PreemptionTracker) fewestLeaves(j scenario.Job) int {
 	for _, leaf := range t.layout.Leaves {
 		pods := 0
 		for _, n := range leaf {
-			pods += t.layout.Nodes[n].GPUs / j.GPUsPerPod
+			if t.layout.Nodes[n].CanServe(&j) {
+				pods += t.layout.Nodes[n].GPUs / j.GPUsPerPod
+			}
 		}
 		holds = append(holds, pods)
 	}

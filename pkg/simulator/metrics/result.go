@@ -29,6 +29,9 @@ type Result struct {
 	Samples []Sample `json:"samples"`
 	// Placement is where pods ran at peak GPU occupancy.
 	Placement *Placement `json:"placement,omitempty"`
+	// Claims counts the workload's ResourceClaims; absent when no pod
+	// took its GPUs through DRA.
+	Claims *ClaimSummary `json:"claims,omitempty"`
 	// Error is set when the run itself failed; the rest may be partial.
 	Error string `json:"error,omitempty"`
 }
@@ -61,6 +64,30 @@ type FabricSize struct {
 	GPUs    int `json:"gpus"`
 	// PrefilledGPUs are taken before the workload starts.
 	PrefilledGPUs int `json:"prefilledGPUs"`
+	// DRANodes counts the nodes that publish their GPUs through DRA, one
+	// ResourceSlice each, and DRAGPUs their GPUs (counted in GPUs too).
+	DRANodes int `json:"draNodes,omitempty"`
+	DRAGPUs  int `json:"draGPUs,omitempty"`
+}
+
+// ClaimSummary counts the ResourceClaims of a run's workload (ClaimCounter):
+// those the resourceclaim controller made from the jobs' templates, and
+// those the scheduler made for nvidia.com/gpu requests that DRA served.
+type ClaimSummary struct {
+	// Claims counts every claim made, including those given up before any
+	// device was allocated to them: the resourceclaim controller makes a
+	// pod's claim from its template again when the pod is already done,
+	// and deletes it at once.
+	Claims int `json:"claims"`
+	// Allocated counts claims that got devices, AllocatedDevices those
+	// devices, and ExtendedResource the allocated claims the scheduler
+	// made for nvidia.com/gpu served through the DeviceClass.
+	Allocated        int `json:"allocated"`
+	AllocatedDevices int `json:"allocatedDevices"`
+	ExtendedResource int `json:"extendedResource"`
+	// Released counts allocated claims whose allocation was cleared, or
+	// which were deleted, by the end: their pods were done.
+	Released int `json:"released"`
 }
 
 // Summary holds a profile's headline numbers. Times are seconds from the

@@ -17,6 +17,7 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 		Spines: l.Spines, Leaves: len(l.Leaves), Cliques: len(l.Cliques),
 		Nodes: len(l.Nodes), GPUs: l.TotalGPUs(), PrefilledGPUs: t.prefilled,
 	}
+	r.Fabric.DRANodes, r.Fabric.DRAGPUs = l.DRANodes()
 	s := &r.Summary
 	s.TimedOut = timedOut
 	s.BoundPods = t.boundPods

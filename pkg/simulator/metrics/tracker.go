@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -27,6 +28,8 @@ type Tracker struct {
 	// are computed from it under mu.
 	tree  *topology.Tree
 	grace Grace
+	// claimSpecs counts pods' GPUs; see KnowClaims.
+	claimSpecs claimSpecs
 
 	mu      sync.Mutex
 	start   time.Time
@@ -55,8 +58,9 @@ type Tracker struct {
 }
 
 type podState struct {
-	job      *jobState // nil for pre-fill pods
-	node     int       // -1 until bound
+	job  *jobState // nil for pre-fill pods
+	node int       // -1 until bound
+	// gpus is counted when the pod binds (claimSpecs.podGPUs).
 	gpus     int
 	finished bool
 }
@@ -114,6 +118,10 @@ func NewTracker(layout *fabric.Layout, grace Grace) (*Tracker, error) {
 		pods:    map[string]*podState{},
 		jobs:    map[string]*jobState{},
 		done:    make(chan struct{}),
+		claimSpecs: claimSpecs{
+			templates: map[string]*resourceapi.ResourceClaimSpec{},
+			claims:    map[string]*resourceapi.ResourceClaimSpec{},
+		},
 	}, nil
 }
 
@@ -186,6 +194,7 @@ func (t *Tracker) Observe(pod *v1.Pod, now time.Time) {
 		if !ok {
 			return
 		}
+		ps.gpus = t.claimSpecs.podGPUs(pod, t.layout.Nodes[n].GPUs)
 		t.bind(ps, n, now)
 	}
 	if (pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed) && !ps.finished {
@@ -211,7 +220,7 @@ func (t *Tracker) podFor(pod *v1.Pod) *podState {
 	if ps := t.pods[pod.Name]; ps != nil {
 		return ps
 	}
-	ps := &podState{node: -1, gpus: fabric.GPUsOf(pod)}
+	ps := &podState{node: -1}
 	switch pod.Labels[workload.RoleLabel] {
 	case workload.RolePrefill:
 	case workload.RoleWorkload:
@@ -317,8 +326,9 @@ func (t *Tracker) closePartial(js *jobState, now time.Time) {
 
 // spansOf compares the domains the gang's members landed in with the fewest
 // that could have held it, given what was free when it completed with its
-// own members taken out again: per level on its own (LowerBound), and
-// jointly, loosest level first (JointLowerBound).
+// own members taken out again, on the nodes that can serve its GPUs (only
+// DRA nodes for a gang that claims them): per level on its own
+// (LowerBound), and jointly, loosest level first (JointLowerBound).
 func (t *Tracker) spansOf(js *jobState) []Span {
 	if js.job.GPUsPerPod == 0 {
 		return nil
@@ -327,10 +337,16 @@ func (t *Tracker) spansOf(js *jobState) []Span {
 	for _, n := range js.nodes {
 		used[n] -= js.job.GPUsPerPod
 	}
+	nodes := placementNodes(t.layout, used)
+	for i := range nodes {
+		if !t.layout.Nodes[i].CanServe(&js.job) {
+			nodes[i].Free = placement.Vector{0}
+		}
+	}
 	req := &placement.Request{
 		Gang:      js.job.Name,
 		Resources: []string{string(fabric.GPU)},
-		Nodes:     placementNodes(t.layout, used),
+		Nodes:     nodes,
 		Members:   make([]placement.Member, js.job.Pods),
 	}
 	for i := range req.Members {

@@ -71,3 +71,25 @@ func TestWriteGangs(t *testing.T) {
 	require.NoError(t, WriteGangs(&b, r, 0))
 	require.Contains(t, b.String(), "1 more gangs")
 }
+
+func TestWriteSummaryDRA(t *testing.T) {
+	run := sampleRun()
+	var b bytes.Buffer
+	require.NoError(t, WriteSummary(&b, run))
+	require.NotContains(t, b.String(), "DRA", "a run without DRA says nothing of it")
+	require.NotContains(t, b.String(), "ResourceClaims")
+
+	for _, r := range run.Results {
+		r.Fabric.DRANodes, r.Fabric.DRAGPUs = 4, 32
+	}
+	run.Results[1].Claims = &metrics.ClaimSummary{Claims: 5, ExtendedResource: 2, Allocated: 4, AllocatedDevices: 26, Released: 3}
+	b.Reset()
+	require.NoError(t, WriteSummary(&b, run))
+	out := b.String()
+	require.Contains(t, out, "64 GPUs (32 of them on 4 nodes that publish them through DRA, one ResourceSlice each)")
+	require.Contains(t, out, "  gpu-gang: none\n")
+	require.Contains(t, out, "  default: 4 allocated (26 devices), 2 of them for nvidia.com/gpu; 3 released by the end of the run; 5 made in all\n")
+	b.Reset()
+	require.NoError(t, WriteHTML(&b, run))
+	require.Contains(t, b.String(), "32 GPUs on 4 nodes published through DRA")
+}

@@ -5,6 +5,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -31,6 +32,9 @@ func WriteSummary(w io.Writer, run *Run) error {
 	}
 	f := run.Results[0].Fabric
 	fmt.Fprintf(w, "scenario %s: %d nodes (%d spines, %d leaves, %d cliques), %d GPUs", run.Scenario, f.Nodes, f.Spines, f.Leaves, f.Cliques, f.GPUs)
+	if f.DRANodes > 0 {
+		fmt.Fprintf(w, " (%d of them on %d nodes that publish them through DRA, one ResourceSlice each)", f.DRAGPUs, f.DRANodes)
+	}
 	if f.PrefilledGPUs > 0 {
 		fmt.Fprintf(w, ", %d pre-filled", f.PrefilledGPUs)
 	}
@@ -67,11 +71,31 @@ func WriteSummary(w io.Writer, run *Run) error {
 		}
 		fmt.Fprintf(w, "%s %s\n", ref.Profile, strings.Join(parts, "; "))
 	}
+	writeClaims(w, run.Results)
 	window := run.Results[0].Summary.WindowSeconds
 	fmt.Fprintf(w, "useful GPU use: GPUs of complete gangs and plain pods, mean over the same %.1fs window for every profile, of all GPUs (pre-fill left out);\n", window)
 	fmt.Fprintln(w, "idle-held GPU·s: GPUs held by gangs bound only in part, over that window;")
 	_, err := fmt.Fprintln(w, "extra domains: per level (spine/leaf/NVLink domain/node), domains spanned beyond the joint lower bound (fewest spines, then leaves inside them, ...), summed over gangs.")
 	return err
+}
+
+// writeClaims writes, when some profile's pods took GPUs through DRA, what
+// became of each profile's ResourceClaims.
+func writeClaims(w io.Writer, results []*metrics.Result) {
+	if !slices.ContainsFunc(results, func(r *metrics.Result) bool { return r.Claims != nil }) {
+		return
+	}
+	fmt.Fprintln(w, "ResourceClaims of the workload (made from templates or, for nvidia.com/gpu served through DRA, by the scheduler):")
+	for _, r := range results {
+		c := r.Claims
+		if c == nil {
+			fmt.Fprintf(w, "  %s: none\n", r.Profile)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %d allocated (%d devices), %d of them for nvidia.com/gpu; %d released by the end of the run; %d made in all\n",
+			r.Profile, c.Allocated, c.AllocatedDevices, c.ExtendedResource, c.Released, c.Claims)
+	}
+	fmt.Fprintln(w, "  (a claim is released when its pods are done; one made but never allocated was given up first, such as the claim the controller makes again for a pod already done)")
 }
 
 // WriteGangs writes one line per gang of r, at most limit lines: when it

@@ -30,7 +30,14 @@ type Job struct {
 	Topology *Topology
 	// GPU is the gang's GPU fleet policy, or nil for gpu-gang's defaults.
 	GPU *GPURequirements
+	// GPURequest is how each member asks for its GPUs: GPURequestClaim,
+	// or GPURequestExtendedResource (also when empty).
+	GPURequest string
 }
+
+// ClaimsGPUs reports whether each member takes its GPUs through a
+// ResourceClaim rather than an nvidia.com/gpu request.
+func (j *Job) ClaimsGPUs() bool { return j.GPURequest == GPURequestClaim && j.GPUsPerPod > 0 }
 
 // Expand draws the scenario's jobs, ordered by arrival then name. Each class
 // draws from its own random stream derived from the seed and the class's
@@ -52,6 +59,7 @@ func Expand(s *Scenario) []Job {
 				Priority:   g.Priority,
 				Topology:   g.Topology,
 				GPU:        g.GPU,
+				GPURequest: g.GPURequest,
 			})
 		}
 	}
@@ -59,6 +67,7 @@ func Expand(s *Scenario) []Job {
 		jobs = append(jobs, Job{
 			Name: j.Name, Gang: true, At: j.At.Duration, Pods: j.Pods, GPUsPerPod: j.GPUsPerPod,
 			Duration: j.Duration.Duration, Priority: j.Priority, Topology: j.Topology, GPU: j.GPU,
+			GPURequest: j.GPURequest,
 		})
 	}
 	for i, c := range s.Workload.Pods {
@@ -73,6 +82,7 @@ func Expand(s *Scenario) []Job {
 				GPUsPerPod: c.GPUs.Draw(rng),
 				Duration:   c.Duration.Draw(rng),
 				Priority:   c.Priority,
+				GPURequest: c.GPURequest,
 			})
 		}
 	}

@@ -53,6 +53,7 @@ func SetDefaults(s *Scenario) {
 		p.Layout = PrefillScattered
 	}
 	setFleetDefaults(s)
+	setDRADefaults(s)
 	for i := range s.Workload.Gangs {
 		g := &s.Workload.Gangs[i]
 		if g.Name == "" {
@@ -124,6 +125,7 @@ func validateFabric(f *Fabric, path *field.Path) field.ErrorList {
 		}
 	}
 	errs = append(errs, validateFleet(f, path.Child("fleet"))...)
+	errs = append(errs, validateGPUSource(f, path)...)
 	return errs
 }
 
@@ -156,6 +158,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		errs = append(errs, validateDurationRange(&g.Duration, p.Child("duration"))...)
 		errs = append(errs, validateTopology(g.Topology, p.Child("topology"))...)
 		errs = append(errs, validateGPU(g.GPU, p.Child("gpu"))...)
+		errs = append(errs, validateGPURequest(&s.Fabric, g.GPURequest, g.GPUsPerPod.smallest(), p.Child("gpuRequest"))...)
 		errs = append(errs, validateArrival(&g.Arrival, p.Child("arrival"))...)
 	}
 	for i := range w.Jobs {
@@ -176,6 +179,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		}
 		errs = append(errs, validateTopology(j.Topology, p.Child("topology"))...)
 		errs = append(errs, validateGPU(j.GPU, p.Child("gpu"))...)
+		errs = append(errs, validateGPURequest(&s.Fabric, j.GPURequest, j.GPUsPerPod, p.Child("gpuRequest"))...)
 	}
 	for i := range w.Pods {
 		c := &w.Pods[i]
@@ -186,6 +190,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		}
 		errs = append(errs, validateIntRange(&c.GPUs, 0, p.Child("gpus"))...)
 		errs = append(errs, validateDurationRange(&c.Duration, p.Child("duration"))...)
+		errs = append(errs, validateGPURequest(&s.Fabric, c.GPURequest, c.GPUs.smallest(), p.Child("gpuRequest"))...)
 		errs = append(errs, validateArrival(&c.Arrival, p.Child("arrival"))...)
 	}
 	if len(errs) == 0 {

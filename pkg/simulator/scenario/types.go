@@ -49,6 +49,14 @@ type Fabric struct {
 	// Fleet labels the nodes' GPUs, drivers, sharing and capacity type;
 	// without it nodes carry only topology labels.
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// GPUSource is how nodes offer their GPUs: device-plugin (default:
+	// allocatable nvidia.com/gpu), dra (a ResourceSlice of NVIDIA's DRA
+	// driver, and no nvidia.com/gpu) or mixed (DRANodes says which nodes
+	// use DRA).
+	GPUSource string `json:"gpuSource,omitempty"`
+	// DRANodes picks the nodes that publish their GPUs through DRA when
+	// GPUSource is mixed.
+	DRANodes *DRANodes `json:"draNodes,omitempty"`
 }
 
 // Prefill occupies GPUs with pods bound straight to nodes, which run until
@@ -97,6 +105,9 @@ type GangClass struct {
 	Topology *Topology `json:"topology,omitempty"`
 	// GPU is the gang's GPU fleet policy, if any.
 	GPU *GPURequirements `json:"gpu,omitempty"`
+	// GPURequest is how members ask for their GPUs: extended-resource
+	// (default) or claim (see GPURequestClaim).
+	GPURequest string `json:"gpuRequest,omitempty"`
 	// Arrival says when the gangs arrive.
 	Arrival Arrival `json:"arrival,omitempty"`
 }
@@ -107,14 +118,15 @@ type JobSpec struct {
 	Name string `json:"name,omitempty"`
 	// At is the arrival time after the run starts.
 	At Duration `json:"at,omitempty"`
-	// Pods, GPUsPerPod, Duration, Priority, Topology and GPU are as in
-	// GangClass.
+	// Pods, GPUsPerPod, Duration, Priority, Topology, GPU and GPURequest
+	// are as in GangClass.
 	Pods       int              `json:"pods"`
 	GPUsPerPod int              `json:"gpusPerPod"`
 	Duration   Duration         `json:"duration,omitempty"`
 	Priority   int32            `json:"priority,omitempty"`
 	Topology   *Topology        `json:"topology,omitempty"`
 	GPU        *GPURequirements `json:"gpu,omitempty"`
+	GPURequest string           `json:"gpuRequest,omitempty"`
 }
 
 // PodClass is a stream of plain pods, each outside any gang.
@@ -125,9 +137,10 @@ type PodClass struct {
 	Count int `json:"count"`
 	// GPUs is each pod's nvidia.com/gpu request (0 for a CPU-only pod).
 	GPUs IntRange `json:"gpus"`
-	// Duration and Priority are as in GangClass.
-	Duration DurationRange `json:"duration,omitempty"`
-	Priority int32         `json:"priority,omitempty"`
+	// Duration, Priority and GPURequest are as in GangClass.
+	Duration   DurationRange `json:"duration,omitempty"`
+	Priority   int32         `json:"priority,omitempty"`
+	GPURequest string        `json:"gpuRequest,omitempty"`
 	// Arrival says when the pods arrive.
 	Arrival Arrival `json:"arrival,omitempty"`
 }

@@ -27,12 +27,23 @@
 //
 // Plain single pods of the workload are the same pods without any group in
 // every profile.
+//
+// A job's pods ask for nvidia.com/gpu in their container, which the device
+// plugin serves on nodes that advertise it and DRA serves through the
+// DeviceClass's extendedResourceName on nodes that do not; or, for a job
+// whose GPUs come through claims (gpuRequest: claim), every flavor also
+// gets a ResourceClaimTemplate named after the job for exactly the pod's
+// GPUs of DeviceClass gpu.nvidia.com: each pod lists it in
+// spec.resourceClaims as claim "gpus", its container refers to that claim
+// and asks for no nvidia.com/gpu, and the resourceclaim controller
+// (lifecycle.StartClaimController) creates each pod's claim from it.
 package workload
 
 import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -84,9 +95,11 @@ type Builder struct {
 	TierKeys map[string]string
 }
 
-// Objects are one job's objects, to create in order: the group (if any),
-// then the pods.
+// Objects are one job's objects, to create in order: the claim template
+// (if any), the group (if any), then the pods.
 type Objects struct {
+	// ClaimTemplate is set for jobs whose pods claim their GPUs.
+	ClaimTemplate *resourceapi.ResourceClaimTemplate
 	// GangGroup is set for GangPlugin gangs.
 	GangGroup *v1alpha1.PodGroup
 	// NativeGroup is set for Native gangs.
@@ -97,13 +110,16 @@ type Objects struct {
 
 // Build makes the objects for job.
 func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
-	out := &Objects{Pods: make([]*v1.Pod, job.Pods)}
+	out := &Objects{Pods: make([]*v1.Pod, job.Pods), ClaimTemplate: b.ClaimTemplate(job)}
 	for i := range out.Pods {
 		name := job.Name
 		if job.Gang {
 			name = fmt.Sprintf("%s-%d", job.Name, i)
 		}
 		out.Pods[i] = b.pod(name, job)
+		if out.ClaimTemplate != nil {
+			useClaimTemplate(out.Pods[i], out.ClaimTemplate.Name)
+		}
 	}
 	if !job.Gang {
 		return out, nil
@@ -192,11 +208,13 @@ func (b *Builder) pod(name string, job *scenario.Job) *v1.Pod {
 }
 
 // PrefillPod builds a pod bound straight to node that takes gpus GPUs until
-// the end of the run. It bypasses every scheduler.
-func PrefillPod(namespace string, index int, node string, gpus int) *v1.Pod {
-	return &v1.Pod{
+// the end of the run. It bypasses every scheduler. On a DRA node (dra) it
+// holds its GPUs through the claim PrefillClaim builds for the same index;
+// elsewhere it asks for nvidia.com/gpu.
+func PrefillPod(namespace string, index int, node string, gpus int, dra bool) *v1.Pod {
+	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("prefill-%d", index),
+			Name:      prefillName(index),
 			Namespace: namespace,
 			Labels:    map[string]string{RoleLabel: RolePrefill},
 		},
@@ -206,6 +224,11 @@ func PrefillPod(namespace string, index int, node string, gpus int) *v1.Pod {
 			Containers:                    []v1.Container{container(gpus)},
 		},
 	}
+	if dra {
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: GPUClaim, ResourceClaimName: ptr.To(prefillName(index))}}
+		claimInContainer(p)
+	}
+	return p
 }
 
 func container(gpus int) v1.Container {
@@ -216,11 +239,14 @@ func container(gpus int) v1.Container {
 	limits := v1.ResourceList{}
 	if gpus > 0 {
 		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
-		requests[fabric.GPU] = q
-		limits[fabric.GPU] = q
+		requests[gpuResource] = q
+		limits[gpuResource] = q
 	}
 	return v1.Container{Name: "train", Image: "registry.invalid/gpu-gang/train:sim", Resources: v1.ResourceRequirements{Requests: requests, Limits: limits}}
 }
+
+// gpuResource is what a container asks for GPUs with.
+const gpuResource = fabric.GPU
 
 // PriorityClassName is the PriorityClass the simulator creates for a
 // priority value; "" for 0, which needs none.

@@ -82,6 +82,11 @@ func (s *Submitter) create(ctx context.Context, job string, o *Objects) error {
 		s.OnSubmit(job, time.Now())
 	}
 	ns := s.Builder.Namespace
+	if t := o.ClaimTemplate; t != nil {
+		if _, err := s.Kube.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, t, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating ResourceClaimTemplate %s: %w", t.Name, err)
+		}
+	}
 	switch {
 	case o.GangGroup != nil:
 		if _, err := s.Groups.SchedulingV1alpha1().PodGroups(ns).Create(ctx, o.GangGroup, metav1.CreateOptions{}); err != nil {

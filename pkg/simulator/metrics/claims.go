@@ -1,0 +1,102 @@
+package metrics
+
+import (
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
+)
+
+// ClaimCounter follows the workload's ResourceClaims as a watch delivers
+// them, and counts what became of them: how many were made, from templates
+// or by the scheduler for nvidia.com/gpu requests that DRA served, how
+// many got devices allocated, and how many gave them back. It shows that
+// a profile's DRA pods really took devices, and that finished pods freed
+// them. Pre-fill's claims are left out. All methods are safe for
+// concurrent use.
+type ClaimCounter struct {
+	mu     sync.Mutex
+	claims map[types.UID]*claimState
+	// order lists claims as first seen, so that the summary does not
+	// depend on map order.
+	order []*claimState
+}
+
+type claimState struct {
+	extended, allocated, released bool
+	devices                       int
+}
+
+// NewClaimCounter returns a counter that has seen no claim.
+func NewClaimCounter() *ClaimCounter {
+	return &ClaimCounter{claims: map[types.UID]*claimState{}}
+}
+
+// Observe records the state of a claim as a watch delivered it.
+func (c *ClaimCounter) Observe(claim *resourceapi.ResourceClaim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.stateOf(claim)
+	if cs == nil {
+		return
+	}
+	switch a := claim.Status.Allocation; {
+	case a != nil && !cs.allocated:
+		cs.allocated = true
+		cs.devices = len(a.Devices.Results)
+	case a == nil && cs.allocated:
+		cs.released = true
+	}
+}
+
+// ObserveDelete records that a claim is gone: an allocated claim gave its
+// devices back.
+func (c *ClaimCounter) ObserveDelete(claim *resourceapi.ResourceClaim) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cs := c.stateOf(claim); cs != nil && cs.allocated {
+		cs.released = true
+	}
+}
+
+func (c *ClaimCounter) stateOf(claim *resourceapi.ResourceClaim) *claimState {
+	if claim.Labels[workload.RoleLabel] == workload.RolePrefill {
+		return nil
+	}
+	if cs := c.claims[claim.UID]; cs != nil {
+		return cs
+	}
+	cs := &claimState{extended: claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true"}
+	c.claims[claim.UID] = cs
+	c.order = append(c.order, cs)
+	return cs
+}
+
+// Summary counts the claims seen; nil when there were none, or for a nil
+// counter (a run without DRA nodes watches no claims).
+func (c *ClaimCounter) Summary() *ClaimSummary {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.order) == 0 {
+		return nil
+	}
+	s := &ClaimSummary{Claims: len(c.order)}
+	for _, cs := range c.order {
+		if cs.allocated {
+			s.Allocated++
+			s.AllocatedDevices += cs.devices
+			if cs.extended {
+				s.ExtendedResource++
+			}
+		}
+		if cs.released {
+			s.Released++
+		}
+	}
+	return s
+}
