@@ -79,7 +79,9 @@ func newDRAEnv(t *testing.T, classes ...*resourceapi.DeviceClass) *draEnv {
 	env.testEnv = newTestEnv(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			env.dumpClaims()
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			defer cancel()
+			env.dumpClaims(ctx)
 		}
 	})
 	for _, c := range classes {
@@ -139,13 +141,21 @@ func expectNoDRAObjects(t *testing.T) {
 	}
 }
 
+// mark labels a cluster-scoped object the test creates with the test's
+// namespace, as createNodes labels nodes, so that its cleanup finds it.
+func (env *draEnv) mark(obj metav1.Object) {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[testNodeLabel] = env.ns
+	obj.SetLabels(labels)
+}
+
 func (env *draEnv) createClass(c *resourceapi.DeviceClass) {
 	env.t.Helper()
 	c = c.DeepCopy()
-	if c.Labels == nil {
-		c.Labels = map[string]string{}
-	}
-	c.Labels[testNodeLabel] = env.ns
+	env.mark(c)
 	if _, err := kubeClient.ResourceV1().DeviceClasses().Create(env.t.Context(), c, metav1.CreateOptions{}); err != nil {
 		env.t.Fatalf("creating DeviceClass %s: %v", c.Name, err)
 	}
@@ -156,10 +166,7 @@ func (env *draEnv) publish(slices ...*resourceapi.ResourceSlice) {
 	env.t.Helper()
 	for _, s := range slices {
 		s = s.DeepCopy()
-		if s.Labels == nil {
-			s.Labels = map[string]string{}
-		}
-		s.Labels[testNodeLabel] = env.ns
+		env.mark(s)
 		if _, err := kubeClient.ResourceV1().ResourceSlices().Create(env.t.Context(), s, metav1.CreateOptions{}); err != nil {
 			env.t.Fatalf("creating ResourceSlice %s: %v", s.Name, err)
 		}
@@ -284,6 +291,17 @@ func podClaims(ctx context.Context, pod *v1.Pod) ([]*resourceapi.ResourceClaim, 
 	return claims, nil
 }
 
+// podAndClaims reads the pod of env's namespace and the claims it uses
+// (see podClaims).
+func (env *draEnv) podAndClaims(ctx context.Context, name string) (*v1.Pod, []*resourceapi.ResourceClaim, error) {
+	pod, err := kubeClient.CoreV1().Pods(env.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	claims, err := podClaims(ctx, pod)
+	return pod, claims, err
+}
+
 // reservedFor reports whether the claim is reserved for the pod, or for
 // the native PodGroup the pod belongs to (DRAWorkloadResourceClaims).
 func reservedFor(claim *resourceapi.ResourceClaim, pod *v1.Pod) bool {
@@ -315,11 +333,7 @@ func (env *draEnv) waitForAllocated(wantClaims int, pods ...*v1.Pod) map[string]
 	var why string
 	err := waitFor(env.t.Context(), claimTimeout, func(ctx context.Context) (bool, error) {
 		for _, p := range pods {
-			got, err := kubeClient.CoreV1().Pods(env.ns).Get(ctx, p.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			claims, err := podClaims(ctx, got)
+			got, claims, err := env.podAndClaims(ctx, p.Name)
 			if err != nil {
 				return false, err
 			}
@@ -378,6 +392,24 @@ func (env *draEnv) expectDevicesOnNodes(nodes map[string]string, want map[string
 	return claims
 }
 
+// expectShareClaimOn checks that each member of a gang that shares one
+// claim is bound to node (a name given to createNodes) and uses claim,
+// allocated there with 8 GPUs.
+func (env *draEnv) expectShareClaimOn(nodes map[string]string, node, claim string, pods ...*v1.Pod) {
+	env.t.Helper()
+	for pod, n := range nodes {
+		if n != env.nodeName(node) {
+			env.t.Errorf("member %s is on %s; the only node with 8 free GPUs is %s", pod, n, node)
+		}
+	}
+	claims := env.expectDevicesOnNodes(nodes, map[string]int{gpuDriver: 8}, pods...)
+	for _, p := range pods {
+		if c := claims[p.Name][0]; c.Name != claim {
+			env.t.Errorf("member %s uses claim %s, want the shared %s", p.Name, c.Name, claim)
+		}
+	}
+}
+
 // expectNoDeviceTwice fails the test if one device is allocated to two
 // claims of the namespace.
 func (env *draEnv) expectNoDeviceTwice() {
@@ -404,11 +436,7 @@ func (env *draEnv) waitForClaimsCreated(pods ...*v1.Pod) {
 	env.t.Helper()
 	err := waitFor(env.t.Context(), claimTimeout, func(ctx context.Context) (bool, error) {
 		for _, p := range pods {
-			got, err := kubeClient.CoreV1().Pods(env.ns).Get(ctx, p.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			claims, err := podClaims(ctx, got)
+			got, claims, err := env.podAndClaims(ctx, p.Name)
 			if err != nil || len(claims) < len(got.Spec.ResourceClaims) {
 				return false, err
 			}
@@ -429,16 +457,12 @@ func (env *draEnv) expectNothingHeld(window time.Duration, pods ...*v1.Pod) {
 	env.t.Helper()
 	err := staysTrue(env.t.Context(), window, func(ctx context.Context) error {
 		for _, p := range pods {
-			got, err := kubeClient.CoreV1().Pods(env.ns).Get(ctx, p.Name, metav1.GetOptions{})
+			got, claims, err := env.podAndClaims(ctx, p.Name)
 			if err != nil {
 				return err
 			}
 			if got.Spec.NodeName != "" {
 				return fmt.Errorf("pod %s is bound to %s", p.Name, got.Spec.NodeName)
-			}
-			claims, err := podClaims(ctx, got)
-			if err != nil {
-				return err
 			}
 			for _, c := range claims {
 				if c.Status.Allocation != nil || len(c.Status.ReservedFor) > 0 {
@@ -490,9 +514,7 @@ func (env *draEnv) expectBoundWithin(start time.Time, bound time.Duration, pods 
 
 // dumpClaims logs which claims each pod of the namespace uses, and each
 // claim with its owner, devices and consumers, to explain a failure.
-func (env *draEnv) dumpClaims() {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
+func (env *draEnv) dumpClaims(ctx context.Context) {
 	pods, err := kubeClient.CoreV1().Pods(env.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		env.t.Logf("listing pods: %v", err)
@@ -510,13 +532,13 @@ func (env *draEnv) dumpClaims() {
 			env.t.Logf("pod %s: %d claims in spec, claims made for it: %v", p.Name, len(p.Spec.ResourceClaims), uses)
 		}
 	}
-	list, err := kubeClient.ResourceV1().ResourceClaims(env.ns).List(ctx, metav1.ListOptions{})
+	claims, err := kubeClient.ResourceV1().ResourceClaims(env.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		env.t.Logf("listing claims: %v", err)
 		return
 	}
-	for i := range list.Items {
-		c := &list.Items[i]
+	for i := range claims.Items {
+		c := &claims.Items[i]
 		var owner string
 		if ref := metav1.GetControllerOf(c); ref != nil {
 			owner = ref.Kind + "/" + ref.Name
@@ -536,7 +558,9 @@ func (env *draEnv) deleteDRAObjects() {
 	if env.testEnv == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	// One timeout for the wait, another for freeing claims by force after
+	// it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*cleanupTimeout)
 	defer cancel()
 	rs := kubeClient.ResourceV1()
 	ours := metav1.ListOptions{LabelSelector: testNodeLabel + "=" + env.ns}
@@ -588,20 +612,18 @@ func (env *draEnv) deleteDRAObjects() {
 	}
 	sort.Strings(left)
 	t.Errorf("the DRA objects of %s did not go: %v; still there: %v", env.ns, err, left)
-	env.forceDeleteClaims()
+	env.forceDeleteClaims(ctx)
 }
 
 // forceDeleteClaims lifts the finalizers of the namespace's claims, so
 // that the next test starts clean even when the claim controller failed.
-func (env *draEnv) forceDeleteClaims() {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	claims, err := kubeClient.ResourceV1().ResourceClaims(env.ns).List(ctx, metav1.ListOptions{})
+func (env *draEnv) forceDeleteClaims(ctx context.Context) {
+	list, err := kubeClient.ResourceV1().ResourceClaims(env.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		env.t.Errorf("listing claims: %v", err)
+		env.t.Errorf("listing claims to free them: %v", err)
 		return
 	}
-	for _, c := range claims.Items {
+	for _, c := range list.Items {
 		patch := []byte(`{"metadata":{"finalizers":null}}`)
 		if _, err := kubeClient.ResourceV1().ResourceClaims(env.ns).Patch(ctx, c.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			env.t.Errorf("lifting the finalizers of claim %s: %v", c.Name, err)

@@ -81,17 +81,7 @@ func TestDRANativePodGroupClaims(t *testing.T) {
 			shared := env.waitForPodGroupClaim("serve", groupClaim)
 
 			nodes := env.expectBoundWithin(start, draBindBound, pods...)
-			for pod, node := range nodes {
-				if node != env.nodeName("n2") {
-					t.Errorf("member %s is on %s; the only node with 8 free GPUs is n2", pod, node)
-				}
-			}
-			claims := env.expectDevicesOnNodes(nodes, wholeNode, pods...)
-			for _, p := range pods {
-				if c := claims[p.Name][0]; c.Name != shared {
-					t.Errorf("member %s uses claim %s, want the PodGroup's %s", p.Name, c.Name, shared)
-				}
-			}
+			env.expectShareClaimOn(nodes, "n2", shared, pods...)
 			env.expectNoDRARejections(pods...)
 			watch.expectNeverPartial()
 		})

@@ -149,17 +149,7 @@ func TestDRASharedClaim(t *testing.T) {
 		return []v1.PodResourceClaim{namedClaim("gpus", "node-gpus")}
 	})
 	nodes := env.expectBoundWithin(start, draBindBound, pods...)
-	for pod, node := range nodes {
-		if node != env.nodeName("n2") {
-			t.Errorf("member %s is on %s; the only node with 8 free GPUs is n2", pod, node)
-		}
-	}
-	claims := env.expectDevicesOnNodes(nodes, wholeNode, pods...)
-	for _, p := range pods {
-		if c := claims[p.Name][0]; c.Name != "node-gpus" {
-			t.Errorf("member %s uses claim %s, want the shared node-gpus", p.Name, c.Name)
-		}
-	}
+	env.expectShareClaimOn(nodes, "n2", "node-gpus", pods...)
 	env.expectNoDRARejections(pods...)
 	ledger.expectNoHalfBound()
 }
