@@ -14,7 +14,8 @@ package integration
 // its DynamicResources plugin runs with the gate off, reserves a shared
 // claim for each member pod rather than for the PodGroup, and accepts a
 // claim made from a template only if the pod owns it, which a PodGroup's
-// claim is not.
+// claim is not: its PreEnqueue and queueing hints keep such members gated,
+// with no Event and no condition.
 
 import (
 	"context"
