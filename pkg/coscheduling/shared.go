@@ -250,6 +250,12 @@ func (pl *Plugin) allocateClaim(ctx context.Context, name types.NamespacedName, 
 	if len(results) != 1 {
 		return false, fmt.Errorf("the node's free devices do not satisfy it")
 	}
+	// DynamicResources stamps an allocation it made with its time when
+	// device binding conditions are on, and an allocation cannot change
+	// once written: stamp it here, as it would.
+	if results[0].AllocationTimestamp == nil {
+		results[0].AllocationTimestamp = &metav1.Time{Time: pl.clock.Now()}
+	}
 	client := pl.handle.ClientSet().ResourceV1().ResourceClaims(name.Namespace)
 	var written *resourceapi.ResourceClaim
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
