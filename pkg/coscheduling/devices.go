@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -451,4 +453,28 @@ func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevi
 			"DeviceClasses %s all map the extended resource %s; kube-scheduler serves it from %s (the newest); remove extendedResourceName from the others",
 			strings.Join(names, ", "), r, used)
 	}
+}
+
+// onClaimAdd tells a native PodGroup that the claim the claim controller
+// just made for it from a template (DRAWorkloadResourceClaims) cannot be
+// used: kube-scheduler 1.37's DynamicResources accepts a claim owned by a
+// PodGroup only with its GenericWorkload gate on, which gpu-gang's scheduler
+// runs with off, and otherwise holds the pods without a word. A claim the
+// PodGroup names (resourceClaimName) is an ordinary shared claim and works.
+func (pl *Plugin) onClaimAdd(obj interface{}) {
+	claim, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOf(claim)
+	if ref == nil || ref.Kind != "PodGroup" || !strings.HasPrefix(ref.APIVersion, schedulingv1beta1.GroupName+"/") {
+		return
+	}
+	spec, ok := pl.lookup(gang.Key{API: gang.Native, Namespace: claim.Namespace, Name: ref.Name})
+	if !ok {
+		return
+	}
+	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidResourceClaim,
+		"ResourceClaim %s was made for this PodGroup from a template (spec.resourceClaims[].resourceClaimTemplateName); kube-scheduler 1.37 accepts such a claim only with its GenericWorkload gate on, which gpu-gang runs with off (see the README), so the members that use it cannot start: create the claim yourself and name it in resourceClaimName instead",
+		claim.Name)
 }

@@ -177,7 +177,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		// A member's claim deleted while it waits in Permit fails its
 		// gang's attempt, as the member's own deletion does.
 		claims := handle.SharedInformerFactory().Resource().V1().ResourceClaims().Informer()
-		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: pl.onClaimDelete}); err != nil {
+		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onClaimAdd, DeleteFunc: pl.onClaimDelete}); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
 	}

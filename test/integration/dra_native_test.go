@@ -20,6 +20,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,11 +35,16 @@ import (
 
 // One PodGroup claim shared by the group's members. The shape: the pods of
 // one serving replica (a prefill and a decode pod, say) share the 8 GPUs of
-// one node through a claim their PodGroup holds, created once for the
-// group (from a template, or named). As with any shared claim it is
-// allocated once, on one node's devices, so the members land on that node,
-// the only one here with 8 free GPUs, and the gang's demand is 8 GPUs in
-// all.
+// one node through a claim their PodGroup holds. As with any shared claim it
+// is allocated once, on one node's devices, so the members land on that
+// node, the only one here with 8 free GPUs, and the gang's demand is 8 GPUs
+// in all.
+//
+// A claim the PodGroup names (resourceClaimName) is scheduled so. A claim
+// the PodGroup makes from a template is owned by the PodGroup, and
+// kube-scheduler 1.37's DynamicResources accepts such a claim only with its
+// GenericWorkload gate on, which gpu-gang's scheduler runs with off: the
+// members cannot start, and the gang says why and what to do instead.
 func TestDRANativePodGroupClaims(t *testing.T) {
 	useNativeControlPlaneWith(t, controlplane.NativePodGroupDRAAPIFlags())
 	startNativeScheduler(t)
@@ -80,6 +86,14 @@ func TestDRANativePodGroupClaims(t *testing.T) {
 			}
 			env.createPods(pods...)
 			shared := env.waitForPodGroupClaim("serve", groupClaim)
+			if groupClaim.ResourceClaimTemplateName != nil {
+				e := env.waitForEvent("PodGroup", "serve", "InvalidResourceClaim")
+				if !strings.Contains(e.Note, "resourceClaimName") || !strings.Contains(e.Note, shared) {
+					t.Errorf("the Event must name the claim and the fix (resourceClaimName): %q", e.Note)
+				}
+				env.expectStaysUnbound(3*time.Second, pods...)
+				return
+			}
 
 			nodes := env.expectBoundWithin(start, draBindBound, pods...)
 			env.expectShareClaimOn(nodes, "n2", shared, pods...)
