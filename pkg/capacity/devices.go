@@ -100,138 +100,186 @@ func (d *Devices) mappedKind(name v1.ResourceName) (*Kind, bool) {
 	return d.registry.Add(NewKind(class, nil, nil)), true
 }
 
-// source says where a dimension's capacity comes from on one node.
-type source struct {
-	// bits are the node's devices the dimension counts; nil for the
-	// allocatable source.
-	bits Bits
-	// devices is set when the dimension is served by devices on the node.
-	devices bool
-	// all is set for a dimension that takes every device of its kind.
+// Column is one dimension resolved once for a pass: where its capacity
+// comes from, so that reading it node by node costs no lookups. The zero
+// Column reads the node's allocatable.
+type Column struct {
+	d   *Devices
+	dim v1.ResourceName
+	// kind is the device kind of a kind or "all" dimension.
+	kind *Kind
+	// all is set for "every device of kind on the node".
 	all bool
+	// mapped is the class kind serving an extended resource on nodes that
+	// do not advertise it.
+	mapped *Kind
+	// parts are a union dimension's parts.
+	parts []Column
 }
 
-// sourceOf resolves a dimension on a node. unions are the gang's union
-// dimensions (Demand.Unions).
-func (d *Devices) sourceOf(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName) source {
+// Column resolves dim; unions are the gang's union dimensions
+// (Demand.Unions).
+func (d *Devices) Column(dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName) Column {
+	c := Column{d: d, dim: dim}
 	if parts, ok := unions[dim]; ok {
-		var s source
-		s.devices = true
 		for _, p := range parts {
-			ps := d.sourceOf(ctx, n, p, nil)
-			if ps.devices {
-				s.bits = s.bits.Or(ps.bits)
-			}
+			c.parts = append(c.parts, d.Column(p, nil))
 		}
-		return s
+		return c
 	}
 	if base, ok := allBase(dim); ok {
-		if k, ok := d.registry.Kind(base); ok {
-			return source{bits: d.matcher.On(ctx, k, n.Name()), devices: true, all: true}
-		}
-		return source{devices: true, all: true}
+		c.all = true
+		c.kind, _ = d.registry.Kind(base)
+		return c
 	}
 	if k, ok := d.registry.Kind(dim); ok {
-		return source{bits: d.matcher.On(ctx, k, n.Name()), devices: true}
+		c.kind = k
+		return c
 	}
-	if k, ok := d.mappedKind(dim); ok && n.Allocatable(dim) == 0 {
-		return source{bits: d.matcher.On(ctx, k, n.Name()), devices: true}
+	if k, ok := d.mappedKind(dim); ok {
+		c.mapped = k
 	}
-	return source{}
+	return c
 }
 
-// Allocatable is the node's whole capacity in a dimension: every device the
-// dimension counts, or the node's allocatable.
-func (d *Devices) Allocatable(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName) int64 {
-	s := d.sourceOf(ctx, n, dim, unions)
+// Devices reports whether the column counts devices at all (on some node).
+func (c Column) Devices() bool { return c.kind != nil || c.all || c.mapped != nil || len(c.parts) > 0 }
+
+// bits returns the node's devices the column counts, and whether the
+// column is served by devices on this node.
+func (c Column) bits(ctx context.Context, n NodeCapacity) (Bits, bool) {
 	switch {
-	case s.all:
-		return boolCount(s.bits.Count() > 0)
-	case s.devices:
-		return int64(s.bits.Count()) + d.plainPartsAllocatable(n, dim, unions)
+	case len(c.parts) > 0:
+		var b Bits
+		for _, p := range c.parts {
+			if pb, ok := p.bits(ctx, n); ok {
+				b = b.Or(pb)
+			}
+		}
+		return b, true
+	case c.all:
+		if c.kind == nil {
+			return nil, true
+		}
+		return c.d.matcher.On(ctx, c.kind, n.Name()), true
+	case c.kind != nil:
+		return c.d.matcher.On(ctx, c.kind, n.Name()), true
+	case c.mapped != nil && n.Allocatable(c.dim) == 0:
+		return c.d.matcher.On(ctx, c.mapped, n.Name()), true
 	}
-	return n.Allocatable(dim)
+	return nil, false
 }
 
-// Free is what a gang may use of a dimension on a node now: free devices
+// Allocatable is the node's whole capacity in the column: every device it
+// counts, or the node's allocatable.
+func (c Column) Allocatable(ctx context.Context, n NodeCapacity) int64 {
+	b, devices := c.bits(ctx, n)
+	switch {
+	case !devices:
+		return n.Allocatable(c.dim)
+	case c.all:
+		return boolCount(b.Count() > 0)
+	}
+	sum := int64(b.Count())
+	for _, p := range c.parts {
+		if _, dev := p.bits(ctx, n); !dev {
+			sum += n.Allocatable(p.dim)
+		}
+	}
+	return sum
+}
+
+// Free is what a gang may use of the column on a node now: free devices
 // (or the node's free allocatable) less what other gangs hold there. held
 // maps dimensions to held quantities on this node; a device dimension held
-// by another gang counts against every dimension whose devices overlap it,
+// by another gang counts against every column whose devices overlap it,
 // which is exact for identical and disjoint kinds and errs on the safe side
 // in between.
-func (d *Devices) Free(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName, held Amounts) int64 {
-	s := d.sourceOf(ctx, n, dim, unions)
-	if !s.devices {
-		return n.Free(dim) - held[dim]
+func (c Column) Free(ctx context.Context, n NodeCapacity, held Amounts) int64 {
+	b, devices := c.bits(ctx, n)
+	if !devices {
+		return n.Free(c.dim) - held[c.dim]
 	}
-	alloc := d.allocated[n.Name()]
-	if s.all {
-		if s.bits.Count() == 0 || s.bits.Intersects(alloc) || d.heldOverlap(ctx, n, s.bits, held) > 0 {
+	alloc := c.d.allocated[n.Name()]
+	overlap := c.d.heldOverlap(ctx, n, b, held)
+	if c.all {
+		if b.Count() == 0 || b.Intersects(alloc) || overlap > 0 {
 			return 0
 		}
 		return 1
 	}
-	free := int64(s.bits.CountWithout(alloc)) + d.plainPartsFree(n, dim, unions, held)
-	return free - d.heldOverlap(ctx, n, s.bits, held)
-}
-
-// plainPartsAllocatable adds, for a union dimension, the parts served by
-// the node's allocatable (a mapped extended resource the node advertises).
-func (d *Devices) plainPartsAllocatable(n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName) int64 {
-	var sum int64
-	for _, p := range unions[dim] {
-		if d.isPlainOn(n, p) {
-			sum += n.Allocatable(p)
+	free := int64(b.CountWithout(alloc)) - overlap
+	for _, p := range c.parts {
+		if _, dev := p.bits(ctx, n); !dev {
+			free += n.Free(p.dim) - held[p.dim]
 		}
 	}
-	return sum
+	return free
 }
 
-func (d *Devices) plainPartsFree(n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName, held Amounts) int64 {
-	var sum int64
-	for _, p := range unions[dim] {
-		if d.isPlainOn(n, p) {
-			sum += n.Free(p) - held[p]
+// Counted is how many of the devices at positions on node the column
+// counts: what it gains when those devices are freed (a preemption
+// victim's, say).
+func (c Column) Counted(ctx context.Context, n NodeCapacity, positions Bits) int64 {
+	b, devices := c.bits(ctx, n)
+	if !devices {
+		return 0
+	}
+	if c.all {
+		// The column counts 1 when every device of its kind is free.
+		if b.Count() > 0 && b.CountWithout(positions) == 0 {
+			return 1
 		}
+		return 0
 	}
-	return sum
+	return int64(b.Count() - b.CountWithout(positions))
 }
 
-// isPlainOn reports whether a dimension is served by the node's
-// allocatable.
-func (d *Devices) isPlainOn(n NodeCapacity, dim v1.ResourceName) bool {
-	if _, ok := d.registry.Kind(dim); ok {
-		return false
-	}
-	if _, ok := allBase(dim); ok {
-		return false
-	}
-	if _, ok := d.mappedKind(dim); ok && n.Allocatable(dim) == 0 {
-		return false
-	}
-	return true
+// Allocatable is Column(dim, unions).Allocatable.
+func (d *Devices) Allocatable(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName) int64 {
+	return d.Column(dim, unions).Allocatable(ctx, n)
+}
+
+// Free is Column(dim, unions).Free.
+func (d *Devices) Free(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName, held Amounts) int64 {
+	return d.Column(dim, unions).Free(ctx, n, held)
+}
+
+// Counted is Column(dim, unions).Counted.
+func (d *Devices) Counted(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName, positions Bits) int64 {
+	return d.Column(dim, unions).Counted(ctx, n, positions)
 }
 
 // heldOverlap sums what other gangs hold on the node in device dimensions
 // whose devices overlap bits.
 func (d *Devices) heldOverlap(ctx context.Context, n NodeCapacity, bits Bits, held Amounts) int64 {
+	if len(held) == 0 || len(bits) == 0 {
+		return 0
+	}
 	var sum int64
 	for _, h := range held.Names() {
 		q := held[h]
-		if q == 0 {
+		if q == 0 || !IsDeviceDimension(h) && !d.maybeMapped(h) {
 			continue
 		}
-		hs := d.sourceOf(ctx, n, h, nil)
-		if !hs.devices || !hs.bits.Intersects(bits) {
+		hc := d.Column(h, nil)
+		hb, devices := hc.bits(ctx, n)
+		if !devices || !hb.Intersects(bits) {
 			continue
 		}
-		if hs.all {
-			sum += int64(hs.bits.Count())
+		if hc.all {
+			sum += int64(hb.Count())
 			continue
 		}
 		sum += q
 	}
 	return sum
+}
+
+// maybeMapped reports whether a held resource could be an extended resource
+// a DeviceClass serves (cheap filter before resolving it).
+func (d *Devices) maybeMapped(name v1.ResourceName) bool {
+	return d.resolver != nil && isExtendedName(name)
 }
 
 func boolCount(b bool) int64 {
@@ -241,20 +289,9 @@ func boolCount(b bool) int64 {
 	return 0
 }
 
-// Counted is how many of the devices at positions on node a dimension
-// counts: what a dimension gains when those devices are freed (a preemption
-// victim's, say).
-func (d *Devices) Counted(ctx context.Context, n NodeCapacity, dim v1.ResourceName, unions map[v1.ResourceName][]v1.ResourceName, positions Bits) int64 {
-	s := d.sourceOf(ctx, n, dim, unions)
-	if !s.devices {
-		return 0
-	}
-	if s.all {
-		// The dimension counts 1 when every device of its kind is free.
-		if s.bits.Count() > 0 && s.bits.CountWithout(positions) == 0 {
-			return 1
-		}
-		return 0
-	}
-	return int64(s.bits.Count() - s.bits.CountWithout(positions))
+// ServedByDevices reports whether the column is served by devices on the
+// node (rather than by its allocatable).
+func (c Column) ServedByDevices(ctx context.Context, n NodeCapacity) bool {
+	_, ok := c.bits(ctx, n)
+	return ok
 }

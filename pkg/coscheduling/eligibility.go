@@ -83,6 +83,10 @@ type template struct {
 	// relational is set when the template's members can exclude each
 	// other or their siblings through Filter, so plans are verified.
 	relational bool
+	// devicesCounted is set when the capacity model counts the template's
+	// devices exactly (demand.markCounted): DynamicResources then judges
+	// capacity alone for it, and is skipped as the resource fit is.
+	devicesCounted bool
 	// perNode is the cap on the template's members per node, 0 for none.
 	perNode int
 	// eligible[i] says whether the template may run on node i.
@@ -260,7 +264,11 @@ func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeIn
 		// Capacity is the planner's to count, and it counts what will free
 		// up too: the resource fit is skipped, so the plugins after it
 		// still say what else would turn the member away.
-		t.state.SetSkipFilterPlugins(t.state.GetSkipFilterPlugins().Union(capacityFilters))
+		skip := capacityFilters
+		if t.devicesCounted {
+			skip = skip.Union(sets.New(names.DynamicResources))
+		}
+		t.state.SetSkipFilterPlugins(t.state.GetSkipFilterPlugins().Union(skip))
 		statuses := make([]*fwk.Status, len(nodeInfos))
 		pl.handle.Parallelizer().Until(ctx, len(nodeInfos), func(i int) {
 			ni := nodeInfos[i]

@@ -51,6 +51,18 @@ const (
 	// ReasonMemberLost: a running gang lost a member that had not
 	// finished; the note says whether the gang still has minMember placed.
 	ReasonMemberLost = "MemberLost"
+	// ReasonInvalidResourceClaim: a member's ResourceClaim cannot be
+	// satisfied as written (it names a DeviceClass that does not exist).
+	ReasonInvalidResourceClaim = "InvalidResourceClaim"
+	// ReasonDevicesUnavailable: a member asks for devices that no node
+	// publishes at all.
+	ReasonDevicesUnavailable = "DevicesUnavailable"
+	// ReasonDeviceClassConflict: two DeviceClasses map the extended
+	// resource a member asks for; kube-scheduler uses the newer.
+	ReasonDeviceClassConflict = "DeviceClassConflict"
+	// ReasonClaimDeleted: a ResourceClaim of a member that waited in
+	// Permit was deleted; the attempt fails and the gang plans again.
+	ReasonClaimDeleted = "ClaimDeleted"
 	// ReasonNoFeasibleNodes: a Filter plugin of the profile rejects a
 	// member on every node.
 	ReasonNoFeasibleNodes = "NoFeasibleNodes"

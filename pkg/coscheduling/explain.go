@@ -53,10 +53,10 @@ func anyTrue(b []bool) bool {
 // cluster, to tell "not now" from "not while long-running pods stay" from
 // "never". Only a gang that would fit once running jobs finish may hold
 // capacity as the head of the queue.
-func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, reqs []capacity.Amounts,
+func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, d *demand,
 	fitErr *placement.FitError, othersHold bool) *fwk.Status {
 	key := spec.Key
-	demand := describeDemand(req)
+	demand := describeDemand(req, d)
 	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
@@ -68,7 +68,7 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 				req.Policy.Level, fitErr.Reason, scheduling.AnnotationTopologyRequired, scheduling.AnnotationTopologyPreferred)
 		}
 	}
-	eventual := withFree(req, pl.eventualFree(req, nodeInfos))
+	eventual := withFree(req, pl.eventualFree(ctx, req, nodeInfos, d))
 	if plan, err := pl.planner.Plan(ctx, eventual); err == nil {
 		msg := fmt.Sprintf("gang %s needs %s; free capacity fits %d of its %d members now (%s); it fits once running jobs finish",
 			key, demand, fitErr.Placed, fitErr.Wanted, fitErr.Reason)
@@ -76,7 +76,7 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 		if othersHold {
 			msg += "; part of the free capacity is held for other gangs being placed"
 		}
-		pl.holdAsHead(ctx, spec, members, req, reqs, plan)
+		pl.holdAsHead(ctx, spec, members, req, d.reqs, plan)
 		return fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	empty := withFree(req, nil)
@@ -84,6 +84,9 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 		var never *placement.FitError
 		if !errors.As(err, &never) {
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
+		}
+		if status := pl.explainUnpublished(spec, req, d); status != nil {
+			return status
 		}
 		msg := fmt.Sprintf("gang %s needs %s, but even with all %d nodes empty only %d of its %d members would fit (%s)",
 			key, demand, len(req.Nodes), never.Placed, never.Wanted, never.Reason)
@@ -117,31 +120,45 @@ func withFree(req *placement.Request, free []placement.Vector) *placement.Reques
 
 // eventualFree is, per node of req, the capacity that is free once every
 // pod that finishes on its own has finished: allocatable less what pods
-// that stay request. Pods stay when they are outside any gang and restart
+// that stay request, and, for dimensions devices serve, less the devices
+// their claims hold. Pods stay when they are outside any gang and restart
 // always (services, DaemonSets, static pods); gang members and batch pods
 // finish.
-func (pl *Plugin) eventualFree(req *placement.Request, nodeInfos []fwk.NodeInfo) []placement.Vector {
+func (pl *Plugin) eventualFree(ctx context.Context, req *placement.Request, nodeInfos []fwk.NodeInfo, d *demand) []placement.Vector {
 	byName := make(map[string]fwk.NodeInfo, len(nodeInfos))
 	for _, ni := range nodeInfos {
 		byName[ni.Node().Name] = ni
 	}
 	dims := make([]v1.ResourceName, len(req.Resources))
-	for d, name := range req.Resources {
-		dims[d] = v1.ResourceName(name)
+	for i, name := range req.Resources {
+		dims[i] = v1.ResourceName(name)
 	}
+	cols := d.columns(dims)
 	out := make([]placement.Vector, len(req.Nodes))
 	for i, n := range req.Nodes {
 		free := n.Allocatable.Clone()
-		if ni, ok := byName[n.Name]; ok {
-			for _, pi := range ni.GetPods() {
-				p := pi.GetPod()
-				if !stays(p) {
-					continue
-				}
-				a := capacity.PodAmounts(p)
-				for d, name := range dims {
-					free[d] -= a[name]
-				}
+		ni, ok := byName[n.Name]
+		if !ok {
+			out[i] = free
+			continue
+		}
+		var staying []*v1.Pod
+		for _, pi := range ni.GetPods() {
+			if p := pi.GetPod(); stays(p) {
+				staying = append(staying, p)
+			}
+		}
+		var held capacity.Bits
+		if d.devices != nil && len(staying) > 0 {
+			held = pl.devicesOf(d.devices, n.Name, staying)
+		}
+		for c := range cols {
+			if cols[c].devices && cols[c].dev.ServedByDevices(ctx, nodeCapacity{ni}) {
+				free[c] -= cols[c].dev.Counted(ctx, nodeCapacity{ni}, held)
+				continue
+			}
+			for _, p := range staying {
+				free[c] -= capacity.PodAmounts(p)[cols[c].name]
 			}
 		}
 		out[i] = free
@@ -161,7 +178,7 @@ func stays(p *v1.Pod) bool {
 // still misses: the declared total, less what its placed members request,
 // must fit in the cluster's free capacity (less what other gangs hold), and
 // could ever fit in its allocatable.
-func (pl *Plugin) checkMinResources(spec *gang.Spec, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts, placed []*v1.Pod) *fwk.Status {
+func (pl *Plugin) checkMinResources(ctx context.Context, spec *gang.Spec, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts, placed []*v1.Pod, d *demand) *fwk.Status {
 	if len(spec.MinResources) == 0 {
 		return nil
 	}
@@ -181,9 +198,10 @@ func (pl *Plugin) checkMinResources(spec *gang.Spec, nodeInfos []fwk.NodeInfo, h
 			want = q.MilliValue()
 		}
 		var total, free int64
+		col := d.columns([]v1.ResourceName{name})[0]
 		for _, ni := range nodeInfos {
-			total += resourceQuantity(ni.GetAllocatable(), name)
-			free += nodeFree(ni, name) - held[ni.Node().Name][name]
+			total += col.allocatable(ctx, ni)
+			free += col.free(ctx, ni, held[ni.Node().Name])
 		}
 		if total < want {
 			msg := fmt.Sprintf("gang %s: spec.minResources asks for %s %s, but the cluster has %s in all",
@@ -200,12 +218,26 @@ func (pl *Plugin) checkMinResources(spec *gang.Spec, nodeInfos []fwk.NodeInfo, h
 }
 
 // describeDemand summarises members by shape in rank order of first
-// appearance: "1 × {cpu=2} + 3 × {cpu=4 nvidia.com/gpu=8}".
-func describeDemand(req *placement.Request) string {
+// appearance: "1 × {cpu=2} + 3 × {cpu=4 nvidia.com/gpu=8}". Device
+// dimensions are named by what they take ("gpu.nvidia.com devices"); union
+// dimensions, which only keep overlapping kinds exact, are left out.
+func describeDemand(req *placement.Request, d *demand) string {
+	names := make([]string, len(req.Resources))
+	show := make([]bool, len(req.Resources))
+	for i, name := range req.Resources {
+		names[i] = d.describe(name)
+		show[i] = !d.isUnion(v1.ResourceName(name))
+	}
 	var shapes []string
 	count := map[string]int{}
 	for i := range req.Members {
-		s := placement.Describe(req.Resources, req.Members[i].Request)
+		v := req.Members[i].Request.Clone()
+		for j := range v {
+			if !show[j] {
+				v[j] = 0
+			}
+		}
+		s := placement.Describe(names, v)
 		if count[s] == 0 {
 			shapes = append(shapes, s)
 		}

@@ -41,20 +41,40 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	sorted := pl.liveNodes(nodeInfos)
 	held = pl.withNominated(held, sorted, corev1helpers.PodPriority(members[0]))
 	placed := pl.placedMembers(key)
-	if status := pl.checkMinResources(spec, sorted, held, placed); status != nil {
+	d, status := pl.demandOf(ctx, spec, members, 0)
+	if status != nil {
 		return status
 	}
-
-	reqs := requestsOf(members)
-	templates, of := templatesOf(members, reqs)
-	pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
-	if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
+	if status := pl.checkMinResources(ctx, spec, sorted, held, placed, d); status != nil {
 		return status
 	}
-	req := pl.buildRequest(key, members, reqs, sorted, held, templates, of)
-	req.Policy = gang.PolicyOf(spec, members[0])
-	req.Anchors = anchors(sorted, placed)
-	plan, fp, err := pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+	var req *placement.Request
+	var plan *placement.Plan
+	var fp uint64
+	var templates []*template
+	var of []int
+	// A firstAvailable request plans with its first alternative; only when
+	// the gang does not fit with it are the next ones tried, in order.
+	for alt := 0; ; alt++ {
+		templates, of = templatesOf(members, d.reqs)
+		d.markCounted(templates, of)
+		pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
+			return status
+		}
+		req = pl.buildRequest(ctx, key, members, d, sorted, held, templates, of)
+		req.Policy = gang.PolicyOf(spec, members[0])
+		req.Anchors = anchors(sorted, placed)
+		req.Hierarchy = sharersHierarchy(d, req.Policy)
+		plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+		var fitErr *placement.FitError
+		if err == nil || !errors.As(err, &fitErr) || alt+1 >= d.alternatives {
+			break
+		}
+		if d, status = pl.demandOf(ctx, spec, members, alt+1); status != nil {
+			return status
+		}
+	}
 	if err != nil {
 		var fitErr *placement.FitError
 		var unfit *unfitError
@@ -68,18 +88,21 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 				"no plan for %d member(s) passes the scheduler's filters: %v; it is tried again when the cluster changes", len(members), unfit)
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, unfit))
 		case errors.As(err, &fitErr):
-			return pl.explainNoFit(ctx, spec, members, req, reqs, fitErr, len(held) > 0)
+			return pl.explainNoFit(ctx, spec, members, req, d, fitErr, len(held) > 0)
 		}
 		return fwk.AsStatus(fmt.Errorf("planning gang %s: %w", key, err))
 	}
 	slots := make([]ledger.Slot, len(members))
 	for i, p := range members {
-		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: reqs[i]}
+		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.reqs[i]}
 	}
 	if wasHead := pl.ledger.SetClaim(key, slots, pl.clock.Now().Add(pl.timeout(spec)), plan, fp); wasHead {
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
-	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
+	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary+d.chosen())
+	if status := pl.allocateShared(ctx, spec, members, d, req, plan); status != nil {
+		return status
+	}
 	// Members turned away before (for capacity, or while a sibling was
 	// gated) wait in the unschedulable queue, and a new plan is no cluster
 	// event: bring them back now that they have a place.
@@ -179,7 +202,9 @@ func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) []int {
 	}
 	var out []int
 	for _, p := range placed {
-		if i, ok := index[p.Spec.NodeName]; ok && usesAccelerators(capacity.PodAmounts(p)) {
+		// A member that took devices through DRA is bound by topology like
+		// one that asked for an accelerator.
+		if i, ok := index[p.Spec.NodeName]; ok && (usesAccelerators(capacity.PodAmounts(p)) || len(p.Spec.ResourceClaims) > 0) {
 			out = append(out, i)
 		}
 	}
@@ -187,40 +212,34 @@ func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) []int {
 	return out
 }
 
-// requestsOf is what each member takes from a node (podAmounts).
-func requestsOf(members []*v1.Pod) []capacity.Amounts {
-	reqs := make([]capacity.Amounts, len(members))
-	for i, p := range members {
-		reqs[i] = capacity.PodAmounts(p)
-	}
-	return reqs
-}
-
 // buildRequest describes the members and the nodes to a planner. Nodes come
-// in name order; reqs are the members' requests (requestsOf).
-func (pl *Plugin) buildRequest(key gang.Key, members []*v1.Pod, reqs []capacity.Amounts, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
+// in name order; d holds the members' requests (demandOf).
+func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *demand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*template, of []int) *placement.Request {
-	dims := dimensions(reqs)
+	dims := dimensions(d.reqs)
+	cols := d.columns(dims)
 	nodes := make([]placement.Node, len(nodeInfos))
 	for i, ni := range nodeInfos {
 		n := ni.Node()
 		alloc := make(placement.Vector, len(dims))
 		free := make(placement.Vector, len(dims))
-		for d, name := range dims {
-			alloc[d] = resourceQuantity(ni.GetAllocatable(), name)
-			free[d] = nodeFree(ni, name) - held[n.Name][name]
+		for c := range cols {
+			alloc[c] = cols[c].allocatable(ctx, ni)
+			free[c] = cols[c].free(ctx, ni, held[n.Name])
 		}
 		nodes[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: alloc, Free: free}
 	}
 	ms := make([]placement.Member, len(members))
+	accelerated := make([]bool, len(members))
 	for i, p := range members {
 		t := templates[of[i]]
+		accelerated[i] = d.accelerated(i)
 		ms[i] = placement.Member{
 			Name:        p.Namespace + "/" + p.Name,
 			Rank:        i,
-			Request:     toVector(dims, reqs[i]),
+			Request:     toVector(dims, d.reqs[i]),
 			Eligible:    t.eligible,
-			Accelerated: usesAccelerators(reqs[i]),
+			Accelerated: accelerated[i],
 			MaxPerNode:  t.perNode,
 		}
 	}
@@ -230,7 +249,7 @@ func (pl *Plugin) buildRequest(key gang.Key, members []*v1.Pod, reqs []capacity.
 		Nodes:          nodes,
 		NodeGeneration: pl.nodeGeneration.Load(),
 		Members:        ms,
-		Groups:         gangGroups(templates, of, reqs, nodes),
+		Groups:         gangGroups(templates, of, accelerated, nodes),
 	}
 }
 
@@ -241,9 +260,9 @@ func (pl *Plugin) buildRequest(key gang.Key, members []*v1.Pod, reqs []capacity.
 // ran the profile's PreFilter plugins for each template, so the state of
 // the gang's first accelerated member holds it. Nil when no plugin does,
 // or when the framework could not run PreFilter plugins for the plugin.
-func gangGroups(templates []*template, of []int, reqs []capacity.Amounts, nodes []placement.Node) *placement.Groups {
-	for i, r := range reqs {
-		if !usesAccelerators(r) {
+func gangGroups(templates []*template, of []int, accelerated []bool, nodes []placement.Node) *placement.Groups {
+	for i, acc := range accelerated {
+		if !acc {
 			continue
 		}
 		state := templates[of[i]].state

@@ -105,6 +105,12 @@ type Plugin struct {
 	runner preFilterRunner
 	// ledger is the plugin's memory of gangs: what it promised each one.
 	ledger *ledger.Ledger
+	// devices reads capacity published through Dynamic Resource
+	// Allocation (devices.go); nil when the framework has no DRA manager.
+	devices *deviceSource
+	// shared remembers the claims the plugin allocated for members that
+	// share them (shared.go).
+	shared *sharedAllocations
 	events *eventRecorder
 	// decider chooses preemption victims (preempt.go); nil when the
 	// planner cannot give it a topology tree, and then nothing is
@@ -159,11 +165,21 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		sources: sources,
 		planner: planner,
 		ledger:  ledger.New(c),
+		devices: newDeviceSource(ctx, handle),
+		shared:  newSharedAllocations(),
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
+	}
+	if pl.devices != nil {
+		// A member's claim deleted while it waits in Permit fails its
+		// gang's attempt, as the member's own deletion does.
+		claims := handle.SharedInformerFactory().Resource().V1().ResourceClaims().Informer()
+		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onClaimAdd, DeleteFunc: pl.onClaimDelete}); err != nil {
+			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
+		}
 	}
 	if trees, ok := planner.(preemption.TreeSource); ok {
 		pl.decider = preemption.NewEngine(planner, trees)

@@ -191,8 +191,13 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	// engine's request and tree are the planner's.
 	sorted := pl.liveNodes(nodeInfos)
 
-	reqs := requestsOf(p.members)
+	d, status := pl.demandOf(ctx, p.spec, p.members, 0)
+	if status != nil {
+		return nil, nil, nil, status
+	}
+	reqs := d.reqs
 	templates, of := templatesOf(p.members, reqs)
+	d.markCounted(templates, of)
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
 	if p.spec != nil {
 		key = p.spec.Key
@@ -207,7 +212,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 		}
 	}
 	leaving := pl.ledger.Preemptions.PendingVictims()
-	req := pl.buildRequest(key, p.members, reqs, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
+	req := pl.buildRequest(ctx, key, p.members, d, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
 	if p.spec != nil {
 		req.Policy = gang.PolicyOf(p.spec, p.members[0])
 		req.Anchors = anchors(sorted, pl.placedMembers(key))
@@ -220,7 +225,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	if pp := p.preemptionPolicy(); pp != nil {
 		preq.PreemptionPolicy = *pp
 	}
-	cands := pl.addUnits(preq, p, sorted, leaving)
+	cands := pl.addUnits(ctx, preq, p, sorted, leaving, d)
 	return preq, reqs, cands, nil
 }
 
@@ -309,7 +314,7 @@ func (pl *Plugin) isLeaving(q *v1.Pod, victims map[types.UID]bool) bool {
 // addUnits adds the candidate victims to req: every bound pod of lower
 // priority than the preemptor that is not leaving already, grouped into
 // gangs, and the disruption budgets that cover them.
-func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool) *candidates {
+func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool, d *demand) *candidates {
 	index := make(map[string]int, len(nodeInfos))
 	for i, ni := range nodeInfos {
 		index[ni.Node().Name] = i
@@ -339,13 +344,30 @@ func (pl *Plugin) addUnits(req *preemption.Request, p *preemptor, nodeInfos []fw
 	for d, name := range req.Resources {
 		dims[d] = v1.ResourceName(name)
 	}
+	cols := d.columns(dims)
 	podOf := func(q *v1.Pod, keep bool) preemption.Pod {
 		node, ok := index[q.Spec.NodeName]
 		if !ok {
 			node = -1
 		}
 		a := capacity.PodAmounts(q)
-		return preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, Request: toVector(dims, a), GPUs: acceleratorCount(a), Keep: keep}
+		out := preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, Request: toVector(dims, a), GPUs: acceleratorCount(a), Keep: keep}
+		if d.devices != nil && node >= 0 {
+			// What the victim frees in a dimension devices serve is the
+			// devices its claims hold there, counted as the preemptor's
+			// kinds count them.
+			ni := nodeInfos[node]
+			taken := pl.devicesOf(d.devices, q.Spec.NodeName, []*v1.Pod{q})
+			for c := range cols {
+				if cols[c].devices && cols[c].dev.ServedByDevices(ctx, nodeCapacity{ni}) {
+					out.Request[c] = cols[c].dev.Counted(ctx, nodeCapacity{ni}, taken)
+				}
+			}
+			if n := int64(taken.Count()); n > out.GPUs {
+				out.GPUs = n
+			}
+		}
+		return out
 	}
 	cands := &candidates{}
 	gangNames := map[string]bool{}

@@ -20,6 +20,9 @@ type cycleState struct {
 	// held is, per node, the capacity that other gangs' plans hold. Filter
 	// keeps the pod out of it.
 	held map[string]capacity.Amounts
+	// devices is set when the pod takes devices and some capacity is held:
+	// Filter then also keeps it out of held devices. Nil otherwise.
+	devices *podDevices
 	// planNodes are the nodes PreFilter restricted a gang member to, from
 	// its plan, in name order; empty for pods that follow no plan. A
 	// failure to place the member there teaches the planner or means the
