@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
@@ -22,7 +23,7 @@ import (
 // nodes, cliques of 2 nodes), each leaf full with one low-priority 4-node
 // gang.
 func headline() *cluster {
-	return newCluster(makeFabric().withSpines(2).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+	return newCluster(placementtest.MakeFabric().Spines(2).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 		makeGang("ns/a").priority(1).on(8, leafNodes("s0-l0", 4)...),
 		makeGang("ns/b").priority(1).on(8, leafNodes("s0-l1", 4)...),
 		makeGang("ns/c").priority(1).on(8, leafNodes("s1-l0", 4)...),
@@ -105,7 +106,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "equal sets inside one domain go by name, whatever greedy found first",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj()).add(
 					makeGang("ns/d").on(8, "s0-l0-n0"),
 					makeGang("ns/c").on(8, "s0-l0-n1"),
 					makeGang("ns/b").on(8, "s0-l0-n2"),
@@ -140,7 +141,7 @@ func TestDecide(t *testing.T) {
 			cluster: func() *cluster {
 				// Leaf s0-l1 frees two nodes by evicting ns/z alone, but
 				// they sit in different cliques.
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/x").on(8, "s0-l0-n0", "s0-l0-n2"),
 					makeGang("ns/y").on(8, "s0-l0-n1", "s0-l0-n3"),
 					makeGang("ns/z").on(8, "s0-l1-n1", "s0-l1-n2"),
@@ -158,7 +159,7 @@ func TestDecide(t *testing.T) {
 				// Every clique holds one node of ns/wide and one of a
 				// 1-node gang; evicting ns/wide alone frees one node per
 				// clique, enough for 2 nodes only across cliques.
-				return newCluster(makeFabric().withLeavesPerSpine(1).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(1).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/wide").on(8, "s0-l0-n0", "s0-l0-n2"),
 					makeGang("ns/p").startedAgo(time.Minute).on(8, "s0-l0-n1"),
 					makeGang("ns/q").on(8, "s0-l0-n3"),
@@ -172,7 +173,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "preferred NVLink domain falls back to one leaf with fewer victims",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(1).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(1).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/wide").on(8, "s0-l0-n0", "s0-l0-n2"),
 					makeGang("ns/p").priority(100).on(8, "s0-l0-n1"),
 					makeGang("ns/q").priority(100).on(8, "s0-l0-n3"),
@@ -186,7 +187,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "required leaf needs one whole leaf",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withSpines(1).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().Spines(1).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1"),
 					makeGang("ns/b").on(8, "s0-l0-n2", "s0-l0-n3"),
 					makeGang("ns/c").on(8, "s0-l1-n0", "s0-l1-n1"),
@@ -200,7 +201,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "required leaf where no leaf can be cleared: nothing, though the spine could",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withSpines(1).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().Spines(1).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1"),
 					makeGang("ns/b").on(8, "s0-l1-n0", "s0-l1-n1"),
 					makePod("ns/keep0").priority(200).on(8, "s0-l0-n3"),
@@ -213,7 +214,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a plain pod takes one elastic member and leaves the gang running",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/elastic").surplus(2).on(8, leafNodes("s0-l0", 4)...),
 				)
 			},
@@ -225,7 +226,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "elastic members go before a cheaper whole gang",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj()).add(
 					makeGang("ns/elastic").priority(5).surplus(1).on(8, "s0-l0-n0", "s0-l0-n1"),
 					makeGang("ns/rigid").priority(0).startedAgo(time.Minute).on(8, "s0-l0-n2", "s0-l0-n3"),
 				)
@@ -237,7 +238,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "more members than the surplus: the whole gang",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj()).add(
 					makeGang("ns/elastic").surplus(1).on(8, leafNodes("s0-l0", 4)...),
 				)
 			},
@@ -248,7 +249,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a kept member never goes alone",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/mpi").surplus(1).on(8, "s0-l0-n0").keepLast().on(8, "s0-l0-n1"),
 				)
 			},
@@ -259,7 +260,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a replacement preempts next to its running gang, not where it is cheapest",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/self").priority(100).on(8, "s0-l1-n0"),
 					makeGang("ns/near").startedAgo(10*time.Hour).on(8, "s0-l1-n1"),
 					makeGang("ns/far").startedAgo(time.Minute).on(8, "s0-l0-n0"),
@@ -274,7 +275,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "members that exclude each other need a node each",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").startedAgo(time.Minute).on(8, "s0-l0-n0"),
 					makePod("ns/b1").startedAgo(2*time.Minute).on(4, "s0-l0-n1"),
 					makePod("ns/b2").startedAgo(3*time.Minute).on(4, "s0-l0-n1"),
@@ -299,7 +300,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "fits without preemption",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").on(8, "s0-l0-n0"),
 				)
 			},
@@ -309,7 +310,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a set that violates no PDB beats one with fewer gangs that does",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj())
 				b := c.pdb("ns/protect-a", 0)
 				return c.add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1").underPDB(b),
@@ -324,7 +325,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a PDB is violated when no other set exists, as few times as can be",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj())
 				b := c.pdb("ns/protect", 1)
 				return c.add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1").underPDB(b),
@@ -339,7 +340,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "fewest GPUs breaks a tie",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(1).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(1).Obj()).add(
 					makeGang("ns/big").on(8, "s0-l0-n0").on(8, ""),
 					makeGang("ns/small").on(4, "s0-l1-n0").on(4, "s0-l1-n0"),
 				)
@@ -351,7 +352,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a victim gang that straddles the domain goes whole",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/across").on(8, "s0-l0-n1", "s0-l1-n0"),
 					makeGang("ns/in").priority(50).on(8, "s0-l0-n0"),
 					makeGang("ns/other").priority(50).on(8, "s0-l1-n1"),
@@ -364,7 +365,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a plain CPU pod evicts one lower-priority pod, anywhere",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(1).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(1).Obj())
 				for i := range c.nodes {
 					c.nodes[i].Free[0] = 2000
 				}
@@ -381,7 +382,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "CPU pods spread over the cluster when that evicts cheaper pods",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(3).withNodesPerLeaf(1).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(3).NodesPerLeaf(1).Obj())
 				c.nodes[0].Free[0] = 24000
 				c.nodes[1].Free[0], c.nodes[2].Free[0] = 12000, 12000
 				return c.add(
@@ -398,7 +399,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a launcher that needs room of its own costs one more victim",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj())
+				c := newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj())
 				for i := range c.nodes {
 					c.nodes[i].Free[0] = 1000
 				}
