@@ -71,7 +71,7 @@ import (
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "Coscheduling"
+const Name = config.CoschedulingPluginName
 
 // Status messages for rejections people will read in pod conditions.
 const (

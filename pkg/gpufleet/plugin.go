@@ -49,7 +49,7 @@ import (
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "GPUFleet"
+const Name = config.GPUFleetPluginName
 
 // Plugin applies pkg/fleet's GPU rules.
 type Plugin struct {
