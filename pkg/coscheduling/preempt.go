@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
@@ -468,12 +469,12 @@ func (pl *Plugin) addBudgets(req *preemption.Request, cands *candidates) {
 	}
 }
 
-// acceleratorCount sums what a requests of extended resources: the GPUs
-// the cost order counts.
+// acceleratorCount sums what a requests of accelerators
+// (fleet.IsAccelerator): the GPUs the cost order counts.
 func acceleratorCount(a capacity.Amounts) int64 {
 	var n int64
 	for name, q := range a {
-		if isExtended(name) {
+		if fleet.IsAccelerator(name) {
 			n += q
 		}
 	}
