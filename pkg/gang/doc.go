@@ -10,9 +10,10 @@
 // nowhere else:
 //   - membership: which gang a pod belongs to (Of), a native PodGroup
 //     winning over a label, so that a pod never counts in two gangs;
-//   - quorum: whether a gang has enough members (QuorumOf), and how many
-//     above it may go alone (SurplusOf), counted the same way by the
-//     scheduler and the status controller (Census);
+//   - quorum: whether a gang has enough members (QuorumOf), how many
+//     above it may go alone (SurplusOf) and when it began to run
+//     (StartedAt), counted the same way by the scheduler and the status
+//     controller (Census);
 //   - rank: the order members are placed in (RankOf);
 //   - topology policy: the placement constraint a gang asks for (PolicyOf);
 //   - sources: where the scheduler reads gangs (Sources): one informer per

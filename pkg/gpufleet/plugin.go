@@ -32,10 +32,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -43,13 +41,12 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "GPUFleet"
+const Name = config.GPUFleetPluginName
 
 // Plugin applies pkg/fleet's GPU rules.
 type Plugin struct {
@@ -59,11 +56,13 @@ type Plugin struct {
 	// sources reads gangs, whose PodGroups' annotations carry GPU
 	// requirements, one informer per API; every plugin of the scheduler
 	// shares them.
-	sources   *gang.Sources
-	podLister corelisters.PodLister
-	nodes     *nodeCache
-	events    *eventRecorder
-	logger    klog.Logger
+	sources *gang.Sources
+	// podIndex is the scheduler's pod informer, indexed by gang
+	// (gang.IndexMembers).
+	podIndex cache.Indexer
+	nodes    *nodeCache
+	events   *eventRecorder
+	logger   klog.Logger
 }
 
 var (
@@ -87,14 +86,21 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *ga
 // it with fake informers.
 func newPlugin(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle, sources *gang.Sources) (*Plugin, error) {
 	pl := &Plugin{
-		handle:    handle,
-		opts:      fleet.OptionsFromArgs(args),
-		sources:   sources,
-		podLister: handle.SharedInformerFactory().Core().V1().Pods().Lister(),
-		events:    newEventRecorder(handle.EventRecorder(), clock.RealClock{}),
-		logger:    klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:  handle,
+		opts:    fleet.OptionsFromArgs(args),
+		sources: sources,
+		events:  newEventRecorder(handle.EventRecorder(), clock.RealClock{}),
+		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	pl.nodes = newNodeCache(&pl.opts, pl.reportLabelProblems)
+	// A PodGroup that arrives or changes activates its members, found by
+	// the same index the gang plugin reads (added by whichever is built
+	// first).
+	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
+	if err := gang.IndexMembers(podInformer); err != nil {
+		return nil, err
+	}
+	pl.podIndex = podInformer.GetIndexer()
 	nodeHandler := cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj interface{}) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -181,27 +187,15 @@ func (pl *Plugin) onGangUpdated(old, new *gang.Spec) {
 	}
 }
 
-// activateMembers moves a gang's unbound members back to the active queue.
+// activateMembers moves a gang's waiting members back to the active queue,
+// as the gang plugin does when their gang changes: pkg/gang says which
+// pods those are (Members, Waiting).
 func (pl *Plugin) activateMembers(key gang.Key) {
-	var pods []*v1.Pod
-	var err error
-	if key.API == gang.Native {
-		// Native members name their PodGroup in the spec, which no
-		// selector reaches.
-		pods, err = pl.podLister.Pods(key.Namespace).List(labels.Everything())
-	} else {
-		pods, err = pl.podLister.Pods(key.Namespace).List(labels.SelectorFromSet(labels.Set{scheduling.PodGroupLabel: key.Name}))
-	}
+	members, err := gang.Members(pl.podIndex, key)
 	if err != nil {
 		return
 	}
-	waiting := map[string]*v1.Pod{}
-	for _, p := range pods {
-		if k, ok := gang.Of(p); ok && k == key && p.Spec.NodeName == "" {
-			waiting[p.Namespace+"/"+p.Name] = p
-		}
-	}
-	if len(waiting) > 0 {
+	if waiting := gang.Waiting(members); len(waiting) > 0 {
 		pl.logger.V(4).Info("PodGroup arrived or changed: activating its members", "podGroup", key, "pods", len(waiting))
 		pl.handle.Activate(pl.logger, waiting)
 	}

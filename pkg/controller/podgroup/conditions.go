@@ -6,8 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 // Condition types the controller sets on a PodGroup.
@@ -32,8 +35,9 @@ const (
 	// ReasonEnoughMembers: at least minMember members exist.
 	ReasonEnoughMembers = "EnoughMembers"
 	// ReasonWaitingForMembers: fewer than minMember members exist, and one
-	// was created recently enough that more may follow.
-	ReasonWaitingForMembers = "WaitingForMembers"
+	// was created recently enough that more may follow. The scheduler's
+	// Event of the same situation has the same, shared, reason.
+	ReasonWaitingForMembers = scheduling.ReasonWaitingForMembers
 	// ReasonMembersMissing: some members exist and wait, but no member has
 	// been created for longer than the grace period, so the rest are
 	// probably never going to be. The members that exist wait forever.
@@ -43,14 +47,14 @@ const (
 	// ReasonUnschedulable: a member waits and the scheduler said why. It is
 	// also the reason kube-scheduler gives PodGroupInitiallyScheduled
 	// (schedulingv1beta1.PodGroupReasonUnschedulable).
-	ReasonUnschedulable = "Unschedulable"
+	ReasonUnschedulable = schedulingv1beta1.PodGroupReasonUnschedulable
 	// ReasonNotScheduled: fewer than minMember members are placed.
 	ReasonNotScheduled = "NotScheduled"
 	// ReasonInvalidPodGroup: the PodGroup's spec cannot be honoured
 	// (minMember below 1); the message names the field and the fix. The
 	// scheduler holds the members and records an Event of the same reason;
 	// the controller judges no quorum until the spec is fixed.
-	ReasonInvalidPodGroup = "InvalidPodGroup"
+	ReasonInvalidPodGroup = scheduling.ReasonInvalidPodGroup
 	// ReasonMembersLost: the gang runs below minMember and no replacement
 	// exists yet.
 	ReasonMembersLost = "MembersLost"
