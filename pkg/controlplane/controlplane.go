@@ -41,10 +41,28 @@ var defaultAPIServerFlags = []string{
 // plane, as a cluster does (StartSchedulerProcess).
 func NativePodGroupAPIFlags() []string {
 	return []string{
-		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
-		"--runtime-config=scheduling.k8s.io/v1beta1=true",
+		"--feature-gates=" + nativePodGroupGates,
+		nativePodGroupRuntimeConfig,
 	}
 }
+
+// NativePodGroupDRAAPIFlags is NativePodGroupAPIFlags with the beta
+// DRAWorkloadResourceClaims gate on as well (it depends on GenericWorkload):
+// native PodGroups then keep spec.resourceClaims, claims shared by the whole
+// group (KEP-5729). As with NativePodGroupAPIFlags, the gates apply to the
+// whole process: a resource claim controller started in it afterwards
+// creates and reserves PodGroup claims.
+func NativePodGroupDRAAPIFlags() []string {
+	return []string{
+		"--feature-gates=" + nativePodGroupGates + ",DRAWorkloadResourceClaims=true",
+		nativePodGroupRuntimeConfig,
+	}
+}
+
+const (
+	nativePodGroupGates         = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+	nativePodGroupRuntimeConfig = "--runtime-config=scheduling.k8s.io/v1beta1=true"
+)
 
 // Options configures a ControlPlane.
 type Options struct {

@@ -90,14 +90,21 @@ func (env *testEnv) wholeNodePods(prefix string, count int, annotations map[stri
 // annotations, and the members, and returns them.
 func (env *testEnv) gang(name string, count int, annotations map[string]string) []*v1.Pod {
 	env.t.Helper()
+	env.createGangPodGroup(name, count, annotations)
+	pods := env.gangPods(name, count, 8)
+	env.createPods(pods...)
+	return pods
+}
+
+// createGangPodGroup creates PodGroup name with minMember count and the
+// given annotations.
+func (env *testEnv) createGangPodGroup(name string, count int, annotations map[string]string) {
+	env.t.Helper()
 	pg := gangtest.MakePodGroup(name, env.ns).MinMember(int32(count))
 	for k, v := range annotations {
 		pg.Annotation(k, v)
 	}
 	env.createPodGroup(pg.Obj())
-	pods := env.gangPods(name, count, 8)
-	env.createPods(pods...)
-	return pods
 }
 
 // expectOn checks that every bound pod is on one of the named nodes (names

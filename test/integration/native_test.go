@@ -61,9 +61,16 @@ const protectionFinalizer = "scheduling.k8s.io/podgroup-protection"
 // feature gates back.
 func useNativeControlPlane(t *testing.T) {
 	t.Helper()
+	useNativeControlPlaneWith(t, controlplane.NativePodGroupAPIFlags())
+}
+
+// useNativeControlPlaneWith is useNativeControlPlane with the given API
+// server flags, such as controlplane.NativePodGroupDRAAPIFlags.
+func useNativeControlPlaneWith(t *testing.T, flags []string) {
+	t.Helper()
 	pauseInProcessScheduler(t)
 	cp, err := controlplane.Start(t.Context(), controlplane.Options{
-		APIServerFlags: controlplane.NativePodGroupAPIFlags(),
+		APIServerFlags: flags,
 		CRDFiles:       []string{podGroupCRD},
 	})
 	if err != nil {
@@ -189,26 +196,7 @@ func TestNativePodGroupsNotServed(t *testing.T) {
 func TestNativePodGroups(t *testing.T) {
 	useNativeControlPlane(t)
 	startPodGroupController(t, podgroup.DefaultMissingMembersGrace)
-	// The simulator's runner (controlplane.StartSchedulerProcess) starts
-	// the binary: it returns once the scheduler leads, after its informers
-	// synced.
-	binary := requireBinary(t, schedulerBinary, "the scheduler (make test-binaries)")
-	log := newProcessLog(t, "native")
-	sched, err := controlplane.StartSchedulerProcess(t.Context(), controlplane.SchedulerProcessOptions{
-		Command:    []string{binary},
-		ConfigFile: *schedulerConfig,
-		Kubeconfig: controlPlane.KubeconfigPath(),
-		Flags:      []string{schedulerGateFlag, "--v=2"},
-		Output:     log,
-	})
-	if err != nil {
-		t.Fatalf("starting the scheduler: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := sched.Stop(); err != nil {
-			t.Errorf("stopping the scheduler: %v", err)
-		}
-	})
+	log := startNativeScheduler(t)
 	if !t.Run("the scheduler starts and schedules native PodGroups", func(t *testing.T) {
 		if n := log.count(nativeScheduledLog); n != 1 {
 			t.Errorf("the scheduler logged %q %d times, want once", nativeScheduledLog, n)
@@ -401,6 +389,32 @@ func TestNativePodGroups(t *testing.T) {
 		}
 		env.waitForEvent("PodGroup", "train-workers", podgroup.EventMinMemberRestored)
 	})
+}
+
+// startNativeScheduler runs the scheduler binary with the Deployment's
+// flags against the control plane until t ends, and returns its log. The
+// simulator's runner (controlplane.StartSchedulerProcess) starts it: it
+// returns once the scheduler leads, after its informers synced.
+func startNativeScheduler(t *testing.T) *processLog {
+	t.Helper()
+	binary := requireBinary(t, schedulerBinary, "the scheduler (make test-binaries)")
+	log := newProcessLog(t, "native")
+	sched, err := controlplane.StartSchedulerProcess(t.Context(), controlplane.SchedulerProcessOptions{
+		Command:    []string{binary},
+		ConfigFile: *schedulerConfig,
+		Kubeconfig: controlPlane.KubeconfigPath(),
+		Flags:      []string{schedulerGateFlag, "--v=2"},
+		Output:     log,
+	})
+	if err != nil {
+		t.Fatalf("starting the scheduler: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := sched.Stop(); err != nil {
+			t.Errorf("stopping the scheduler: %v", err)
+		}
+	})
+	return log
 }
 
 // removeFinalizers removes a native PodGroup's finalizers and waits until

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
@@ -25,11 +26,20 @@ const (
 type fabric struct {
 	leafOf, spineOf, cliqueOf map[string]string
 	leaves                    []string
+	// nodes are the full node names, in creation order.
+	nodes []string
 }
 
 // createFabric creates the nodes of a fabric. Node n of leaf l under spine s
 // is named s<s>-l<l>-n<n> (with the namespace prefix of createNodes).
 func (env *testEnv) createFabric(spines, leaves, nodes, cliqueSize int) *fabric {
+	env.t.Helper()
+	return env.createFabricOf(spines, leaves, nodes, cliqueSize, func(name string) *st.NodeWrapper { return gpuNode(name, 8) })
+}
+
+// createFabricOf is createFabric with nodes that newNode starts from their
+// names (without the namespace prefix).
+func (env *testEnv) createFabricOf(spines, leaves, nodes, cliqueSize int, newNode func(name string) *st.NodeWrapper) *fabric {
 	env.t.Helper()
 	f := &fabric{leafOf: map[string]string{}, spineOf: map[string]string{}, cliqueOf: map[string]string{}}
 	var all []*v1.Node
@@ -40,9 +50,10 @@ func (env *testEnv) createFabric(spines, leaves, nodes, cliqueSize int) *fabric 
 			for n := 0; n < nodes; n++ {
 				name := fmt.Sprintf("%s-n%d", leaf, n)
 				clique := fmt.Sprintf("%s-c%d", leaf, n/cliqueSize)
-				all = append(all, gpuNode(name, 8).Label(spineLabel, fmt.Sprintf("s%d", s)).
+				all = append(all, newNode(name).Label(spineLabel, fmt.Sprintf("s%d", s)).
 					Label(leafLabel, leaf).Label(cliqueLabel, clique).Obj())
 				full := env.nodeName(name)
+				f.nodes = append(f.nodes, full)
 				f.leafOf[full], f.spineOf[full], f.cliqueOf[full] = leaf, fmt.Sprintf("s%d", s), clique
 			}
 		}
