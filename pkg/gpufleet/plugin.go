@@ -18,22 +18,29 @@
 //     plans, hands its groups to the planner. Node rules reach gang plans
 //     the same way: the gang plugin plans only on nodes every Filter plugin
 //     accepts.
-//   - nodes.go: facts read from a node's labels are cached per node and
-//     kept while its labels stay the same, so Filter costs a map lookup.
+//   - devices.go: GPUs that reach pods through Dynamic Resource Allocation.
+//     Facts that no label gives are read from the attributes of the
+//     devices NVIDIA's GPU DRA driver publishes (pkg/capacity's inventory,
+//     shared by the scheduler's plugins), and pods that take the driver's
+//     devices through ResourceClaims are GPU pods (fleet.PodDemand).
+//   - nodes.go: facts read from a node's labels and devices are cached per
+//     node and kept while they stay the same, so Filter costs a map lookup.
 //   - hints.go: pods this plugin rejected are tried again when a node's
-//     labels change so that it admits them, or when their annotations (or
-//     their PodGroup's) change.
+//     labels or published devices change so that it admits them, or when
+//     their annotations (or their PodGroup's) change.
 package gpufleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -41,6 +48,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -60,9 +68,33 @@ type Plugin struct {
 	// podIndex is the scheduler's pod informer, indexed by gang
 	// (gang.IndexMembers).
 	podIndex cache.Indexer
-	nodes    *nodeCache
-	events   *eventRecorder
-	logger   klog.Logger
+	// nodeLister reads the labels of a node whose devices changed, for
+	// hints.
+	nodeLister corelisters.NodeLister
+	// dra is the scheduler's DRA manager, nil when DRA is off: it reads
+	// the claims and DeviceClasses that make a pod a GPU pod.
+	dra fwk.SharedDRAManager
+	// devices reads the devices ResourceSlices publish; nil reads node
+	// labels only. Every plugin of the scheduler shares it (WithDevices).
+	devices *capacity.Inventories
+	// lastDevices is the matcher the last PreFilter read, for hints.
+	lastDevices atomic.Pointer[capacity.Matcher]
+	// kinds remembers which device kinds select GPUs.
+	kinds  *gpuKinds
+	nodes  *nodeCache
+	events *eventRecorder
+	logger klog.Logger
+}
+
+// Option configures the plugin beyond its args.
+type Option func(*Plugin)
+
+// WithDevices has the plugin read what no node label says from the devices
+// ResourceSlices publish, through devices, which every plugin of the
+// scheduler shares (pkg/scheduler builds them once, keyed by the
+// scheduler's DRA manager). nil, or no option, reads labels only.
+func WithDevices(devices *capacity.Inventories) Option {
+	return func(pl *Plugin) { pl.devices = devices }
 }
 
 var (
@@ -73,26 +105,35 @@ var (
 
 // New builds the plugin from its args. It reads gangs from sources, which
 // every plugin of the scheduler shares (pkg/scheduler builds them once, with
-// gang.SharedSources).
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
+// gang.SharedSources), and devices as opts say (WithDevices).
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources, opts ...Option) (fwk.Plugin, error) {
 	args, err := scheme.DecodeGPUFleetArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
 	if err != nil {
 		return nil, err
 	}
-	return newPlugin(ctx, args, handle, sources)
+	return newPlugin(ctx, args, handle, sources, opts...)
 }
 
 // newPlugin wires the plugin to its informers and gang sources. Tests call
 // it with fake informers.
-func newPlugin(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle, sources *gang.Sources) (*Plugin, error) {
+func newPlugin(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle, sources *gang.Sources, opts ...Option) (*Plugin, error) {
 	pl := &Plugin{
-		handle:  handle,
-		opts:    fleet.OptionsFromArgs(args),
-		sources: sources,
-		events:  newEventRecorder(handle.EventRecorder(), clock.RealClock{}),
-		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:     handle,
+		opts:       fleet.OptionsFromArgs(args),
+		sources:    sources,
+		nodeLister: handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
+		dra:        handle.SharedDRAManager(),
+		kinds:      &gpuKinds{},
+		events:     newEventRecorder(handle.EventRecorder(), clock.RealClock{}),
+		logger:     klog.FromContext(ctx).WithValues("plugin", Name),
 	}
-	pl.nodes = newNodeCache(&pl.opts, pl.reportLabelProblems)
+	for _, o := range opts {
+		o(pl)
+	}
+	if pl.dra == nil {
+		pl.devices = nil // no DRA, no devices
+	}
+	pl.nodes = newNodeCache(&pl.opts, pl.reportProblems)
 	// A PodGroup that arrives or changes activates its members, found by
 	// the same index the gang plugin reads (added by whichever is built
 	// first).
