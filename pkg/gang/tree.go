@@ -155,7 +155,7 @@ func RootOf(r HierarchyReader, key Key) (Key, error) {
 	if key.API == XK8s {
 		return key, nil
 	}
-	path, err := pathUp(r, key)
+	path, err := Ancestors(r, key)
 	if err != nil {
 		return Key{}, err
 	}
@@ -168,9 +168,10 @@ func RootOf(r HierarchyReader, key Key) (Key, error) {
 	return root, nil
 }
 
-// pathUp returns the composites above the node key names, nearest first,
-// up to the top of its hierarchy.
-func pathUp(r HierarchyReader, key Key) ([]*CompositeSpec, error) {
+// Ancestors returns the composites above the node key names (a native
+// PodGroup or a composite), nearest first, up to the top of its hierarchy;
+// none for a scheduler-plugins PodGroup. The error is RootOf's.
+func Ancestors(r HierarchyReader, key Key) ([]*CompositeSpec, error) {
 	var parent string
 	switch key.API {
 	case Native:
@@ -240,7 +241,7 @@ func describePath(path []*CompositeSpec) string {
 // root's Workload, as kube-scheduler does; the error wraps
 // ErrInvalidHierarchy or ErrMissingParent and names the fix.
 func BuildTree(r HierarchyReader, key Key) (*Tree, error) {
-	above, err := pathUp(r, key)
+	above, err := Ancestors(r, key)
 	if err != nil {
 		return nil, err
 	}
