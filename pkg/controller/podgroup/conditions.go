@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Condition types the controller sets on a PodGroup.
@@ -177,26 +178,40 @@ func membersCreated(conds []metav1.Condition, started bool, m members, now time.
 // placed, with the counts and the missing members. conds are the status's
 // conditions before this call.
 func belowMinMember(conds []metav1.Condition, ran bool, m members, pods []corev1.Pod, lost []lostMember, set setCondition) {
+	c, minMember := m.census, m.minMember
+	setBelow(conds, ran, c, m.quorum.Placed, set,
+		func() string {
+			return fmt.Sprintf("%d of minMember %d placed (%d bound, %d succeeded)", c.Placed(), minMember, c.Bound, c.Succeeded)
+		},
+		func() string {
+			return fmt.Sprintf("%d of minMember %d placed (%d bound, %d succeeded); %d replacement(s) waiting for a node; missing: %s",
+				c.Placed(), minMember, c.Bound, c.Succeeded, c.Waiting, describeMissing(pods, lost, m.quorum.Missing))
+		})
+}
+
+// setBelow sets ConditionBelowMinMember on a group that ran, from its
+// members' census and whether its quorum is placed: False (reason
+// NotRunning) once no member holds a node; False (AtLeastMinMember, with
+// enough()) at quorum; otherwise True, with short(), reason
+// ReplacementsPending while replacements wait for a node, else
+// MembersLost. conds are the status's conditions before this call.
+func setBelow(conds []metav1.Condition, ran bool, c gang.Census, placed bool, set setCondition, enough, short func() string) {
 	if !ran {
 		return
 	}
-	c, q, minMember := m.census, m.quorum, m.minMember
 	switch {
 	case c.Bound == 0:
 		if meta.IsStatusConditionTrue(conds, ConditionBelowMinMember) || meta.FindStatusCondition(conds, ConditionBelowMinMember) == nil {
 			set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonNotRunning,
 				fmt.Sprintf("no member holds a node (%d succeeded, %d failed)", c.Succeeded, c.Failed))
 		}
-	case q.Placed:
-		set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonAtLeastMinMember,
-			fmt.Sprintf("%d of minMember %d placed (%d bound, %d succeeded)", c.Placed(), minMember, c.Bound, c.Succeeded))
+	case placed:
+		set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonAtLeastMinMember, enough())
 	default:
 		reason := ReasonMembersLost
 		if c.Waiting > 0 {
 			reason = ReasonReplacementsPending
 		}
-		set(ConditionBelowMinMember, metav1.ConditionTrue, reason, truncate(fmt.Sprintf(
-			"%d of minMember %d placed (%d bound, %d succeeded); %d replacement(s) waiting for a node; missing: %s",
-			c.Placed(), minMember, c.Bound, c.Succeeded, c.Waiting, describeMissing(pods, lost, q.Missing)), maxMessage))
+		set(ConditionBelowMinMember, metav1.ConditionTrue, reason, truncate(short(), maxMessage))
 	}
 }
