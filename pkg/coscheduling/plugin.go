@@ -111,7 +111,10 @@ type Plugin struct {
 	// shared remembers the claims the plugin allocated for members that
 	// share them (shared.go).
 	shared *sharedAllocations
-	events *eventRecorder
+	// computeDomains remembers the ComputeDomain of each gang that joins
+	// one (computedomain.go).
+	computeDomains *computeDomains
+	events         *eventRecorder
 	// decider chooses preemption victims (preempt.go); nil when the
 	// planner cannot give it a topology tree, and then nothing is
 	// preempted.
@@ -159,16 +162,17 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *ga
 func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, sources *gang.Sources,
 	c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
 	pl := &Plugin{
-		handle:  handle,
-		args:    args,
-		clock:   c,
-		sources: sources,
-		planner: planner,
-		ledger:  ledger.New(c),
-		devices: newDeviceSource(ctx, handle),
-		shared:  newSharedAllocations(),
-		events:  newEventRecorder(handle.EventRecorder(), c),
-		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:         handle,
+		args:           args,
+		clock:          c,
+		sources:        sources,
+		planner:        planner,
+		ledger:         ledger.New(c),
+		devices:        newDeviceSource(ctx, handle),
+		shared:         newSharedAllocations(),
+		computeDomains: newComputeDomains(args),
+		events:         newEventRecorder(handle.EventRecorder(), c),
+		logger:         klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
@@ -291,6 +295,7 @@ func (pl *Plugin) gangDeleted(key gang.Key) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
 	pl.failGang(ctx, key, ReasonGangRejected, "its PodGroup was deleted", false)
 	pl.ledger.ForgetGang(key)
+	pl.computeDomains.set(key, nil)
 	pl.activateBlocked()
 	pl.activate(key)
 }

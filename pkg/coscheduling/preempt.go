@@ -214,7 +214,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	leaving := pl.ledger.Preemptions.PendingVictims()
 	req := pl.buildRequest(ctx, key, p.members, d, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
 	if p.spec != nil {
-		req.Policy = gang.PolicyOf(p.spec, p.members[0])
+		req.Policy = pl.policyOf(p.spec, p.members)
 		req.Anchors = anchors(sorted, pl.placedMembers(key))
 	}
 	preq := &preemption.Request{
