@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -68,8 +69,8 @@ type domainPass struct {
 	// taken out (nil when the pass took none out), to tell "never" from
 	// "not while the other domains run".
 	before [][]bool
-	// excluded counts the nodes taken out for other domains.
-	excluded int
+	// excluded are the nodes taken out for other domains.
+	excluded sets.Set[string]
 }
 
 func (c *computeDomains) set(key gang.Key, p *domainPass) {
@@ -155,7 +156,7 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*domainPass,
 	if domain == "" {
 		return nil, nil
 	}
-	pass := &domainPass{domain: domain}
+	pass := &domainPass{domain: domain, excluded: sets.New[string]()}
 	if v, ok := spec.Annotations[scheduling.AnnotationComputeDomainShareClique]; ok {
 		share, err := strconv.ParseBool(v)
 		if err != nil {

@@ -126,6 +126,22 @@ func allocationNodes(a *resourceapi.AllocationResult, known map[string]string) [
 	return nodes
 }
 
+// gangEligibility fills the eligible nodes of a gang's templates: the
+// profile's Filter plugins and the gang's lessons (eligibility), then what
+// its ComputeDomain allows (placeComputeDomain). A gang whose domain is
+// bad input gets a status, and no eligible node, so that a preemption pass
+// (which has reported nothing) evicts nobody for it.
+func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo) *fwk.Status {
+	pl.eligibility(ctx, templates, nodeInfos, pl.ledger.Lessons.View(spec.Key))
+	status := pl.placeComputeDomain(spec, members, templates, nodeInfos)
+	if status != nil {
+		for _, t := range templates {
+			clear(t.eligible)
+		}
+	}
+	return status
+}
+
 // placeComputeDomain is the planning pass's ComputeDomain step, after
 // eligibility: it reads the gang's domain (domainOfGang), remembers it for
 // the gang's policy (policyOf), and takes out of its members' eligible
@@ -155,6 +171,7 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 			}
 			t.eligible[i] = false
 			taken++
+			pass.excluded.Insert(ni.Node().Name)
 			if t.rejections == nil {
 				t.rejections = map[string]int{}
 			}
@@ -163,7 +180,6 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 		if taken == 0 {
 			continue
 		}
-		pass.excluded += taken
 		if pass.before == nil {
 			pass.before = make([][]bool, len(members))
 		}
@@ -222,14 +238,14 @@ func (pl *Plugin) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty
 		}
 		if err == nil {
 			msg := fmt.Sprintf("gang %s of ComputeDomain %s waits: other ComputeDomains run on %d of the node(s) it could use, or in their NVLink cliques; it fits one clique once they end",
-				spec.Key, pass.domain, pass.excluded)
+				spec.Key, pass.domain, pass.excluded.Len())
 			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied, "%s", msg)
 			return fwk.NewStatus(fwk.Unschedulable, msg)
 		}
 	}
 	largest, cliques := largestClique(empty.Nodes)
-	msg := fmt.Sprintf("gang %s of ComputeDomain %s must run inside one NVLink clique (%s), but even with all %d nodes empty only %d of its %d members would fit one: the largest of %d clique(s) has %d node(s) (%s)",
-		spec.Key, pass.domain, cliqueLevel, len(empty.Nodes), never.Placed, never.Wanted, cliques, largest, never.Reason)
+	msg := fmt.Sprintf("gang %s of ComputeDomain %s must run inside one NVLink clique (%s), but even with all %d nodes empty no clique holds its %d members: the largest of %d clique(s) has %d node(s) (%s)",
+		spec.Key, pass.domain, cliqueLevel, len(empty.Nodes), never.Wanted, cliques, largest, never.Reason)
 	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge,
 		"%s: lower spec.minMember or the members' requests so that the domain fits one clique, or split the workload into several ComputeDomains", msg)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)

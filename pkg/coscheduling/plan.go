@@ -58,8 +58,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	for alt := 0; ; alt++ {
 		templates, of = templatesOf(members, d.reqs)
 		d.markCounted(templates, of)
-		pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
-		if status := pl.placeComputeDomain(spec, members, templates, sorted); status != nil {
+		if status := pl.gangEligibility(ctx, spec, members, templates, sorted); status != nil {
 			return status
 		}
 		if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
