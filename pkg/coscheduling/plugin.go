@@ -111,15 +111,15 @@ type Plugin struct {
 	// shared remembers the claims the plugin allocated for members that
 	// share them (shared.go).
 	shared *sharedAllocations
-	// computeDomains remembers the ComputeDomain of each gang that joins
-	// one (computedomain.go).
-	computeDomains *computeDomains
-	events         *eventRecorder
+	events *eventRecorder
 	// decider chooses preemption victims (preempt.go); nil when the
 	// planner cannot give it a topology tree, and then nothing is
 	// preempted.
 	decider   decider
 	pdbLister policylisters.PodDisruptionBudgetLister
+	// computeDomains remembers the ComputeDomain of each gang that joins
+	// one (computedomain.go).
+	computeDomains *computeDomains
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -162,18 +162,18 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *ga
 func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, sources *gang.Sources,
 	c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
 	pl := &Plugin{
-		handle:         handle,
-		args:           args,
-		clock:          c,
-		sources:        sources,
-		planner:        planner,
-		ledger:         ledger.New(c),
-		devices:        newDeviceSource(ctx, handle),
-		shared:         newSharedAllocations(),
-		computeDomains: newComputeDomains(args),
-		events:         newEventRecorder(handle.EventRecorder(), c),
-		logger:         klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:  handle,
+		args:    args,
+		clock:   c,
+		sources: sources,
+		planner: planner,
+		ledger:  ledger.New(c),
+		devices: newDeviceSource(ctx, handle),
+		shared:  newSharedAllocations(),
+		events:  newEventRecorder(handle.EventRecorder(), c),
+		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
+	pl.computeDomains = newComputeDomains(args)
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
 	}
