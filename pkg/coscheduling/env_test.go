@@ -73,6 +73,11 @@ type envConfig struct {
 	// PodGroups, and why (see withNativePodGroups).
 	watchNative bool
 	nativeNote  string
+	// profile, when set, registers a whole profile in place of the test's
+	// own plugins (see withShippedProfile); gangPlugin builds the gang
+	// plugin. dra gives the framework kube-scheduler's DRA manager.
+	profile func(sources *gang.Sources, gangPlugin frameworkruntime.PluginFactory) tf.RegisterPluginFunc
+	dra     bool
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -136,6 +141,9 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		}
 	}
 	register := func(sources *gang.Sources) []tf.RegisterPluginFunc {
+		if cfg.profile != nil {
+			return []tf.RegisterPluginFunc{cfg.profile(sources, shippedPluginFactory(env, sources))}
+		}
 		factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 			pl, err := newPlugin(ctx, cfg.args, fh, sources, env.clock, cfg.planner)
 			env.pl = pl
@@ -161,6 +169,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote,
 		Plugins: register,
 		Options: []frameworkruntime.Option{frameworkruntime.WithPodNominator(env.nominator)},
+		DRA:     cfg.dra,
 	})
 	env.t, env.ctx, env.fh, env.client = t, env.Ctx, env.Framework, env.Client
 	env.snapshot, env.activator = env.Snapshot, env.Activator

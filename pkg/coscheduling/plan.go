@@ -58,15 +58,26 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	for alt := 0; ; alt++ {
 		templates, of = templatesOf(members, d.reqs)
 		d.markCounted(templates, of)
-		pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		pl.preFilterTemplates(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		// Members share their template's eligibility slice, which Filter
+		// fills in place (prune.go).
+		req = pl.buildRequest(ctx, key, members, d, sorted, held, templates, of)
+		rest := pl.roomyFirst(ctx, templates, sorted, req)
+		if rest != nil && someIneligible(templates) {
+			rest()
+			rest = nil
+		}
 		if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
 			return status
 		}
-		req = pl.buildRequest(ctx, key, members, d, sorted, held, templates, of)
 		req.Policy = gang.PolicyOf(spec, members[0])
 		req.Anchors = anchors(sorted, placed)
 		req.Hierarchy = sharersHierarchy(d, req.Policy)
 		plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+		if err != nil && rest != nil {
+			rest()
+			plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+		}
 		var fitErr *placement.FitError
 		if err == nil || !errors.As(err, &fitErr) || alt+1 >= d.alternatives {
 			break

@@ -120,6 +120,9 @@ type Plugin struct {
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
+	// noPrune makes every plan run Filter on every node first (prune.go);
+	// tests set it to compare the two.
+	noPrune bool
 	// logger is for work that outlives a scheduling cycle (timers).
 	logger klog.Logger
 }
@@ -143,15 +146,20 @@ func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *ga
 	if err != nil {
 		return nil, err
 	}
-	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
-	if err != nil {
-		return nil, err // validation already named the field
-	}
-	planner, err := topology.NewPlanner(levels)
+	planner, err := plannerFor(args)
 	if err != nil {
 		return nil, err
 	}
 	return newPlugin(ctx, args, handle, sources, clock.RealClock{}, planner)
+}
+
+// plannerFor builds the topology planner of the args' levels.
+func plannerFor(args *config.CoschedulingArgs) (*topology.Planner, error) {
+	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
+	if err != nil {
+		return nil, err // validation already named the field
+	}
+	return topology.NewPlanner(levels)
 }
 
 // newPlugin wires the plugin to its informers and gang sources. Tests call
