@@ -38,7 +38,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
-	sorted := pl.liveNodes(nodeInfos)
+	sorted := pl.view.live(pl, nodeInfos)
 	held = pl.withNominated(held, sorted, corev1helpers.PodPriority(members[0]))
 	placed := pl.placedMembers(key)
 	d, status := pl.demandOf(ctx, spec, members, 0)
@@ -230,15 +230,10 @@ func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.
 	dims := dimensions(d.reqs)
 	cols := d.columns(dims)
 	nodes := make([]placement.Node, len(nodeInfos))
+	alloc, free := pl.view.vectors(ctx, nodeInfos, dims, cols, held)
 	for i, ni := range nodeInfos {
 		n := ni.Node()
-		alloc := make(placement.Vector, len(dims))
-		free := make(placement.Vector, len(dims))
-		for c := range cols {
-			alloc[c] = cols[c].allocatable(ctx, ni)
-			free[c] = cols[c].free(ctx, ni, held[n.Name])
-		}
-		nodes[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: alloc, Free: free}
+		nodes[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: alloc[i], Free: free[i]}
 	}
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))

@@ -120,6 +120,8 @@ type Plugin struct {
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
+	// view keeps what plans read of each node between plans (nodeview.go).
+	view nodeView
 	// noPrune makes every plan run Filter on every node first (prune.go);
 	// tests set it to compare the two.
 	noPrune bool
