@@ -144,24 +144,26 @@ var (
 // every plugin of the scheduler shares (pkg/scheduler builds them once, with
 // gang.SharedSources).
 func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
-	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
-	if err != nil {
-		return nil, err
-	}
-	planner, err := plannerFor(args)
+	args, planner, err := argsAndPlanner(obj)
 	if err != nil {
 		return nil, err
 	}
 	return newPlugin(ctx, args, handle, sources, clock.RealClock{}, planner)
 }
 
-// plannerFor builds the topology planner of the args' levels.
-func plannerFor(args *config.CoschedulingArgs) (*topology.Planner, error) {
+// argsAndPlanner decodes the plugin's args and builds the topology planner
+// of their levels.
+func argsAndPlanner(obj runtime.Object) (*config.CoschedulingArgs, *topology.Planner, error) {
+	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
+	if err != nil {
+		return nil, nil, err
+	}
 	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
 	if err != nil {
-		return nil, err // validation already named the field
+		return nil, nil, err // validation already named the field
 	}
-	return topology.NewPlanner(levels)
+	planner, err := topology.NewPlanner(levels)
+	return args, planner, err
 }
 
 // newPlugin wires the plugin to its informers and gang sources. Tests call

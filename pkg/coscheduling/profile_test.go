@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	scheduleroptions "k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -14,7 +13,6 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
@@ -69,11 +67,7 @@ func withShippedProfile(t testing.TB) envOption {
 // environment's fake clock.
 func shippedPluginFactory(env *testEnv, sources *gang.Sources) frameworkruntime.PluginFactory {
 	return func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-		args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
-		if err != nil {
-			return nil, err
-		}
-		planner, err := plannerFor(args)
+		args, planner, err := argsAndPlanner(obj)
 		if err != nil {
 			return nil, err
 		}

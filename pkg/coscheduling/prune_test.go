@@ -15,7 +15,6 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
@@ -87,21 +86,12 @@ func TestRoomyFirstPlansAsTheFullScan(t *testing.T) {
 	require.Positive(t, pruned, "no seed had a node to prune")
 }
 
-// randomFleet is n 8-GPU nodes in cliques of 8, leaves of 16 and spines of
-// 32, of two GPU products by halves; a node is busy with 0 to 8 GPUs, and
-// one in eight is tainted.
+// randomFleet is benchFleet's n nodes, each busy with 0 to 8 GPUs, one in
+// eight tainted.
 func randomFleet(r *rand.Rand, n int) ([]*v1.Node, []*v1.Pod) {
-	nodes := make([]*v1.Node, n)
+	nodes, _ := benchFleet(n)
 	var running []*v1.Pod
 	for i := range nodes {
-		nodes[i] = gpuNode(fmt.Sprintf("node-%03d", i))
-		nodes[i].Labels = map[string]string{
-			cliqueLabel: fmt.Sprint("c", i/8), leafLabel: fmt.Sprint("l", i/16), spineLabel: fmt.Sprint("s", i/32),
-			scheduling.LabelGPUProduct:             []string{"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"}[i/(n/2)],
-			scheduling.LabelCUDADriverVersionFull:  "550.54.15",
-			scheduling.LabelCUDARuntimeVersionFull: "12.4",
-			scheduling.LabelKarpenterCapacityType:  "on-demand",
-		}
 		if r.IntN(8) == 0 {
 			nodes[i].Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
 		}
