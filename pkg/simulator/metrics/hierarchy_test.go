@@ -45,8 +45,8 @@ func TestHierarchySummary(t *testing.T) {
 		// Segment 0 fills clique c0 (n0, n1) at 1s; segment 1's second
 		// member lands in c1 only at 5s: the composite is part-bound for
 		// 4s, longer than the 1s grace. Segment 2 is not needed.
-		name: "second segment late: partial until the minimum is complete",
-		job:  composite("c", 6, 2),
+		name:  "second segment late: partial until the minimum is complete",
+		job:   composite("c", 6, 2),
 		binds: []bind{{0, 0, 1}, {1, 1, 1}, {2, 2, 1}, {3, 3, 5}},
 		end:   10,
 		want: HierarchySummary{Composites: 1, Complete: 1, Segments: 3, CompleteSegments: 2, InDomain: 2,
