@@ -117,3 +117,22 @@ func TestWriteSummaryHierarchy(t *testing.T) {
 	}
 	require.Equal(t, []string{"gpu-gang 3/3 6/6 0.0 0 0/1", "default - - - - -"}, rows)
 }
+
+// TestWriteHTMLHierarchy: the comparison gets the hierarchy's rows only
+// when some profile has segmented jobs.
+func TestWriteHTMLHierarchy(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteHTML(&b, sampleRun()))
+	require.NotContains(t, b.String(), "partial-composite seconds")
+
+	run := sampleRun()
+	run.Results[0].Hierarchy = &metrics.HierarchySummary{Composites: 2, Complete: 2, InDomain: 4, PartialCompositeSeconds: 1.5,
+		Levels: []metrics.LevelSummary{{Level: "leaf", ExcessOverJoint: 3}}}
+	b.Reset()
+	require.NoError(t, WriteHTML(&b, run))
+	html := b.String()
+	for _, want := range []string{"composites complete", "segments inside one domain", "partial-composite seconds", "1.50",
+		"composites: extra leaf domains vs the joint bound"} {
+		require.Contains(t, html, want)
+	}
+}
