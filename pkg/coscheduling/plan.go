@@ -92,6 +92,9 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		}
 		return fwk.AsStatus(fmt.Errorf("planning gang %s: %w", key, err))
 	}
+	// The plan's Event (GangScheduled) says which firstAvailable
+	// alternatives it took.
+	plan.Summary += d.chosen()
 	slots := make([]ledger.Slot, len(members))
 	for i, p := range members {
 		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.reqs[i]}
@@ -99,7 +102,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	if wasHead := pl.ledger.SetClaim(key, slots, pl.clock.Now().Add(pl.timeout(spec)), plan, fp); wasHead {
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
-	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary+d.chosen())
+	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
 	if status := pl.allocateShared(ctx, spec, members, d, req, plan); status != nil {
 		return status
 	}
