@@ -73,6 +73,8 @@ type envConfig struct {
 	// PodGroups, and why (see withNativePodGroups).
 	watchNative bool
 	nativeNote  string
+	// dra runs the scheduler's DRA manager and DynamicResources (withDRA).
+	dra bool
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -111,6 +113,18 @@ func withFilterPlugin(name string, pl fwk.Plugin) envOption {
 	}
 }
 
+// withDRA gives the framework the scheduler's DRA manager and registers
+// DynamicResources before the gang plugin, as the default profile orders
+// them; NodeResourcesFit then runs with the process's features, so that it
+// leaves an extended resource a DeviceClass serves to DynamicResources on
+// nodes that do not advertise it.
+func withDRA() envOption {
+	return func(c *envConfig) {
+		c.dra = true
+		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc { return plugintest.DynamicResources() })
+	}
+}
+
 func withArgs(a config.CoschedulingArgs) envOption { return func(c *envConfig) { c.args = &a } }
 
 func defaultTestArgs() config.CoschedulingArgs {
@@ -142,13 +156,11 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 			return pl, err
 		}
 		// NodeResourcesFit runs too, so that pods do not land on full nodes.
-		fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-			return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
-				Type:      schedconfig.LeastAllocated,
-				Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
-			}}, fh, feature.Features{})
+		fts := feature.Features{}
+		if cfg.dra {
+			fts = plugintest.SchedulerFeatures()
 		}
-		registrations := []tf.RegisterPluginFunc{tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")}
+		registrations := []tf.RegisterPluginFunc{nodeResourcesFit(fts)}
 		for _, f := range cfg.filters {
 			registrations = append(registrations, f(sources))
 		}
@@ -158,13 +170,25 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	}
 	env.Env = plugintest.New(t, plugintest.Config{
 		Nodes: nodes, Pods: pods, PodGroups: pgs, Objects: cfg.objects,
-		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote,
+		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote, DRA: cfg.dra,
 		Plugins: register,
 		Options: []frameworkruntime.Option{frameworkruntime.WithPodNominator(env.nominator)},
 	})
 	env.t, env.ctx, env.fh, env.client = t, env.Ctx, env.Framework, env.Client
 	env.snapshot, env.activator = env.Snapshot, env.Activator
 	return env
+}
+
+// nodeResourcesFit registers NodeResourcesFit, with fts, at PreFilter and
+// Filter.
+func nodeResourcesFit(fts feature.Features) tf.RegisterPluginFunc {
+	fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+		return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
+			Type:      schedconfig.LeastAllocated,
+			Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
+		}}, fh, fts)
+	}
+	return tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")
 }
 
 // schedule runs one scheduling cycle for pod up to Permit, as the scheduler
