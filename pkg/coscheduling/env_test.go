@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -88,6 +89,10 @@ func withFilters(t testing.TB, names ...string) envOption {
 				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 					return interpodaffinity.New(ctx, &schedconfig.InterPodAffinityArgs{}, fh, feature.Features{})
 				}
+			case nodeaffinity.Name:
+				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+					return nodeaffinity.New(ctx, &schedconfig.NodeAffinityArgs{}, fh, feature.Features{})
+				}
 			case nodeports.Name:
 				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 					return nodeports.New(ctx, nil, fh, feature.Features{})
@@ -121,7 +126,7 @@ func withFilterPlugin(name string, pl fwk.Plugin) envOption {
 func withDRA() envOption {
 	return func(c *envConfig) {
 		c.dra = true
-		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc { return plugintest.DynamicResources() })
+		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc { return dynamicResources() })
 	}
 }
 
@@ -158,7 +163,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		// NodeResourcesFit runs too, so that pods do not land on full nodes.
 		fts := feature.Features{}
 		if cfg.dra {
-			fts = plugintest.SchedulerFeatures()
+			fts = schedulerFeatures()
 		}
 		registrations := []tf.RegisterPluginFunc{nodeResourcesFit(fts)}
 		for _, f := range cfg.filters {
