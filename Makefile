@@ -118,7 +118,7 @@ test-browser: ## Open the simulator's HTML report in headless Chromium (installe
 bench: bench-micro bench-scenarios ## Run every benchmark: micro-benchmarks, then scenarios S1-S10 in the simulator.
 
 .PHONY: bench-micro
-bench-micro: ## Run the micro-benchmarks (QueueSort, capacity pre-check, topology planner).
+bench-micro: ## Run the micro-benchmarks (QueueSort, capacity pre-check on extended resources and on DRA devices, topology planner).
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 
 .PHONY: bench-scenarios

@@ -2,8 +2,11 @@ package capacity
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"reflect"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -55,10 +58,18 @@ func (c *Inventories) Current() (*Matcher, error) {
 // fingerprint identifies a list of slices in any order: a slice that is
 // replaced, updated, added or removed changes it.
 func fingerprint(slices []*resourceapi.ResourceSlice) uint64 {
+	// It runs on every planning pass, over every slice: one hash, reset,
+	// and no formatting.
 	var sum uint64
+	h := fnv.New64a()
+	var ptr [8]byte
 	for _, s := range slices {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%p\x00%s\x00%s", s, s.UID, s.ResourceVersion)
+		h.Reset()
+		binary.LittleEndian.PutUint64(ptr[:], uint64(reflect.ValueOf(s).Pointer()))
+		_, _ = h.Write(ptr[:])
+		_, _ = io.WriteString(h, string(s.UID))
+		_, _ = h.Write([]byte{0})
+		_, _ = io.WriteString(h, s.ResourceVersion)
 		sum += h.Sum64()
 	}
 	return sum ^ uint64(len(slices))

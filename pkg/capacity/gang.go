@@ -121,6 +121,9 @@ func (d *Devices) addUnions(ctx context.Context, out *Demand, kinds map[v1.Resou
 		}
 		return i
 	}
+	// partial[i] is set when kind i shares some devices of a node with
+	// another kind, but not all.
+	partial := make([]bool, len(dims))
 	inv := d.matcher.Inventory()
 	for _, node := range inv.Nodes() {
 		sets := make([]Bits, len(dims))
@@ -131,14 +134,19 @@ func (d *Devices) addUnions(ctx context.Context, out *Demand, kinds map[v1.Resou
 			for j := i + 1; j < len(dims); j++ {
 				if sets[i].Intersects(sets[j]) {
 					parent[find(j)] = find(i)
+					if sets[i].CountWithout(sets[j]) > 0 || sets[j].CountWithout(sets[i]) > 0 {
+						partial[i], partial[j] = true, true
+					}
 				}
 			}
 		}
 	}
 	groups := map[int][]v1.ResourceName{}
+	partialGroup := map[int]bool{}
 	for i, dim := range dims {
 		r := find(i)
 		groups[r] = append(groups[r], dim)
+		partialGroup[r] = partialGroup[r] || partial[i]
 	}
 	roots := make([]int, 0, len(groups))
 	for r := range groups {
@@ -158,6 +166,9 @@ func (d *Devices) addUnions(ctx context.Context, out *Demand, kinds map[v1.Resou
 				}
 			}
 			continue
+		}
+		if partialGroup[r] {
+			markSequential(out, members, group)
 		}
 		for mask := 1; mask < 1<<len(group); mask++ {
 			var parts []v1.ResourceName
@@ -187,6 +198,30 @@ func (d *Devices) addUnions(ctx context.Context, out *Demand, kinds map[v1.Resou
 				}
 			}
 		}
+	}
+}
+
+// markSequential marks inexact the members that ask for devices of group,
+// a group of kinds some of which share only part of their devices on a
+// node, when more than one member asks. Hall's condition is what the
+// allocator meets for the claims of one pod, which it allocates together;
+// DynamicResources allocates each member's claims on its own, first fit,
+// so an earlier member may take the devices a later one alone could use
+// (2 of any GPU take the one free A100 that a later member's claim for an
+// A100 needed). The union dimensions still hold as a necessary condition.
+func markSequential(out *Demand, members []*PodDevices, group []v1.ResourceName) {
+	var asking []int
+	for i := range members {
+		if asksAny(out.Extra[i], members[i], group) {
+			asking = append(asking, i)
+		}
+	}
+	if len(asking) < 2 {
+		return
+	}
+	for _, i := range asking {
+		out.Exact[i] = false
+		out.Why[i] = strings.TrimPrefix(out.Why[i]+fmt.Sprintf("; members ask for %d device kinds that share part of a node's devices", len(group)), "; ")
 	}
 }
 

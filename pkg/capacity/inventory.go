@@ -187,15 +187,22 @@ func (inv *Inventory) Nodes() []string {
 // Allocated turns a set of allocated devices into positions per node. Devices
 // the inventory does not count (networked pools, unknown ones) are left out.
 func (inv *Inventory) Allocated(ids sets.Set[structured.DeviceID]) map[string]Bits {
-	out := map[string]Bits{}
+	// Gathered by node first, keyed by pointer: this runs on every
+	// planning pass, over every allocated device of the cluster, and a
+	// pointer hashes cheaper than the node's name.
+	byNode := make(map[*NodeDevices]Bits, len(inv.nodes))
 	for id := range ids {
 		pos, ok := inv.where[id]
 		if !ok {
 			continue
 		}
-		b := out[pos.node.Node]
+		b := byNode[pos.node]
 		b.set(pos.index)
-		out[pos.node.Node] = b
+		byNode[pos.node] = b
+	}
+	out := make(map[string]Bits, len(byNode))
+	for nd, b := range byNode {
+		out[nd.Node] = b
 	}
 	return out
 }

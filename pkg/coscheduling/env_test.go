@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -93,6 +94,10 @@ func withFilters(t testing.TB, names ...string) envOption {
 				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 					return interpodaffinity.New(ctx, &schedconfig.InterPodAffinityArgs{}, fh, feature.Features{})
 				}
+			case nodeaffinity.Name:
+				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+					return nodeaffinity.New(ctx, &schedconfig.NodeAffinityArgs{}, fh, feature.Features{})
+				}
 			case nodeports.Name:
 				factory = func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 					return nodeports.New(ctx, nil, fh, feature.Features{})
@@ -115,6 +120,18 @@ func withFilterPlugin(name string, pl fwk.Plugin) envOption {
 				return pl, nil
 			})
 		})
+	}
+}
+
+// withDRA gives the framework the scheduler's DRA manager and registers
+// DynamicResources before the gang plugin, as the default profile orders
+// them; NodeResourcesFit then runs with the process's features, so that it
+// leaves an extended resource a DeviceClass serves to DynamicResources on
+// nodes that do not advertise it.
+func withDRA() envOption {
+	return func(c *envConfig) {
+		c.dra = true
+		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc { return dynamicResources() })
 	}
 }
 
@@ -152,13 +169,11 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 			return pl, err
 		}
 		// NodeResourcesFit runs too, so that pods do not land on full nodes.
-		fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-			return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
-				Type:      schedconfig.LeastAllocated,
-				Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
-			}}, fh, feature.Features{})
+		fts := feature.Features{}
+		if cfg.dra {
+			fts = schedulerFeatures()
 		}
-		registrations := []tf.RegisterPluginFunc{tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")}
+		registrations := []tf.RegisterPluginFunc{nodeResourcesFit(fts)}
 		for _, f := range cfg.filters {
 			registrations = append(registrations, f(sources))
 		}
@@ -175,6 +190,18 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	env.t, env.ctx, env.fh, env.client = t, env.Ctx, env.Framework, env.Client
 	env.snapshot, env.activator = env.Snapshot, env.Activator
 	return env
+}
+
+// nodeResourcesFit registers NodeResourcesFit, with fts, at PreFilter and
+// Filter.
+func nodeResourcesFit(fts feature.Features) tf.RegisterPluginFunc {
+	fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+		return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
+			Type:      schedconfig.LeastAllocated,
+			Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
+		}}, fh, fts)
+	}
+	return tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")
 }
 
 // schedule runs one scheduling cycle for pod up to Permit, as the scheduler

@@ -36,5 +36,12 @@
 // topology label values likewise, and jobs after their order (gang-007,
 // pod-012); other labels are dropped.
 //
-// FetchList takes the same List from a live cluster through client-go.
+// On a cluster whose GPUs reach pods through Dynamic Resource Allocation,
+// DRACommand also lists ResourceSlices, DeviceClasses, ResourceClaims and
+// ResourceClaimTemplates; Parse keeps them in Snapshot.DRA, and a note says
+// that their devices are not replayed yet: the simulator places
+// nvidia.com/gpu allocatable only.
+//
+// FetchList takes the same List, DRA objects included, from a live cluster
+// through client-go.
 package snapshot

@@ -42,7 +42,8 @@ func FetchFromKubeconfig(ctx context.Context, kubeconfig string) ([]byte, error)
 }
 
 // FetchList lists nodes, pods and PodGroups of every namespace, of both
-// APIs, and renders them as one v1 List in YAML, as NativeCommand does. A
+// APIs, and the DRA objects DRACommand adds, and renders them as one v1
+// List in YAML, as NativeCommand and DRACommand do. A
 // cluster without the PodGroup CRD, or that does not serve Kubernetes' own
 // PodGroups, simply has no such gangs.
 func FetchList(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface) ([]byte, error) {
@@ -97,6 +98,9 @@ func FetchList(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Inter
 				return nil, err
 			}
 		}
+	}
+	if err := fetchDRA(ctx, kube, list); err != nil {
+		return nil, err
 	}
 	return yaml.Marshal(list)
 }

@@ -45,6 +45,8 @@ type Snapshot struct {
 	// creation order.
 	Gangs   []Gang
 	Pending []Pod
+	// DRA are the Dynamic Resource Allocation objects listed.
+	DRA DRA
 	// Notes say what was left out, and why.
 	Notes []string
 }
@@ -140,9 +142,16 @@ func Parse(data []byte) (*Snapshot, error) {
 				groups = append(groups, gang.FromNativePodGroup(g))
 			}
 		default:
-			errs = append(errs, fmt.Errorf("%s: a snapshot holds only v1 Nodes, v1 Pods and PodGroups of %s or %s, not %s; take it with: %s",
-				it.where, v1alpha1.SchemeGroupVersion, schedulingv1beta1.SchemeGroupVersion, it.kind, Command))
+			if !s.DRA.read(it, &errs) {
+				errs = append(errs, fmt.Errorf("%s: a snapshot holds only v1 Nodes, v1 Pods, PodGroups of %s or %s and DRA objects, not %s; take it with: %s",
+					it.where, v1alpha1.SchemeGroupVersion, schedulingv1beta1.SchemeGroupVersion, it.kind, Command))
+			}
 		}
+	}
+	if n := s.DRA.Len(); n > 0 {
+		// Their devices are not simulated yet: say so, as for other
+		// accelerators.
+		s.Notes = append(s.Notes, fmt.Sprintf("%d DRA objects (ResourceSlices, DeviceClasses, claims and templates), kept in the snapshot; the simulator replays %s allocatable only", n, fabric.GPU))
 	}
 	errs = append(errs, s.readNodes(nodes)...)
 	errs = append(errs, s.readPods(pods, groups)...)
