@@ -69,10 +69,17 @@ type envConfig struct {
 	filters []func(*gang.Sources) tf.RegisterPluginFunc
 	// objects are more API objects for the fake clientset.
 	objects []runtime.Object
+	// dra gives the framework a DRA manager, which reads the
+	// ResourceSlices, DeviceClasses and ResourceClaims among objects.
+	dra bool
 	// watchNative and nativeNote say whether the gang sources watch native
 	// PodGroups, and why (see withNativePodGroups).
 	watchNative bool
 	nativeNote  string
+	// profile, when set, registers a whole profile in place of the test's
+	// own plugins (see withShippedProfile); gangPlugin builds the gang
+	// plugin.
+	profile func(sources *gang.Sources, gangPlugin frameworkruntime.PluginFactory) tf.RegisterPluginFunc
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -136,6 +143,9 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		}
 	}
 	register := func(sources *gang.Sources) []tf.RegisterPluginFunc {
+		if cfg.profile != nil {
+			return []tf.RegisterPluginFunc{cfg.profile(sources, shippedPluginFactory(env, sources))}
+		}
 		factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 			pl, err := newPlugin(ctx, cfg.args, fh, sources, env.clock, cfg.planner)
 			env.pl = pl
@@ -157,7 +167,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 			tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New))
 	}
 	env.Env = plugintest.New(t, plugintest.Config{
-		Nodes: nodes, Pods: pods, PodGroups: pgs, Objects: cfg.objects,
+		Nodes: nodes, Pods: pods, PodGroups: pgs, Objects: cfg.objects, DRA: cfg.dra,
 		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote,
 		Plugins: register,
 		Options: []frameworkruntime.Option{frameworkruntime.WithPodNominator(env.nominator)},

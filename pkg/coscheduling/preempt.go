@@ -199,7 +199,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
 	if p.spec != nil {
 		key = p.spec.Key
-		pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		pl.gangEligibility(ctx, p.spec, p.members, templates, sorted) // a bad gang leaves no node eligible
 	} else {
 		templates[0].eligible = preemptibleNodes(sorted, statuses)
 	}

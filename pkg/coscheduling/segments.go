@@ -31,7 +31,7 @@ import (
 // whose segments are invalid gets an InvalidPodGroup Event naming the fix,
 // and the status to reject with.
 func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
-	req.Policy = gang.PolicyOf(spec, members[0])
+	req.Policy = pl.policyOf(spec, members)
 	placed := pl.placedMembers(spec.Key)
 	var anchorOf map[types.UID]int
 	req.Anchors, anchorOf = anchors(nodeInfos, placed)
