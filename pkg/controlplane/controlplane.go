@@ -29,9 +29,11 @@ var defaultAPIServerFlags = []string{
 
 // NativePodGroupAPIFlags returns the kube-apiserver flags that serve
 // Kubernetes' own gang API, scheduling.k8s.io/v1beta1 Workloads and
-// PodGroups, with topology constraints: the beta GenericWorkload gate, the
-// alpha TopologyAwareWorkloadScheduling gate, and the API group version,
-// which a beta API needs on top of its gate. Without them the API is not
+// PodGroups, with topology constraints, and the hierarchies above them,
+// scheduling.k8s.io/v1alpha3 CompositePodGroups: the beta GenericWorkload
+// gate, the alpha TopologyAwareWorkloadScheduling and CompositePodGroup
+// gates, and both API group versions, which a beta or alpha API needs on
+// top of its gate. Without them the API is not
 // served and the server drops spec.schedulingGroup from pods.
 //
 // The gates apply to the whole process (see Options.APIServerFlags): a
@@ -60,8 +62,8 @@ func NativePodGroupDRAAPIFlags() []string {
 }
 
 const (
-	nativePodGroupGates         = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
-	nativePodGroupRuntimeConfig = "--runtime-config=scheduling.k8s.io/v1beta1=true"
+	nativePodGroupGates         = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
+	nativePodGroupRuntimeConfig = "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
 )
 
 // Options configures a ControlPlane.

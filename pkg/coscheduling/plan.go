@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -75,9 +74,9 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
 			return status
 		}
-		req.Policy = pl.policyOf(spec, members)
-		req.Anchors = anchors(sorted, placed)
-		req.Hierarchy = sharersHierarchy(d, req.Policy)
+		if status := pl.shapeRequest(spec, members, d, req, sorted); status != nil {
+			return status
+		}
 		plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
 		if err != nil && rest != nil {
 			rest()
@@ -206,28 +205,6 @@ func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
 			out = append(out, q)
 		}
 	}
-	return out
-}
-
-// anchors are the positions, in nodeInfos, of the placed members that
-// topology binds.
-func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) []int {
-	if len(placed) == 0 {
-		return nil
-	}
-	index := make(map[string]int, len(nodeInfos))
-	for i, ni := range nodeInfos {
-		index[ni.Node().Name] = i
-	}
-	var out []int
-	for _, p := range placed {
-		// A member that took devices through DRA is bound by topology like
-		// one that asked for an accelerator.
-		if i, ok := index[p.Spec.NodeName]; ok && (usesAccelerators(capacity.PodAmounts(p)) || len(p.Spec.ResourceClaims) > 0) {
-			out = append(out, i)
-		}
-	}
-	sort.Ints(out)
 	return out
 }
 

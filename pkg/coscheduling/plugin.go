@@ -17,8 +17,9 @@
 //   - prefilter.go: PreFilter of the first member runs the capacity
 //     pre-check (plan.go): it plans the whole gang, node by node, in free
 //     capacity less what other gangs hold, on nodes every Filter plugin of
-//     the profile accepts (eligibility.go, verification.go), and holds the
-//     plan's capacity in the ledger. A gang that does not fit holds nothing
+//     the profile accepts (eligibility.go, verification.go), in the
+//     gang's segments and with members that share a claim on one node
+//     (segments.go), and holds the plan's capacity in the ledger. A gang that does not fit holds nothing
 //     (explain.go says why), except the head of the queue, for a bounded
 //     time (hold.go).
 //   - filter.go: Filter keeps other pods out of held capacity.
@@ -26,8 +27,8 @@
 //     away where its plan put it; preempt.go and evict.go: a gang that does
 //     not fit, or a plain pod, preempts pods of strictly lower priority,
 //     whole gangs only (or members above minMember), inside one topology
-//     domain (package preemption decides), and holds the freed room for
-//     itself.
+//     domain (package preemption decides, within PodDisruptionBudgets:
+//     budgets.go), and holds the freed room for itself.
 //   - permit.go: Reserve/Unreserve count members; Permit holds them until
 //     quorum is reserved, then lets them all bind. A timeout, a failed or a
 //     deleted member rejects every waiting sibling.
@@ -100,6 +101,9 @@ type Plugin struct {
 	nodeLister corelisters.NodeLister
 	podLister  corelisters.PodLister
 	planner    placement.Planner
+	// levels are the topology levels of the plugin's args, tightest
+	// first, against which segments are checked.
+	levels []scheduling.Level
 	// runner runs the profile's PreFilter plugins for members being
 	// planned; nil when the handle cannot (see eligibility.go).
 	runner preFilterRunner
@@ -173,7 +177,12 @@ func argsAndPlanner(obj runtime.Object) (*config.CoschedulingArgs, *topology.Pla
 // it with fake informers and a fake clock.
 func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Handle, sources *gang.Sources,
 	c clock.WithTickerAndDelayedExecution, planner placement.Planner) (*Plugin, error) {
+	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
+	if err != nil {
+		return nil, err
+	}
 	pl := &Plugin{
+		levels:  levels,
 		handle:  handle,
 		args:    args,
 		clock:   c,

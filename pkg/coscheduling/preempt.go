@@ -7,8 +7,6 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -214,8 +212,9 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	leaving := pl.ledger.Preemptions.PendingVictims()
 	req := pl.buildRequest(ctx, key, p.members, d, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
 	if p.spec != nil {
-		req.Policy = pl.policyOf(p.spec, p.members)
-		req.Anchors = anchors(sorted, pl.placedMembers(key))
+		if status := pl.shapeRequest(p.spec, p.members, d, req, sorted); status != nil {
+			return nil, nil, nil, status
+		}
 	}
 	preq := &preemption.Request{
 		Request:  *req,
@@ -439,56 +438,6 @@ func (pl *Plugin) boundPod(q *v1.Pod) *v1.Pod {
 		return nil
 	}
 	return live
-}
-
-// addBudgets adds the PodDisruptionBudgets that cover candidate pods, in
-// namespace and name order, and marks each pod with the budgets it falls
-// under. A budget with a null selector covers no pod; an empty one covers
-// its whole namespace, as policy/v1 defines.
-func (pl *Plugin) addBudgets(req *preemption.Request, cands *candidates) {
-	if pl.pdbLister == nil {
-		return
-	}
-	type ref struct{ u, i int }
-	byNS := map[string][]ref{}
-	for u, pods := range cands.pods {
-		for i, q := range pods {
-			byNS[q.Namespace] = append(byNS[q.Namespace], ref{u, i})
-		}
-	}
-	namespaces := make([]string, 0, len(byNS))
-	for ns := range byNS {
-		namespaces = append(namespaces, ns)
-	}
-	sort.Strings(namespaces)
-	for _, ns := range namespaces {
-		pdbs, err := pl.pdbLister.PodDisruptionBudgets(ns).List(labels.Everything())
-		if err != nil || len(pdbs) == 0 {
-			continue
-		}
-		sort.Slice(pdbs, func(i, j int) bool { return pdbs[i].Name < pdbs[j].Name })
-		for _, pdb := range pdbs {
-			if pdb.Spec.Selector == nil {
-				continue
-			}
-			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-			if err != nil {
-				continue // the API server validates selectors; nothing to honour
-			}
-			b := -1
-			for _, r := range byNS[ns] {
-				if !sel.Matches(labels.Set(cands.pods[r.u][r.i].Labels)) {
-					continue
-				}
-				if b < 0 {
-					b = len(req.PDBs)
-					req.PDBs = append(req.PDBs, preemption.PDB{Name: ns + "/" + pdb.Name, Allowed: int(max(0, pdb.Status.DisruptionsAllowed))})
-				}
-				pod := &req.Units[r.u].Pods[r.i]
-				pod.PDBs = append(pod.PDBs, b)
-			}
-		}
-	}
 }
 
 // acceleratorCount sums what a requests of accelerators

@@ -19,7 +19,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -110,39 +109,6 @@ func cmpNames(a, b types.NamespacedName) int {
 		return 1
 	}
 	return 0
-}
-
-// sharersHierarchy plans each group of sharers inside one node, under the
-// gang's own policy; nil when no member shares a claim. A running gang's
-// replacements (anchored requests) never need it: a claim shared with a
-// placed member is allocated already.
-func sharersHierarchy(d *demand, policy placement.Policy) *placement.Subgroup {
-	groups, claims := sharers(d)
-	if len(groups) == 0 {
-		return nil
-	}
-	root := &placement.Subgroup{Name: "gang", Policy: policy}
-	grouped := make([]bool, len(d.pods))
-	for g, members := range groups {
-		for _, i := range members {
-			grouped[i] = true
-		}
-		root.Children = append(root.Children, placement.Subgroup{
-			Name:    fmt.Sprintf("sharers of ResourceClaim %s", claims[g][0]),
-			Policy:  placement.Policy{Level: scheduling.HostnameKey, Required: true},
-			Members: members,
-		})
-	}
-	var rest []int
-	for i, g := range grouped {
-		if !g {
-			rest = append(rest, i)
-		}
-	}
-	if len(rest) > 0 {
-		root.Children = append(root.Children, placement.Subgroup{Name: "members", Members: rest})
-	}
-	return root
 }
 
 // sharedAllocations remembers the claims the plugin allocated for a gang's

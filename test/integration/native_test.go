@@ -47,6 +47,9 @@ const schedulerGateFlag = "--feature-gates=GenericWorkload=false"
 const (
 	nativeIgnoredLog   = "Native PodGroups (scheduling.k8s.io/v1beta1) are ignored"
 	nativeScheduledLog = "Native PodGroups (scheduling.k8s.io/v1beta1) are scheduled as gangs"
+	// compositesReadLog is what the scheduler logs once at start-up when
+	// the API server serves CompositePodGroups.
+	compositesReadLog = "CompositePodGroups (scheduling.k8s.io/v1alpha3) are read"
 )
 
 // protectionFinalizer is the finalizer kube-apiserver adds to every native
@@ -200,6 +203,9 @@ func TestNativePodGroups(t *testing.T) {
 	if !t.Run("the scheduler starts and schedules native PodGroups", func(t *testing.T) {
 		if n := log.count(nativeScheduledLog); n != 1 {
 			t.Errorf("the scheduler logged %q %d times, want once", nativeScheduledLog, n)
+		}
+		if n := log.count(compositesReadLog); n != 1 {
+			t.Errorf("the scheduler logged %q %d times, want once: the native control plane serves CompositePodGroups", compositesReadLog, n)
 		}
 		env := newTestEnv(t)
 		env.gpuNodes(1, 8)
