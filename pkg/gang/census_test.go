@@ -84,6 +84,32 @@ func TestSurplusOf(t *testing.T) {
 	}
 }
 
+func TestHoldsNode(t *testing.T) {
+	tests := []struct {
+		name   string
+		census Census
+		want   bool
+	}{
+		{name: "nothing yet", census: Census{Waiting: 2}, want: false},
+		{name: "a bound member", census: Census{Bound: 1, Waiting: 1}, want: true},
+		{name: "a member only reserved by the scheduler", census: Census{Reserved: 1, Succeeded: 2}, want: true},
+		{name: "a finished run", census: Census{Succeeded: 2, Failed: 1, Deleting: 1, Waiting: 1}, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.census.HoldsNode(); got != tt.want {
+				t.Errorf("%+v.HoldsNode() = %v, want %v", tt.census, got, tt.want)
+			}
+		})
+	}
+	// The run is live, yet a reserved member does not bring back the
+	// succeeded members of the run the API shows over.
+	c := Census{Reserved: 1, Succeeded: 2}
+	if diff := cmp.Diff(Quorum{Gathered: false, Missing: 2, Absent: 2}, QuorumOf(3, c)); !c.HoldsNode() || diff != "" {
+		t.Errorf("QuorumOf(3, %+v) counts the old run's members (-want,+got):\n%s", c, diff)
+	}
+}
+
 func TestReserve(t *testing.T) {
 	c := Census{Waiting: 2, Bound: 1}
 	c.Reserve(3)
