@@ -99,6 +99,16 @@ type Quorum struct {
 	Absent int32
 }
 
+// Counted is what the quorum counted towards need (a gang's minMember, a
+// GroupQuorum's Need), for messages: present is need less those absent,
+// placed is need less those missing; each is at most need. They are the
+// quorum's counts, not the census's: succeeded members of a run that is
+// over are in the census but not in the quorum, and must not show in a
+// message that says why the gang waits.
+func (q Quorum) Counted(need int32) (present, placed int32) {
+	return need - q.Absent, need - q.Missing
+}
+
 // QuorumOf decides quorum for a gang that needs minMember members.
 // Succeeded members count while some member of the gang is still bound and
 // running: they did their part of the run in progress. Once none is, the

@@ -84,6 +84,28 @@ func TestSurplusOf(t *testing.T) {
 	}
 }
 
+func TestCounted(t *testing.T) {
+	tests := []struct {
+		name                    string
+		minMember               int32
+		census                  Census
+		wantPresent, wantPlaced int32
+	}{
+		{name: "nothing yet", minMember: 4, census: Census{}, wantPresent: 0, wantPlaced: 0},
+		{name: "some present, some placed", minMember: 4, census: Census{Waiting: 1, Reserved: 1, Bound: 1}, wantPresent: 3, wantPlaced: 2},
+		{name: "a finished run's members do not show", minMember: 4, census: Census{Waiting: 2, Succeeded: 3}, wantPresent: 2, wantPlaced: 0},
+		{name: "at most minMember", minMember: 2, census: Census{Waiting: 3, Bound: 4}, wantPresent: 2, wantPlaced: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			present, placed := QuorumOf(tt.minMember, tt.census).Counted(tt.minMember)
+			if present != tt.wantPresent || placed != tt.wantPlaced {
+				t.Errorf("Counted(%d) of %+v = %d present, %d placed; want %d, %d", tt.minMember, tt.census, present, placed, tt.wantPresent, tt.wantPlaced)
+			}
+		})
+	}
+}
+
 func TestHoldsNode(t *testing.T) {
 	tests := []struct {
 		name   string
