@@ -69,6 +69,9 @@ type envConfig struct {
 	filters []func(*gang.Sources) tf.RegisterPluginFunc
 	// objects are more API objects for the fake clientset.
 	objects []runtime.Object
+	// dra gives the framework a DRA manager, which reads the
+	// ResourceSlices, DeviceClasses and ResourceClaims among objects.
+	dra bool
 	// watchNative and nativeNote say whether the gang sources watch native
 	// PodGroups, and why (see withNativePodGroups).
 	watchNative bool
@@ -157,7 +160,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 			tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New))
 	}
 	env.Env = plugintest.New(t, plugintest.Config{
-		Nodes: nodes, Pods: pods, PodGroups: pgs, Objects: cfg.objects,
+		Nodes: nodes, Pods: pods, PodGroups: pgs, Objects: cfg.objects, DRA: cfg.dra,
 		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote,
 		Plugins: register,
 		Options: []frameworkruntime.Option{frameworkruntime.WithPodNominator(env.nominator)},

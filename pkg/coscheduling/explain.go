@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -64,8 +63,8 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 	topologyUnsatisfied := func() {
 		if req.Policy.Required {
 			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied,
-				"waiting: no single domain of level %s has room for the gang now (%s); it starts when one does, or relax %s to %s",
-				req.Policy.Level, fitErr.Reason, scheduling.AnnotationTopologyRequired, scheduling.AnnotationTopologyPreferred)
+				"waiting: no single domain of level %s has room for the gang now (%s); it starts when one does%s",
+				req.Policy.Level, fitErr.Reason, pl.topologyAdvice(spec))
 		}
 	}
 	eventual := withFree(req, pl.eventualFree(ctx, req, nodeInfos, d))
@@ -86,6 +85,9 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
 		}
 		if status := pl.explainUnpublished(spec, req, d); status != nil {
+			return status
+		}
+		if status := pl.explainDomainNoFit(ctx, spec, empty, never); status != nil {
 			return status
 		}
 		msg := fmt.Sprintf("gang %s needs %s, but even with all %d nodes empty only %d of its %d members would fit (%s)",

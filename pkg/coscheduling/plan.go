@@ -58,12 +58,14 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	for alt := 0; ; alt++ {
 		templates, of = templatesOf(members, d.reqs)
 		d.markCounted(templates, of)
-		pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		if status := pl.gangEligibility(ctx, spec, members, templates, sorted); status != nil {
+			return status
+		}
 		if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
 			return status
 		}
 		req = pl.buildRequest(ctx, key, members, d, sorted, held, templates, of)
-		req.Policy = gang.PolicyOf(spec, members[0])
+		req.Policy = pl.policyOf(spec, members)
 		req.Anchors = anchors(sorted, placed)
 		req.Hierarchy = sharersHierarchy(d, req.Policy)
 		plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)

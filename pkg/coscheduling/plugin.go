@@ -117,6 +117,9 @@ type Plugin struct {
 	// preempted.
 	decider   decider
 	pdbLister policylisters.PodDisruptionBudgetLister
+	// computeDomains remembers the ComputeDomain of each gang that joins
+	// one (computedomain.go).
+	computeDomains *computeDomains
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -170,6 +173,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
+	pl.computeDomains = newComputeDomains(args)
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
 	}
@@ -291,6 +295,7 @@ func (pl *Plugin) gangDeleted(key gang.Key) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
 	pl.failGang(ctx, key, ReasonGangRejected, "its PodGroup was deleted", false)
 	pl.ledger.ForgetGang(key)
+	pl.computeDomains.set(key, nil)
 	pl.activateBlocked()
 	pl.activate(key)
 }

@@ -201,7 +201,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
 	if p.spec != nil {
 		key = p.spec.Key
-		pl.eligibility(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		pl.gangEligibility(ctx, p.spec, p.members, templates, sorted) // a bad gang leaves no node eligible
 	} else {
 		templates[0].eligible = preemptibleNodes(sorted, statuses)
 	}
@@ -214,7 +214,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	leaving := pl.ledger.Preemptions.PendingVictims()
 	req := pl.buildRequest(ctx, key, p.members, d, sorted, pl.roomTaken(p, sorted, held, leaving), templates, of)
 	if p.spec != nil {
-		req.Policy = gang.PolicyOf(p.spec, p.members[0])
+		req.Policy = pl.policyOf(p.spec, p.members)
 		req.Anchors = anchors(sorted, pl.placedMembers(key))
 	}
 	preq := &preemption.Request{

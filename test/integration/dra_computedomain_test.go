@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -279,6 +280,26 @@ func TestDRAComputeDomainsKeptApart(t *testing.T) {
 	}
 	env.expectDevicesOnNodes(nodesC, domainDevices, podsC...)
 	ledger.expectNoHalfBound()
+}
+
+// A ComputeDomain's gang larger than every clique never starts: it gets a
+// GangTooLarge Event that gives the clique sizes, and holds nothing, though
+// the fabric has trays enough for it.
+func TestDRAComputeDomainTooLarge(t *testing.T) {
+	env := newDRAEnv(t, gpuClass(true), channelClass())
+	env.createNVLinkFabric(8, 4) // two cliques of four trays
+	wide := env.createComputeDomain("wide", 5)
+	pods := env.domainGang(wide, 5)
+	env.waitForClaimsCreated(pods...)
+
+	ev := env.waitForEvent("PodGroup", "wide", coscheduling.ReasonGangTooLarge)
+	t.Logf("Event: %s", ev.Note)
+	for _, want := range []string{"ComputeDomain " + wide.uid, "no clique holds its 5 members", "the largest of 2 clique(s) has 4 node(s)"} {
+		if !strings.Contains(ev.Note, want) {
+			t.Errorf("the GangTooLarge Event does not say %q: %s", want, ev.Note)
+		}
+	}
+	env.expectNothingHeld(draWindow, pods...)
 }
 
 func deleteComputeDomain(t *testing.T, ns, name string) error {

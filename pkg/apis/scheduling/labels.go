@@ -36,6 +36,14 @@ const (
 	AnnotationTopologyPreferred = "gpu-gang.x-k8s.io/topology-preferred"
 )
 
+// AnnotationComputeDomainShareClique, set to "true" on a PodGroup whose
+// members join a ComputeDomain, lets the gang's domain share an NVLink
+// clique (LabelGPUClique) with other domains. By default gpu-gang keeps
+// each domain in a clique no other domain runs in: NVIDIA's driver cannot
+// run two domains' IMEX daemons in one clique (k8s-dra-driver-gpu #892,
+// CUDA_ERROR_NOT_SUPPORTED). Two domains never share a node either way.
+const AnnotationComputeDomainShareClique = "gpu-gang.x-k8s.io/compute-domain-share-clique"
+
 // Kueue's pod-template annotations for the same two policies. gpu-gang reads
 // them from the members when the PodGroup sets neither, so manifests written
 // for Kueue topology-aware scheduling keep working.
