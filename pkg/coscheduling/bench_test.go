@@ -6,12 +6,14 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
@@ -42,49 +44,70 @@ func BenchmarkLess(b *testing.B) {
 	}
 }
 
-// BenchmarkCapacityPreCheck measures PreFilter of a gang's first member on
-// a 5,000-node cluster (NVLink cliques of 8 nodes, leaves of 32, spines of
-// 256), half full: listing and sorting the snapshot, deciding eligibility,
-// planning the whole gang node by node and holding the plan, with the
-// topology-blind greedy planner and with the topology planner.
+// BenchmarkCapacityPreCheck measures PreFilter of a gang's first member in
+// the profile the scheduler ships (every in-tree Filter plugin, GPUFleet,
+// DynamicResources), on fleets of 5,000 and 20,000 nodes (benchFleet), half
+// full: deciding eligibility, planning the whole gang node by node with the
+// shipped topology planner, in each of GPUFleet's uniform groups, and
+// holding the plan.
 func BenchmarkCapacityPreCheck(b *testing.B) {
-	for _, bc := range []struct {
-		planner string
-		size    int
-	}{{"greedy", 8}, {"greedy", 64}, {"greedy", 512}, {"topology", 8}, {"topology", 64}, {"topology", 512}} {
-		b.Run(fmt.Sprintf("planner=%s/nodes=5000/gang=%d", bc.planner, bc.size), func(b *testing.B) {
-			size := bc.size
-			nodes := make([]*v1.Node, 5000)
-			var running []*v1.Pod
-			for i := range nodes {
-				nodes[i] = gpuNode(fmt.Sprintf("node-%04d", i))
-				nodes[i].Labels = map[string]string{
-					cliqueLabel: fmt.Sprint("c", i/8), leafLabel: fmt.Sprint("l", i/32), spineLabel: fmt.Sprint("s", i/256),
-				}
-				if i%2 == 0 {
-					running = append(running, st.MakePod().Namespace("other").Name(fmt.Sprintf("busy-%04d", i)).
-						UID(fmt.Sprintf("busy-%04d", i)).Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
-				}
+	for _, nodes := range []int{5000, 20000} {
+		for _, size := range []int{8, 64, 512} {
+			for _, scan := range []string{"roomy", "full"} {
+				b.Run(fmt.Sprintf("nodes=%d/gang=%d/filter=%s", nodes, size, scan), func(b *testing.B) {
+					benchPreCheck(b, nodes, size, scan == "full")
+				})
 			}
-			job := members("big", size, "8")
-			var opts []envOption
-			if bc.planner == "topology" {
-				opts = append(opts, withTopology(b))
-			}
-			env := newTestEnv(b, nodes, append(running, job...),
-				[]*v1alpha1.PodGroup{gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()}, opts...)
-			key := gang.Key{Namespace: testNS, Name: "big"}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				env.pl.ledger.ForgetGang(key)
-				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
-				if !status.IsSuccess() {
-					b.Fatalf("pre-check failed: %v", status)
-				}
-			}
-		})
+		}
 	}
+}
+
+// benchPreCheck is one case of BenchmarkCapacityPreCheck; fullScan runs
+// Filter on every node before planning, as plans did before prune.go.
+func benchPreCheck(b *testing.B, nodes, size int, fullScan bool) {
+	fleet, running := benchFleet(nodes)
+	job := members("big", size, "8")
+	pg := gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()
+	env := newTestEnv(b, fleet, append(running, job...), []*v1alpha1.PodGroup{pg}, withShippedProfile(b))
+	env.pl.noPrune = fullScan
+	key := gang.Key{Namespace: testNS, Name: "big"}
+	// The scheduler's own logger, at its verbosity: the test logger logs
+	// every V(5) line, which a scheduler does not pay for.
+	ctx := klog.NewContext(env.ctx, klog.Background())
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		env.pl.ledger.ForgetGang(key)
+		_, status, _ := env.fh.RunPreFilterPlugins(ctx, framework.NewCycleState(), job[0])
+		if !status.IsSuccess() {
+			b.Fatalf("pre-check failed: %v", status)
+		}
+	}
+}
+
+// benchFleet is a fleet of n 8-GPU nodes (NVLink cliques of 8 nodes, leaves
+// of 32, spines of 256) with GPU feature discovery labels: two products (by
+// halves), two drivers (by quarters) and spot nodes at the end, so that a
+// gang's members pass GPUFleet's Filter on every node and the planner plans
+// in each of its uniform groups. Every other node runs an 8-GPU pod.
+func benchFleet(n int) ([]*v1.Node, []*v1.Pod) {
+	nodes := make([]*v1.Node, n)
+	var running []*v1.Pod
+	for i := range nodes {
+		nodes[i] = gpuNode(fmt.Sprintf("node-%05d", i))
+		nodes[i].Labels = map[string]string{
+			cliqueLabel: fmt.Sprint("c", i/8), leafLabel: fmt.Sprint("l", i/32), spineLabel: fmt.Sprint("s", i/256),
+			scheduling.LabelGPUProduct:             []string{"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"}[i/(n/2)],
+			scheduling.LabelCUDADriverVersionFull:  []string{"550.54.15", "535.104.05"}[i/(n/4)%2],
+			scheduling.LabelCUDARuntimeVersionFull: []string{"12.4", "12.2"}[i/(n/4)%2],
+			scheduling.LabelKarpenterCapacityType:  []string{"on-demand", "spot"}[min(i/(n-n/40), 1)],
+		}
+		if i%2 == 0 {
+			running = append(running, st.MakePod().Namespace("other").Name(fmt.Sprintf("busy-%05d", i)).
+				UID(fmt.Sprintf("busy-%05d", i)).Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
+		}
+	}
+	return nodes, running
 }
 
 // BenchmarkPreemptionPostFilter measures what PostFilter spends to decide a

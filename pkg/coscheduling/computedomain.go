@@ -252,3 +252,11 @@ func domainID(o *resourceapi.OpaqueDeviceConfiguration) string {
 	}
 	return cfg.DomainID
 }
+
+// inComputeDomain reports whether some member joins a ComputeDomain.
+func (pl *Plugin) inComputeDomain(members []*v1.Pod) bool {
+	if pl.devices == nil {
+		return false
+	}
+	return slices.ContainsFunc(members, func(p *v1.Pod) bool { return pl.domainOfPod(p) != "" })
+}

@@ -80,6 +80,11 @@ type template struct {
 	// rejected is set when a PreFilter plugin rejected the template
 	// outright; no node is eligible then.
 	rejected *fwk.Status
+	// excluded are the nodes the gang's lessons exclude for the template.
+	excluded sets.Set[string]
+	// pending is set when the template's Filter plugins are still to run
+	// (filterTemplates); eligible says no where they have not run yet.
+	pending bool
 	// relational is set when the template's members can exclude each
 	// other or their siblings through Filter, so plans are verified.
 	relational bool
@@ -235,17 +240,27 @@ func staticPerNode(pod *v1.Pod) int {
 // plugins, run on every node, less the nodes the gang's lessons exclude.
 // Without a PreFilter runner it falls back to eligibleNodes.
 func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, lv ledger.LessonView) {
+	pl.preFilterTemplates(ctx, templates, nodeInfos, lv)
+	pl.filterTemplates(ctx, templates, nodeInfos, nil)
+}
+
+// preFilterTemplates readies each template for Filter: its cap from the
+// gang's lessons, the profile's PreFilter plugins run once, and an
+// eligibility slice that says no everywhere until filterTemplates has run
+// there. Without a PreFilter runner the static checks of eligibleNodes
+// decide it whole.
+func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, lv ledger.LessonView) {
 	logger := klog.FromContext(ctx)
 	simCtx := context.WithValue(ctx, simulatingKey{}, true)
 	for _, t := range templates {
 		if n, ok := lv.PerNode[t.sig]; ok && (t.perNode == 0 || n < t.perNode) {
 			t.perNode = n
 		}
-		excluded := lv.Excluded[t.sig]
+		t.excluded = lv.Excluded[t.sig]
 		if pl.runner == nil {
 			t.eligible = eligibleNodes(logger, t.pod, nodeInfos)
 			for i, ni := range nodeInfos {
-				if excluded.Has(ni.Node().Name) {
+				if t.excluded.Has(ni.Node().Name) {
 					t.eligible[i] = false
 				}
 			}
@@ -269,12 +284,29 @@ func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeIn
 			skip = skip.Union(sets.New(names.DynamicResources))
 		}
 		t.state.SetSkipFilterPlugins(t.state.GetSkipFilterPlugins().Union(skip))
+		t.pending = true
+	}
+}
+
+// filterTemplates runs each template's Filter plugins on the nodes i for
+// which only(i) holds (every node for a nil only) and fills eligible and
+// rejections there. A node is Filtered once per template: callers split
+// the nodes between calls, never overlap them (see roomyFirst).
+func (pl *Plugin) filterTemplates(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, only func(i int) bool) {
+	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	for _, t := range templates {
+		if !t.pending {
+			continue // decided whole by preFilterTemplates
+		}
 		statuses := make([]*fwk.Status, len(nodeInfos))
 		pl.handle.Parallelizer().Until(ctx, len(nodeInfos), func(i int) {
+			if only != nil && !only(i) {
+				return
+			}
 			ni := nodeInfos[i]
 			name := ni.Node().Name
 			switch {
-			case excluded.Has(name):
+			case t.excluded.Has(name):
 				statuses[i] = fwk.NewStatus(fwk.Unschedulable, "a plan that put a member here failed Filter").WithPlugin(Name)
 			case t.nodes != nil && !t.nodes.Has(name):
 				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "excluded by a PreFilter plugin")

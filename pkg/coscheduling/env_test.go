@@ -76,6 +76,10 @@ type envConfig struct {
 	// PodGroups, and why (see withNativePodGroups).
 	watchNative bool
 	nativeNote  string
+	// profile, when set, registers a whole profile in place of the test's
+	// own plugins (see withShippedProfile); gangPlugin builds the gang
+	// plugin.
+	profile func(sources *gang.Sources, gangPlugin frameworkruntime.PluginFactory) tf.RegisterPluginFunc
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -139,6 +143,9 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		}
 	}
 	register := func(sources *gang.Sources) []tf.RegisterPluginFunc {
+		if cfg.profile != nil {
+			return []tf.RegisterPluginFunc{cfg.profile(sources, shippedPluginFactory(env, sources))}
+		}
 		factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 			pl, err := newPlugin(ctx, cfg.args, fh, sources, env.clock, cfg.planner)
 			env.pl = pl

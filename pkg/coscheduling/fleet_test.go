@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -142,45 +141,4 @@ func TestFilterSignatureSeesGPUAnnotations(t *testing.T) {
 	c := a.DeepCopy()
 	c.Annotations = map[string]string{"batch.kubernetes.io/job-completion-index": "3"}
 	require.Equal(t, sig(a), sig(c), "other annotations do not count")
-}
-
-// BenchmarkCapacityPreCheckWithGPUFleet is BenchmarkCapacityPreCheck with
-// GPUFleet in the profile and GPU feature discovery labels on the nodes:
-// two products (by 10 spines), two drivers (by 5 spines) and a few spot
-// nodes, so that the gang's members pass GPUFleet's Filter on every node
-// and the planner plans in each of the 5 uniform groups.
-func BenchmarkCapacityPreCheckWithGPUFleet(b *testing.B) {
-	for _, size := range []int{8, 64, 512} {
-		b.Run(fmt.Sprintf("planner=topology/nodes=5000/gang=%d", size), func(b *testing.B) {
-			nodes := make([]*v1.Node, 5000)
-			var running []*v1.Pod
-			for i := range nodes {
-				nodes[i] = gpuNode(fmt.Sprintf("node-%04d", i))
-				nodes[i].Labels = map[string]string{
-					cliqueLabel: fmt.Sprint("c", i/8), leafLabel: fmt.Sprint("l", i/32), spineLabel: fmt.Sprint("s", i/256),
-					scheduling.LabelGPUProduct:             []string{"NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"}[i/2560],
-					scheduling.LabelCUDADriverVersionFull:  []string{"550.54.15", "535.104.05"}[i/1280%2],
-					scheduling.LabelCUDARuntimeVersionFull: []string{"12.4", "12.2"}[i/1280%2],
-					scheduling.LabelKarpenterCapacityType:  []string{"on-demand", "spot"}[i/4864],
-				}
-				if i%2 == 0 {
-					running = append(running, st.MakePod().Namespace("other").Name(fmt.Sprintf("busy-%04d", i)).
-						UID(fmt.Sprintf("busy-%04d", i)).Node(nodes[i].Name).Req(map[v1.ResourceName]string{gpu: "8"}).Obj())
-				}
-			}
-			job := members("big", size, "8")
-			pg := gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()
-			env := newTestEnv(b, nodes, append(running, job...), []*v1alpha1.PodGroup{pg}, withTopology(b), withGPUFleet(b))
-			key := gang.Key{Namespace: testNS, Name: "big"}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				env.pl.ledger.ForgetGang(key)
-				_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
-				if !status.IsSuccess() {
-					b.Fatalf("pre-check failed: %v", status)
-				}
-			}
-		})
-	}
 }

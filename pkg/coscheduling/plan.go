@@ -38,7 +38,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
-	sorted := pl.liveNodes(nodeInfos)
+	sorted := pl.view.live(pl, nodeInfos)
 	held = pl.withNominated(held, sorted, corev1helpers.PodPriority(members[0]))
 	placed := pl.placedMembers(key)
 	d, status := pl.demandOf(ctx, spec, members, 0)
@@ -58,17 +58,31 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	for alt := 0; ; alt++ {
 		templates, of = templatesOf(members, d.reqs)
 		d.markCounted(templates, of)
-		if status := pl.gangEligibility(ctx, spec, members, templates, sorted); status != nil {
+		pl.preFilterTemplates(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		// Members share their template's eligibility slice, which Filter
+		// fills in place (prune.go).
+		req = pl.buildRequest(ctx, key, members, d, sorted, held, templates, of)
+		rest := pl.roomyFirst(ctx, templates, sorted, req)
+		// A ComputeDomain's gang is placed on whole cliques apart from other
+		// domains (computedomain_apart.go), which needs every node filtered.
+		if rest != nil && (someIneligible(templates) || pl.inComputeDomain(members)) {
+			rest()
+			rest = nil
+		}
+		if status := pl.placeComputeDomain(spec, members, templates, sorted); status != nil {
 			return status
 		}
 		if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
 			return status
 		}
-		req = pl.buildRequest(ctx, key, members, d, sorted, held, templates, of)
 		req.Policy = pl.policyOf(spec, members)
 		req.Anchors = anchors(sorted, placed)
 		req.Hierarchy = sharersHierarchy(d, req.Policy)
 		plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+		if err != nil && rest != nil {
+			rest()
+			plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+		}
 		var fitErr *placement.FitError
 		if err == nil || !errors.As(err, &fitErr) || alt+1 >= d.alternatives {
 			break
@@ -224,15 +238,10 @@ func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.
 	dims := dimensions(d.reqs)
 	cols := d.columns(dims)
 	nodes := make([]placement.Node, len(nodeInfos))
+	alloc, free := pl.view.vectors(ctx, nodeInfos, dims, cols, held)
 	for i, ni := range nodeInfos {
 		n := ni.Node()
-		alloc := make(placement.Vector, len(dims))
-		free := make(placement.Vector, len(dims))
-		for c := range cols {
-			alloc[c] = cols[c].allocatable(ctx, ni)
-			free[c] = cols[c].free(ctx, ni, held[n.Name])
-		}
-		nodes[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: alloc, Free: free}
+		nodes[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: alloc[i], Free: free[i]}
 	}
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))

@@ -123,6 +123,11 @@ type Plugin struct {
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
+	// view keeps what plans read of each node between plans (nodeview.go).
+	view nodeView
+	// noPrune makes every plan run Filter on every node first (prune.go);
+	// tests set it to compare the two.
+	noPrune bool
 	// logger is for work that outlives a scheduling cycle (timers).
 	logger klog.Logger
 }
@@ -142,19 +147,26 @@ var (
 // every plugin of the scheduler shares (pkg/scheduler builds them once, with
 // gang.SharedSources).
 func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
-	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
-	if err != nil {
-		return nil, err
-	}
-	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
-	if err != nil {
-		return nil, err // validation already named the field
-	}
-	planner, err := topology.NewPlanner(levels)
+	args, planner, err := argsAndPlanner(obj)
 	if err != nil {
 		return nil, err
 	}
 	return newPlugin(ctx, args, handle, sources, clock.RealClock{}, planner)
+}
+
+// argsAndPlanner decodes the plugin's args and builds the topology planner
+// of their levels.
+func argsAndPlanner(obj runtime.Object) (*config.CoschedulingArgs, *topology.Planner, error) {
+	args, err := scheme.DecodeCoschedulingArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
+	if err != nil {
+		return nil, nil, err
+	}
+	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
+	if err != nil {
+		return nil, nil, err // validation already named the field
+	}
+	planner, err := topology.NewPlanner(levels)
+	return args, planner, err
 }
 
 // newPlugin wires the plugin to its informers and gang sources. Tests call

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -56,6 +57,33 @@ var inTreeGates = []string{"GenericWorkload=true", "TopologyAwareWorkloadSchedul
 
 // workloadAPIFlag serves the scheduling.k8s.io/v1beta1 PodGroup API.
 const workloadAPIFlag = "--runtime-config=scheduling.k8s.io/v1beta1=true"
+
+// compositeGate and compositeAPIFlag serve Kubernetes' CompositePodGroups
+// (scheduling.k8s.io/v1alpha3, KEP-6012), on top of the native PodGroup
+// API they need.
+const (
+	compositeGate    = "CompositePodGroup=true"
+	compositeAPIFlag = "--runtime-config=scheduling.k8s.io/v1alpha3=true"
+)
+
+// withComposites returns the profile set up for a workload with segmented
+// jobs, which the native flavor states as CompositePodGroups: in-tree gets
+// the CompositePodGroup gate on both kube-apiserver and kube-scheduler (its
+// greedy alpha placement of siblings) and gpu-gang-native gets the API
+// served, which its scheduler discovers by itself. The other profiles do
+// not use the API and stay as they are.
+func (p Profile) withComposites() Profile {
+	switch p.Flavor {
+	case workload.Native:
+		if p.SchedulerProcess {
+			p.APIServerFlags = append(slices.Clone(p.APIServerFlags), "--feature-gates="+compositeGate, compositeAPIFlag)
+		} else {
+			p.FeatureGates = append(slices.Clone(p.FeatureGates), compositeGate)
+			p.APIServerFlags = append(slices.Clone(p.APIServerFlags), compositeAPIFlag)
+		}
+	}
+	return p
+}
 
 // LookupProfile returns the named profile.
 func LookupProfile(name string) (Profile, error) {

@@ -62,3 +62,35 @@ func TestGpuGangNativeRunsInTreeObjects(t *testing.T) {
 		t.Errorf("objects (-in-tree,+gpu-gang-native):\n%s", diff)
 	}
 }
+
+// TestWithComposites: a workload with segments gets the CompositePodGroup
+// API in the profiles that state the hierarchy as composites, and the gate
+// on the in-tree scheduler; the others stay as they are.
+func TestWithComposites(t *testing.T) {
+	for _, tc := range []struct {
+		profile                string
+		wantGates, wantAPIArgs []string
+	}{
+		{ProfileGpuGang, nil, nil},
+		{ProfileDefault, nil, nil},
+		{ProfileInTree, []string{compositeGate}, []string{compositeAPIFlag}},
+		{ProfileGpuGangNative, nil, []string{"--feature-gates=" + compositeGate, compositeAPIFlag}},
+	} {
+		base, err := LookupProfile(tc.profile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := base.withComposites()
+		gates := slices.DeleteFunc(slices.Clone(got.FeatureGates), func(g string) bool { return slices.Contains(base.FeatureGates, g) })
+		flags := slices.DeleteFunc(slices.Clone(got.APIServerFlags), func(f string) bool { return slices.Contains(base.APIServerFlags, f) })
+		if diff := cmp.Diff(tc.wantGates, gates); diff != "" {
+			t.Errorf("%s: added feature gates (-want,+got):\n%s", tc.profile, diff)
+		}
+		if diff := cmp.Diff(tc.wantAPIArgs, flags); diff != "" {
+			t.Errorf("%s: added kube-apiserver flags (-want,+got):\n%s", tc.profile, diff)
+		}
+		if diff := cmp.Diff(base.SchedulerFlags, got.SchedulerFlags); diff != "" {
+			t.Errorf("%s: scheduler flags changed (-want,+got):\n%s", tc.profile, diff)
+		}
+	}
+}

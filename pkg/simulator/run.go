@@ -122,6 +122,9 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		}
 	}
 	layout, jobs := in.Layout, in.Jobs
+	if slices.ContainsFunc(jobs, func(j scenario.Job) bool { return j.Segments != nil }) {
+		profile = profile.withComposites()
+	}
 
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		APIServerFlags: append(gatesFlag(profile.FeatureGates), profile.APIServerFlags...),
@@ -172,7 +175,8 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	}
 	tracker.KnowClaims(claimTemplates(builder, jobs), nil)
 	preemption := metrics.NewPreemptionTracker(layout, jobs)
-	stopWatch, err := watchPods(ctx, kube, tracker, preemption)
+	hierarchy := metrics.NewHierarchyTracker(layout, jobs, opts.PartialGrace)
+	stopWatch, err := watchPods(ctx, kube, tracker, preemption, hierarchy)
 	if err != nil {
 		return nil, err
 	}
@@ -249,6 +253,7 @@ wait:
 	progress.finish()
 	res = tracker.Result(end, timedOut)
 	res.Claims = dra.claims.Summary()
+	res.Hierarchy = hierarchy.Summary(end, res.Gangs)
 	if opts.Preemption != nil {
 		opts.Preemption(preemption.Summary(profile.Name))
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
 )
 
-// podObserver is fed every pod event: Tracker and PreemptionTracker.
+// podObserver is fed every pod event: Tracker, PreemptionTracker and
+// HierarchyTracker.
 type podObserver interface {
 	Observe(pod *v1.Pod, now time.Time)
 	ObserveDelete(pod *v1.Pod, now time.Time)

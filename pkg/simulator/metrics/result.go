@@ -32,6 +32,9 @@ type Result struct {
 	// Claims counts the workload's ResourceClaims; absent when no pod
 	// took its GPUs through DRA.
 	Claims *ClaimSummary `json:"claims,omitempty"`
+	// Hierarchy judges the segmented jobs; absent when the workload has
+	// none.
+	Hierarchy *HierarchySummary `json:"hierarchy,omitempty"`
 	// Error is set when the run itself failed; the rest may be partial.
 	Error string `json:"error,omitempty"`
 }

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -134,6 +135,7 @@ func comparisonRows(run *Run) []comparisonRow {
 				return math.NaN()
 			}})
 	}
+	ms = append(ms, hierarchyMetrics(run)...)
 	var rows []comparisonRow
 	for _, m := range ms {
 		row := comparisonRow{Name: m.name, Better: m.better}
@@ -154,6 +156,38 @@ func comparisonRows(run *Run) []comparisonRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// hierarchyMetrics are the rows for segmented jobs, when the run has any
+// (metrics.HierarchySummary); a profile without figures shows "-".
+func hierarchyMetrics(run *Run) []metric {
+	if !slices.ContainsFunc(run.Results, func(r *metrics.Result) bool { return r.Hierarchy != nil }) {
+		return nil
+	}
+	of := func(get func(h *metrics.HierarchySummary) float64) func(*metrics.Result) float64 {
+		return func(r *metrics.Result) float64 {
+			if r.Hierarchy == nil {
+				return math.NaN()
+			}
+			return get(r.Hierarchy)
+		}
+	}
+	ms := []metric{
+		{"composites complete (minGroupCount segments bound whole)", "higher", "%.0f", of(func(h *metrics.HierarchySummary) float64 { return float64(h.Complete) })},
+		{"segments inside one domain of their level", "higher", "%.0f", of(func(h *metrics.HierarchySummary) float64 { return float64(h.InDomain) })},
+		{"partial-composite seconds", "lower", "%.2f", of(func(h *metrics.HierarchySummary) float64 { return h.PartialCompositeSeconds })},
+	}
+	for _, name := range levelNames(run) {
+		ms = append(ms, metric{"composites: extra " + name + " domains vs the joint bound", "lower", "%.0f", of(func(h *metrics.HierarchySummary) float64 {
+			for _, l := range h.Levels {
+				if l.Level == name {
+					return float64(l.ExcessOverJoint)
+				}
+			}
+			return math.NaN()
+		})})
+	}
+	return ms
 }
 
 // levelNames lists the levels any profile reports, in first-seen order.

@@ -93,3 +93,46 @@ func TestWriteSummaryDRA(t *testing.T) {
 	require.NoError(t, WriteHTML(&b, run))
 	require.Contains(t, b.String(), "32 GPUs on 4 nodes published through DRA")
 }
+
+// TestWriteSummaryHierarchy: a run with segmented jobs gets a table of how
+// each profile placed them; a profile without figures shows dashes, and a
+// run without segmented jobs gets no table.
+func TestWriteSummaryHierarchy(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteSummary(&b, sampleRun()))
+	require.NotContains(t, b.String(), "Hierarchical jobs")
+
+	run := sampleRun()
+	run.Results[0].Hierarchy = &metrics.HierarchySummary{Composites: 3, Complete: 3, Segments: 6, CompleteSegments: 6, InDomain: 6,
+		Levels: []metrics.LevelSummary{{Level: "spine"}, {Level: "leaf", ExcessOverJoint: 1}}}
+	b.Reset()
+	require.NoError(t, WriteSummary(&b, run))
+	out := b.String()
+	require.Contains(t, out, "Hierarchical jobs")
+	var rows []string
+	for _, line := range strings.Split(out[strings.Index(out, "Hierarchical jobs"):], "\n") {
+		if f := strings.Fields(line); len(f) > 0 && (f[0] == "gpu-gang" || f[0] == "default") {
+			rows = append(rows, strings.Join(f, " "))
+		}
+	}
+	require.Equal(t, []string{"gpu-gang 3/3 6/6 0.0 0 0/1", "default - - - - -"}, rows)
+}
+
+// TestWriteHTMLHierarchy: the comparison gets the hierarchy's rows only
+// when some profile has segmented jobs.
+func TestWriteHTMLHierarchy(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteHTML(&b, sampleRun()))
+	require.NotContains(t, b.String(), "partial-composite seconds")
+
+	run := sampleRun()
+	run.Results[0].Hierarchy = &metrics.HierarchySummary{Composites: 2, Complete: 2, InDomain: 4, PartialCompositeSeconds: 1.5,
+		Levels: []metrics.LevelSummary{{Level: "leaf", ExcessOverJoint: 3}}}
+	b.Reset()
+	require.NoError(t, WriteHTML(&b, run))
+	html := b.String()
+	for _, want := range []string{"composites complete", "segments inside one domain", "partial-composite seconds", "1.50",
+		"composites: extra leaf domains vs the joint bound"} {
+		require.Contains(t, html, want)
+	}
+}

@@ -72,6 +72,9 @@ func WriteSummary(w io.Writer, run *Run) error {
 		fmt.Fprintf(w, "%s %s\n", ref.Profile, strings.Join(parts, "; "))
 	}
 	writeClaims(w, run.Results)
+	if err := writeHierarchy(w, run.Results); err != nil {
+		return err
+	}
 	window := run.Results[0].Summary.WindowSeconds
 	fmt.Fprintf(w, "useful GPU use: GPUs of complete gangs and plain pods, mean over the same %.1fs window for every profile, of all GPUs (pre-fill left out);\n", window)
 	fmt.Fprintln(w, "idle-held GPU·s: GPUs held by gangs bound only in part, over that window;")
@@ -96,6 +99,33 @@ func writeClaims(w io.Writer, results []*metrics.Result) {
 			r.Profile, c.Allocated, c.AllocatedDevices, c.ExtendedResource, c.Released, c.Claims)
 	}
 	fmt.Fprintln(w, "  (a claim is released when its pods are done; one made but never allocated was given up first, such as the claim the controller makes again for a pod already done)")
+}
+
+// writeHierarchy writes, when the workload has segmented jobs, how each
+// profile placed them: composites complete, segments inside their domain,
+// partial-composite seconds and extra domains over the joint bound.
+func writeHierarchy(w io.Writer, results []*metrics.Result) error {
+	if !slices.ContainsFunc(results, func(r *metrics.Result) bool { return r.Hierarchy != nil }) {
+		return nil
+	}
+	fmt.Fprintln(w, "Hierarchical jobs (segments; CompositePodGroups in the native profiles):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "profile\tcomposites complete\tsegments in domain\tpartial-composite s\tpartial composites\textra domains\t")
+	for _, r := range results {
+		h := r.Hierarchy
+		if h == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t\n", r.Profile)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%.1f\t%d\t%s\t\n", r.Profile, h.Complete, h.Composites,
+			h.InDomain, h.CompleteSegments, h.PartialCompositeSeconds, h.PartialComposites, excess(h.Levels))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "  composites complete: at least minGroupCount segments with every member bound; segments in domain: of the segments with every member bound, those inside one domain of their level;\n"+
+		"  partial-composite s: time a composite had members bound but fewer than minGroupCount segments complete, beyond the grace; extra domains: as above, over the hierarchical jobs bound whole.")
+	return err
 }
 
 // WriteGangs writes one line per gang of r, at most limit lines: when it

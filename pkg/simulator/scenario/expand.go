@@ -28,6 +28,8 @@ type Job struct {
 	Priority int32
 	// Topology is the gang's constraint, or nil.
 	Topology *Topology
+	// Segments, if set, make the gang hierarchical; see Quorum.
+	Segments *Segments
 	// GPU is the gang's GPU fleet policy, or nil for gpu-gang's defaults.
 	GPU *GPURequirements
 	// GPURequest is how each member asks for its GPUs: GPURequestClaim,
@@ -58,6 +60,7 @@ func Expand(s *Scenario) []Job {
 				Duration:   g.Duration.Draw(rng),
 				Priority:   g.Priority,
 				Topology:   g.Topology,
+				Segments:   g.Segments,
 				GPU:        g.GPU,
 				GPURequest: g.GPURequest,
 			})
@@ -66,7 +69,7 @@ func Expand(s *Scenario) []Job {
 	for _, j := range s.Workload.Jobs {
 		jobs = append(jobs, Job{
 			Name: j.Name, Gang: true, At: j.At.Duration, Pods: j.Pods, GPUsPerPod: j.GPUsPerPod,
-			Duration: j.Duration.Duration, Priority: j.Priority, Topology: j.Topology, GPU: j.GPU,
+			Duration: j.Duration.Duration, Priority: j.Priority, Topology: j.Topology, Segments: j.Segments, GPU: j.GPU,
 			GPURequest: j.GPURequest,
 		})
 	}

@@ -157,6 +157,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		errs = append(errs, validateIntRange(&g.GPUsPerPod, 0, p.Child("gpusPerPod"))...)
 		errs = append(errs, validateDurationRange(&g.Duration, p.Child("duration"))...)
 		errs = append(errs, validateTopology(g.Topology, p.Child("topology"))...)
+		errs = append(errs, validateSegments(g.Segments, g.Pods.values(), g.Topology, p.Child("segments"))...)
 		errs = append(errs, validateGPU(g.GPU, p.Child("gpu"))...)
 		errs = append(errs, validateGPURequest(&s.Fabric, g.GPURequest, g.GPUsPerPod.smallest(), p.Child("gpuRequest"))...)
 		errs = append(errs, validateArrival(&g.Arrival, p.Child("arrival"))...)
@@ -178,6 +179,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("duration"), j.Duration.String(), "must not be negative"))
 		}
 		errs = append(errs, validateTopology(j.Topology, p.Child("topology"))...)
+		errs = append(errs, validateSegments(j.Segments, []int{j.Pods}, j.Topology, p.Child("segments"))...)
 		errs = append(errs, validateGPU(j.GPU, p.Child("gpu"))...)
 		errs = append(errs, validateGPURequest(&s.Fabric, j.GPURequest, j.GPUsPerPod, p.Child("gpuRequest"))...)
 	}

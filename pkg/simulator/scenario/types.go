@@ -103,6 +103,8 @@ type GangClass struct {
 	Priority int32 `json:"priority,omitempty"`
 	// Topology is the gang's placement constraint, if any.
 	Topology *Topology `json:"topology,omitempty"`
+	// Segments make the gang hierarchical, if set.
+	Segments *Segments `json:"segments,omitempty"`
 	// GPU is the gang's GPU fleet policy, if any.
 	GPU *GPURequirements `json:"gpu,omitempty"`
 	// GPURequest is how members ask for their GPUs: extended-resource
@@ -118,13 +120,14 @@ type JobSpec struct {
 	Name string `json:"name,omitempty"`
 	// At is the arrival time after the run starts.
 	At Duration `json:"at,omitempty"`
-	// Pods, GPUsPerPod, Duration, Priority, Topology, GPU and GPURequest
-	// are as in GangClass.
+	// Pods, GPUsPerPod, Duration, Priority, Topology, Segments, GPU and
+	// GPURequest are as in GangClass.
 	Pods       int              `json:"pods"`
 	GPUsPerPod int              `json:"gpusPerPod"`
 	Duration   Duration         `json:"duration,omitempty"`
 	Priority   int32            `json:"priority,omitempty"`
 	Topology   *Topology        `json:"topology,omitempty"`
+	Segments   *Segments        `json:"segments,omitempty"`
 	GPU        *GPURequirements `json:"gpu,omitempty"`
 	GPURequest string           `json:"gpuRequest,omitempty"`
 }

@@ -21,6 +21,16 @@
 //     in-tree constraint is always hard, so a preferred level maps to no
 //     constraint at all.
 //
+// A job with segments (scenario.Segments) is hierarchical. Its members get
+// SegmentLabel in every flavor. GangPlugin's PodGroup then needs whole
+// segments (minMember = Job.Quorum) and states them with the
+// gpu-gang.x-k8s.io/segment-size and segment-topology-required
+// annotations, or Kueue's podset-slice-size and
+// podset-slice-required-topology pod annotations; Native makes a
+// CompositePodGroup (scheduling.k8s.io/v1alpha3) with one child PodGroup
+// per segment instead of the single PodGroup (see Builder.composite); Plain
+// has no form for it.
+//
 // Neither baseline can express a GPU fleet policy (node affinity compares
 // only whole numbers, so "CUDA >= 12.4" has no form), so a job's GPU
 // policy reaches gpu-gang alone.
@@ -45,6 +55,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,14 +107,19 @@ type Builder struct {
 }
 
 // Objects are one job's objects, to create in order: the claim template
-// (if any), the group (if any), then the pods.
+// (if any), the group or the composite and its children (if any), then the
+// pods.
 type Objects struct {
 	// ClaimTemplate is set for jobs whose pods claim their GPUs.
 	ClaimTemplate *resourceapi.ResourceClaimTemplate
 	// GangGroup is set for GangPlugin gangs.
 	GangGroup *v1alpha1.PodGroup
-	// NativeGroup is set for Native gangs.
+	// NativeGroup is set for Native gangs without segments.
 	NativeGroup *schedulingv1beta1.PodGroup
+	// Composite and SegmentGroups are set instead for Native gangs with
+	// segments: the root and one child PodGroup per segment, in order.
+	Composite     *schedulingv1alpha3.CompositePodGroup
+	SegmentGroups []*schedulingv1beta1.PodGroup
 	// Pods are the members, in rank order.
 	Pods []*v1.Pod
 }
@@ -123,6 +139,9 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 	}
 	if !job.Gang {
 		return out, nil
+	}
+	if job.Segments != nil {
+		labelSegments(job, out)
 	}
 	switch b.Flavor {
 	case GangPlugin:
@@ -150,6 +169,11 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 		for _, p := range out.Pods {
 			p.Labels[v1alpha1.PodGroupLabel] = job.Name
 		}
+		if job.Segments != nil {
+			if err := b.gangPluginSegments(job, out); err != nil {
+				return nil, err
+			}
+		}
 	case Native:
 		pg := &schedulingv1beta1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: b.Namespace, Labels: map[string]string{JobLabel: job.Name}},
@@ -174,6 +198,11 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 		out.NativeGroup = pg
 		for _, p := range out.Pods {
 			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(job.Name)}
+		}
+		if job.Segments != nil {
+			if err := b.composite(job, out); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil

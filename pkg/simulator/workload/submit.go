@@ -96,6 +96,15 @@ func (s *Submitter) create(ctx context.Context, job string, o *Objects) error {
 		if _, err := s.Kube.SchedulingV1beta1().PodGroups(ns).Create(ctx, o.NativeGroup, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating PodGroup %s: %w", job, err)
 		}
+	case o.Composite != nil:
+		if _, err := s.Kube.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, o.Composite, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating CompositePodGroup %s: %w", job, err)
+		}
+		for _, pg := range o.SegmentGroups {
+			if _, err := s.Kube.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating PodGroup %s of CompositePodGroup %s: %w", pg.Name, job, err)
+			}
+		}
 	}
 	return parallel.Do(ctx, len(o.Pods), s.PodsPerJob, func(ctx context.Context, i int) error {
 		if _, err := s.Kube.CoreV1().Pods(ns).Create(ctx, o.Pods[i], metav1.CreateOptions{}); err != nil {

@@ -1,0 +1,111 @@
+package coscheduling
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// nodeView keeps, from one plan to the next, what a plan reads of every
+// node and that changes only with the node (issue 18): the live nodes in
+// name order, and each node's allocatable and free vectors (before holds)
+// in the plan's resource dimensions. A plan then pays per node a pointer
+// and a generation compare, not a lookup per resource.
+//
+// The order is rebuilt when the snapshot's list is not the one it was built
+// from (kube-scheduler rebuilds that list only when nodes come or go, and
+// updates its NodeInfos in place), or when the node informer saw a node
+// come, go or change labels (nodeGeneration). A node's vectors are read
+// again when its NodeInfo is another one or its generation moved: the
+// scheduler's cache bumps it on every change to the node or its pods.
+// Dimensions served by devices (DRA) are not kept: their free count
+// depends on claims, not on the NodeInfo (devices.go reads them each time).
+type nodeView struct {
+	mu sync.Mutex
+	// input is the snapshot list sorted was made from, gen the plugin's
+	// nodeGeneration then; sorted is the live nodes in name order.
+	input  []fwk.NodeInfo
+	gen    uint64
+	sorted []fwk.NodeInfo
+	// dims are the dimensions vecs hold; vecs[i] is sorted[i]'s.
+	dims []v1.ResourceName
+	vecs []nodeVectors
+}
+
+// nodeVectors are one node's vectors, as read from ni at generation gen.
+// They are shared with the requests built from them: whoever changes a
+// request's vector clones it first, as the planners do.
+type nodeVectors struct {
+	ni          fwk.NodeInfo
+	gen         int64
+	alloc, free placement.Vector
+}
+
+// live returns the snapshot's nodes in name order, less those the node
+// informer no longer has (liveNodes), from the view when it still holds.
+func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	gen := pl.nodeGeneration.Load()
+	if v.sorted != nil && gen == v.gen && slices.Equal(nodeInfos, v.input) {
+		return v.sorted
+	}
+	v.input, v.gen = slices.Clone(nodeInfos), gen
+	v.sorted = pl.liveNodes(nodeInfos)
+	v.dims, v.vecs = nil, nil
+	return v.sorted
+}
+
+// vectors returns the allocatable and free vectors of nodeInfos (the
+// sorted live nodes) in dims, the free ones less held. cols are the
+// dimensions' columns; with a device column, or nodes other than the
+// view's, it reads every node afresh.
+func (v *nodeView) vectors(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []column,
+	held map[string]capacity.Amounts) (alloc, free []placement.Vector) {
+	alloc = make([]placement.Vector, len(nodeInfos))
+	free = make([]placement.Vector, len(nodeInfos))
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	cached := !slices.ContainsFunc(cols, func(c column) bool { return c.devices }) &&
+		len(nodeInfos) > 0 && len(nodeInfos) == len(v.sorted) && &nodeInfos[0] == &v.sorted[0]
+	if !cached {
+		for i, ni := range nodeInfos {
+			alloc[i], free[i] = make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
+			for c := range cols {
+				alloc[i][c] = cols[c].allocatable(ctx, ni)
+				free[i][c] = cols[c].free(ctx, ni, held[ni.Node().Name])
+			}
+		}
+		return alloc, free
+	}
+	if v.vecs == nil || !slices.Equal(dims, v.dims) {
+		v.dims, v.vecs = slices.Clone(dims), make([]nodeVectors, len(nodeInfos))
+	}
+	for i, ni := range nodeInfos {
+		nv := &v.vecs[i]
+		if nv.ni != ni || nv.gen != ni.GetGeneration() {
+			*nv = nodeVectors{ni: ni, gen: ni.GetGeneration(), alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
+			for c := range cols {
+				nv.alloc[c] = cols[c].allocatable(ctx, ni)
+				nv.free[c] = cols[c].free(ctx, ni, nil)
+			}
+		}
+		alloc[i], free[i] = nv.alloc, nv.free
+		h := held[ni.Node().Name]
+		if len(h) == 0 {
+			continue
+		}
+		f := nv.free.Clone()
+		for c := range cols {
+			f[c] -= h[cols[c].name]
+		}
+		free[i] = f
+	}
+	return alloc, free
+}

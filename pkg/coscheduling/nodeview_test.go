@@ -1,0 +1,66 @@
+package coscheduling
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// TestNodeViewReadsWhatChanged checks the view's vectors against a fresh
+// read of every node, plan after plan, while pods land on random nodes (the
+// NodeInfo's generation moves), holds come and go, and the plan's
+// dimensions change.
+func TestNodeViewReadsWhatChanged(t *testing.T) {
+	r := rand.New(rand.NewPCG(18, 3))
+	nodes, running := randomFleet(r, 48)
+	env := newTestEnv(t, nodes, running, nil)
+	list, err := env.snapshot.NodeInfos().List()
+	require.NoError(t, err)
+	fresh := func(sorted []fwk.NodeInfo, cols []column, held map[string]capacity.Amounts) (alloc, free []placement.Vector) {
+		for _, ni := range sorted {
+			a, f := make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
+			for c := range cols {
+				a[c] = cols[c].allocatable(env.ctx, ni)
+				f[c] = cols[c].free(env.ctx, ni, held[ni.Node().Name])
+			}
+			alloc, free = append(alloc, a), append(free, f)
+		}
+		return alloc, free
+	}
+	dimsOf := [][]v1.ResourceName{{gpu}, {v1.ResourceCPU, gpu, v1.ResourcePods}}
+	for round := range 20 {
+		sorted := env.pl.view.live(env.pl, list)
+		require.Same(t, &sorted[0], &env.pl.view.live(env.pl, list)[0], "an unchanged snapshot keeps its order")
+		dims := dimsOf[(round/5)%2] // kept for five rounds, so that the view reuses them
+		cols := make([]column, len(dims))
+		for i, d := range dims {
+			cols[i].name = d
+		}
+		held := map[string]capacity.Amounts{}
+		for range r.IntN(4) {
+			held[sorted[r.IntN(len(sorted))].Node().Name] = capacity.Amounts{gpu: int64(1 + r.IntN(4)), v1.ResourceCPU: 500}
+		}
+		wantAlloc, wantFree := fresh(sorted, cols, held)
+		alloc, free := env.pl.view.vectors(env.ctx, sorted, dims, cols, held)
+		require.Empty(t, cmp.Diff(wantAlloc, alloc), "allocatable, round %d (-fresh,+view)", round)
+		require.Empty(t, cmp.Diff(wantFree, free), "free, round %d (-fresh,+view)", round)
+		// A pod lands: its node's generation moves.
+		ni, ok := sorted[r.IntN(len(sorted))].(*framework.NodeInfo)
+		require.True(t, ok)
+		p := st.MakePod().Namespace("other").Name(fmt.Sprint("land-", round)).UID(fmt.Sprint("land-", round)).
+			Node(ni.Node().Name).Req(map[v1.ResourceName]string{gpu: "1", v1.ResourceCPU: "1"}).Obj()
+		pi, err := framework.NewPodInfo(p)
+		require.NoError(t, err)
+		ni.AddPodInfo(pi)
+	}
+}

@@ -1,0 +1,115 @@
+package coscheduling
+
+import (
+	"context"
+	"slices"
+
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// Running every Filter plugin on every node, for each template, is what a
+// plan costs most on a large cluster (issue 18). Most of those nodes
+// cannot take a single member anyway: their free capacity, less what other
+// gangs hold and nominated pods ask for, is short of every member's
+// request. Whether a member may run on such a node changes no plan: the
+// planners count a node's slots only where a member fits (topology's
+// fitCount), and place members only there. So a plan is first made with
+// Filter run on the roomy nodes alone, the others read as not eligible.
+//
+// A plan that succeeds that way is the plan the full scan gives: every node
+// it uses is roomy, and no node it skipped had a slot to count. When it
+// does not succeed, or a template finds no eligible node, the explanation
+// and the head hold need every node's verdict (explainIneligible,
+// explainNoFit count the capacity that can free up): Filter then runs on
+// the rest and the gang is planned again, as if the first pass had been
+// whole. Plans that are verified member by member (relational templates)
+// learn lessons from each failure and are not pruned: their history would
+// differ between the passes.
+
+// roomyFirst runs the templates' Filter plugins on the roomy nodes of req
+// (see roomy) and returns what runs them on the rest. It runs them on every
+// node and returns nil when pruning does not apply: no template left to
+// Filter, a template whose plans are verified, or no node to spare.
+func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, req *placement.Request) (rest func()) {
+	if pl.noPrune || !prunable(templates) {
+		pl.filterTemplates(ctx, templates, nodeInfos, nil)
+		return nil
+	}
+	room := roomy(req)
+	spare := 0
+	for _, ok := range room {
+		if !ok {
+			spare++
+		}
+	}
+	if spare == 0 {
+		pl.filterTemplates(ctx, templates, nodeInfos, nil)
+		return nil
+	}
+	pl.filterTemplates(ctx, templates, nodeInfos, func(i int) bool { return room[i] })
+	return func() {
+		pl.filterTemplates(ctx, templates, nodeInfos, func(i int) bool { return !room[i] })
+	}
+}
+
+// prunable reports whether the templates' Filter plugins may run on roomy
+// nodes first: some are still to run, and none is verified member by
+// member (feasiblePlan).
+func prunable(templates []*template) bool {
+	pending := false
+	for _, t := range templates {
+		if t.relational {
+			return false
+		}
+		pending = pending || t.pending
+	}
+	return pending
+}
+
+// roomy says, node by node, whether one member of req fits in the node's
+// free capacity: every resource the member asks for is there. A member that
+// asks for nothing fits everywhere.
+func roomy(req *placement.Request) []bool {
+	out := make([]bool, len(req.Nodes))
+	var shapes []placement.Vector
+	for i := range req.Members {
+		r := req.Members[i].Request
+		if !slices.ContainsFunc(shapes, func(s placement.Vector) bool { return slices.Equal(s, r) }) {
+			shapes = append(shapes, r)
+		}
+	}
+	for i := range req.Nodes {
+		free := req.Nodes[i].Free
+		for _, r := range shapes {
+			if fitsOnce(r, free) {
+				out[i] = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+// fitsOnce reports whether request fits in free once.
+func fitsOnce(request, free placement.Vector) bool {
+	for d, q := range request {
+		if q > 0 && free[d] < q {
+			return false
+		}
+	}
+	return true
+}
+
+// someIneligible reports whether a template that PreFilter let through has
+// no eligible node yet: before that is explained, Filter must have run on
+// every node.
+func someIneligible(templates []*template) bool {
+	for _, t := range templates {
+		if t.rejected == nil && !anyTrue(t.eligible) {
+			return true
+		}
+	}
+	return false
+}
