@@ -243,6 +243,11 @@ func (r *Reader) mapped(pod *v1.Pod) ([]Mapped, error) {
 // isExtendedName reports whether a resource name could be served by a
 // DeviceClass: not one of a node's own resources. The resolver decides the
 // rest.
+//
+// It is wider than fleet.IsAccelerator on purpose: it must let through
+// deviceclass.resource.kubernetes.io/<class>, the name every DeviceClass
+// answers to, which IsAccelerator rejects as a kubernetes.io name. And
+// pkg/fleet imports this package, so this one cannot call it.
 func isExtendedName(name v1.ResourceName) bool {
 	switch name {
 	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:

@@ -47,12 +47,13 @@ func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
 }
 
 // running reports whether a gang is running: it reached quorum (in this
-// scheduler, or its placed members show it) and some member still holds a
-// node. A running gang's members that appear schedule one by one. Once no
-// member holds a node, the next members are a new run of the job and gather
-// as a whole again.
+// scheduler, or its placed members show it) and its run is live
+// (gang.Census.HoldsNode, which counts the members this scheduler reserved).
+// A running gang's members that appear schedule one by one. Once no member
+// holds a node, the next members are a new run of the job and gather as a
+// whole again.
 func (pl *Plugin) running(key gang.Key, spec *gang.Spec, c gang.Census) bool {
-	if c.Bound+c.Reserved == 0 {
+	if !c.HoldsNode() {
 		pl.ledger.Claims.DropAdmission(key)
 		return false
 	}

@@ -185,7 +185,7 @@ func (pl *Plugin) belowMinMember() int {
 			continue
 		}
 		c := pl.census(key, members)
-		if c.Bound+c.Reserved > 0 && !gang.QuorumOf(spec.MinMember, c).Placed {
+		if c.HoldsNode() && !gang.QuorumOf(spec.MinMember, c).Placed {
 			n++
 		}
 	}

@@ -108,11 +108,8 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 		return nil
 	}
 	if q := gang.QuorumOf(spec.MinMember, census); !q.Gathered {
-		// The count is the quorum's own (minMember less those absent), not
-		// the census's: succeeded members of a run that is over are in
-		// the census but not in the quorum, and must not show in the
-		// message either.
-		present := spec.MinMember - q.Absent
+		// The count is the quorum's own, not the census's (Counted).
+		present, _ := q.Counted(spec.MinMember)
 		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers,
 			"waiting for members: %d/%d present", present, spec.MinMember)
 		klog.FromContext(ctx).V(5).Info("Gang has no quorum yet", "pod", klog.KObj(pod), "podGroup", key, "present", present, "minMember", spec.MinMember)

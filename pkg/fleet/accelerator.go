@@ -33,6 +33,12 @@ import (
 //
 // ResourceKind narrows accelerators down to NVIDIA GPUs, the only ones whose
 // CUDA and driver rules Requirements applies.
+//
+// pkg/capacity's isExtendedName, which asks which pod resources a
+// DeviceClass may serve, is wider on purpose: it also takes
+// deviceclass.resource.kubernetes.io/<class>, a kubernetes.io name that is
+// not an accelerator here. It cannot call IsAccelerator, as this package
+// imports capacity.
 func IsAccelerator(name v1.ResourceName) bool {
 	s := string(name)
 	return strings.Contains(s, "/") &&

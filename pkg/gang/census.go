@@ -67,6 +67,19 @@ func (c Census) Present() int32 { return c.Waiting + c.Reserved + c.Bound + c.Su
 // Placed counts the members that hold or held a node.
 func (c Census) Placed() int32 { return c.Reserved + c.Bound + c.Succeeded }
 
+// HoldsNode reports whether some member holds a node now: bound and not
+// finished, or reserved by the scheduler. It is the one answer to "is the
+// gang's run still live?": while it is, members that appear join the run
+// one by one; once it is not, the run is over and the next members gather
+// as a whole again. Only the scheduler knows reserved members (Reserve);
+// the status controller's census has none, so for it this is Bound > 0.
+//
+// Which members count for the run (QuorumOf, SurplusOf) asks less: a
+// succeeded member counts only while some member is bound. A reserved
+// member is not yet on the API, so it does not revive a run the API shows
+// over; it starts the next one (see ofThisRun).
+func (c Census) HoldsNode() bool { return c.Bound+c.Reserved > 0 }
+
 // Quorum is the one answer to "has this gang enough members?".
 type Quorum struct {
 	// Gathered is true once at least minMember members exist (waiting,
@@ -84,6 +97,16 @@ type Quorum struct {
 	// Absent is how many members must still be created to reach
 	// minMember; 0 once Gathered.
 	Absent int32
+}
+
+// Counted is what the quorum counted towards need (a gang's minMember, a
+// GroupQuorum's Need), for messages: present is need less those absent,
+// placed is need less those missing; each is at most need. They are the
+// quorum's counts, not the census's: succeeded members of a run that is
+// over are in the census but not in the quorum, and must not show in a
+// message that says why the gang waits.
+func (q Quorum) Counted(need int32) (present, placed int32) {
+	return need - q.Absent, need - q.Missing
 }
 
 // QuorumOf decides quorum for a gang that needs minMember members.
@@ -112,7 +135,8 @@ func SurplusOf(minMember int32, c Census) int32 {
 }
 
 // ofThisRun leaves out succeeded members once no member is bound: they did
-// their part of a run that is over (see QuorumOf).
+// their part of a run that is over (see QuorumOf). It tests Bound, not
+// HoldsNode, on purpose: members only reserved belong to the next run.
 func (c Census) ofThisRun() Census {
 	if c.Bound == 0 {
 		c.Succeeded = 0

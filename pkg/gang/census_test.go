@@ -84,6 +84,54 @@ func TestSurplusOf(t *testing.T) {
 	}
 }
 
+func TestCounted(t *testing.T) {
+	tests := []struct {
+		name                    string
+		minMember               int32
+		census                  Census
+		wantPresent, wantPlaced int32
+	}{
+		{name: "nothing yet", minMember: 4, census: Census{}, wantPresent: 0, wantPlaced: 0},
+		{name: "some present, some placed", minMember: 4, census: Census{Waiting: 1, Reserved: 1, Bound: 1}, wantPresent: 3, wantPlaced: 2},
+		{name: "a finished run's members do not show", minMember: 4, census: Census{Waiting: 2, Succeeded: 3}, wantPresent: 2, wantPlaced: 0},
+		{name: "at most minMember", minMember: 2, census: Census{Waiting: 3, Bound: 4}, wantPresent: 2, wantPlaced: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			present, placed := QuorumOf(tt.minMember, tt.census).Counted(tt.minMember)
+			if present != tt.wantPresent || placed != tt.wantPlaced {
+				t.Errorf("Counted(%d) of %+v = %d present, %d placed; want %d, %d", tt.minMember, tt.census, present, placed, tt.wantPresent, tt.wantPlaced)
+			}
+		})
+	}
+}
+
+func TestHoldsNode(t *testing.T) {
+	tests := []struct {
+		name   string
+		census Census
+		want   bool
+	}{
+		{name: "nothing yet", census: Census{Waiting: 2}, want: false},
+		{name: "a bound member", census: Census{Bound: 1, Waiting: 1}, want: true},
+		{name: "a member only reserved by the scheduler", census: Census{Reserved: 1, Succeeded: 2}, want: true},
+		{name: "a finished run", census: Census{Succeeded: 2, Failed: 1, Deleting: 1, Waiting: 1}, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.census.HoldsNode(); got != tt.want {
+				t.Errorf("%+v.HoldsNode() = %v, want %v", tt.census, got, tt.want)
+			}
+		})
+	}
+	// The run is live, yet a reserved member does not bring back the
+	// succeeded members of the run the API shows over.
+	c := Census{Reserved: 1, Succeeded: 2}
+	if diff := cmp.Diff(Quorum{Gathered: false, Missing: 2, Absent: 2}, QuorumOf(3, c)); !c.HoldsNode() || diff != "" {
+		t.Errorf("QuorumOf(3, %+v) counts the old run's members (-want,+got):\n%s", c, diff)
+	}
+}
+
 func TestReserve(t *testing.T) {
 	c := Census{Waiting: 2, Bound: 1}
 	c.Reserve(3)

@@ -14,7 +14,6 @@ type cand struct {
 	// fresh has bit m-l set when the candidate's domain of level m holds
 	// neither a decided subgroup nor a running member of the gang yet.
 	fresh uint64
-	room  int64
 }
 
 // candidates lists the domains of level l inside the parent's domain (pl,
@@ -57,19 +56,10 @@ func (s *search) candidates(i, g, pl int, pk int32, l, left int) []cand {
 				return c
 			}
 		}
-		if c := cmp.Or(cmp.Compare(a.fresh, b.fresh), cmp.Compare(a.room, b.room)); c != 0 {
+		if c := cmp.Compare(a.fresh, b.fresh); c != 0 {
 			return c
 		}
-		for m := l + 1; m < min(pl, t.top()+1); m++ {
-			ka, kb := t.anc[m][pa], t.anc[m][pb]
-			if ka == kb {
-				break
-			}
-			if c := cmp.Compare(s.roomLeft(g, m, ka), s.roomLeft(g, m, kb)); c != 0 {
-				return c
-			}
-		}
-		return cmp.Compare(a.k, b.k)
+		return t.compareFit(l, a.k, b.k, min(pl, t.top()+1), func(m int, k int32) int64 { return s.roomLeft(g, m, k) })
 	})
 	return out
 }
@@ -89,7 +79,7 @@ func (s *search) eachChild(pl int, pk int32, f func(m int, a int32)) {
 
 func (s *search) cand(g, l int, k int32, pl int) cand {
 	t := s.h.t
-	c := cand{k: k, room: s.roomLeft(g, l, k)}
+	c := cand{k: k}
 	p := t.dom[l][k].lo
 	for m := l; m < min(pl, t.top()+1); m++ {
 		if s.h.used[m][t.anc[m][p]] == 0 {

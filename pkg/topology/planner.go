@@ -341,23 +341,30 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 	return ch, nil
 }
 
-// compareFit orders domains of level l by best fit: least room for this gang
-// first. Between domains with equal room, the one inside the fuller parent
-// wins, then the fuller grandparent and so on, so that small gangs fill up
-// what is already broken into and whole domains stay whole higher up too.
-// Tree order breaks what is left.
+// compareFit orders domains of level l by best fit for this gang, up to the
+// cluster (Tree.compareFit).
 func (u *usage) compareFit(l int, a, b int32) int {
-	if c := cmp.Compare(u.room[l][a], u.room[l][b]); c != 0 {
+	return u.tree.compareFit(l, a, b, u.tree.top()+1, func(m int, k int32) int64 { return u.room[m][k] })
+}
+
+// compareFit orders domains a and b of level l by best fit: least room
+// first. Between domains with equal room, the one inside the fuller parent
+// wins, then the fuller grandparent and so on below level end, so that
+// small gangs fill up what is already broken into and whole domains stay
+// whole higher up too. Tree order breaks what is left. room(m, k) is the
+// room for the gang in domain k of level m. It is the one domain order: the
+// planner's and the hierarchy search's.
+func (t *Tree) compareFit(l int, a, b int32, end int, room func(m int, k int32) int64) int {
+	if c := cmp.Compare(room(l, a), room(l, b)); c != 0 {
 		return c
 	}
-	t := u.tree
 	pa, pb := t.dom[l][a].lo, t.dom[l][b].lo
-	for m := l + 1; m <= t.top(); m++ {
+	for m := l + 1; m < end; m++ {
 		ka, kb := t.anc[m][pa], t.anc[m][pb]
 		if ka == kb {
 			break
 		}
-		if c := cmp.Compare(u.room[m][ka], u.room[m][kb]); c != 0 {
+		if c := cmp.Compare(room(m, ka), room(m, kb)); c != 0 {
 			return c
 		}
 	}

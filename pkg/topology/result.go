@@ -1,18 +1,20 @@
 package topology
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // ErrUnknownLevel is wrapped by the error returned for a Policy that names a
-// level the planner was not configured with. Waiting will not help such a
-// gang, so callers report it as unresolvable rather than as a fit failure.
-var ErrUnknownLevel = errors.New("unknown topology level")
+// level the planner was not configured with. It is
+// scheduling.ErrUnknownLevel, whose LevelRank decides it: waiting will not
+// help such a gang, so callers report it as unresolvable rather than as a
+// fit failure.
+var ErrUnknownLevel = scheduling.ErrUnknownLevel
 
 // PathElem names a domain at one level.
 type PathElem struct {

@@ -261,18 +261,11 @@ func (t *Tree) matches(nodes []placement.Node) bool {
 	return true
 }
 
-// levelOf maps a policy's label key to a tree level.
+// levelOf maps a policy's label key to a tree level. The tree numbers its
+// levels as scheduling.LevelRank ranks them (node level 0, label levels
+// tightest first), so it asks LevelRank, error included.
 func (t *Tree) levelOf(key string) (int, error) {
-	for l := 0; l < t.top(); l++ {
-		if t.levels[l].Key == key {
-			return l, nil
-		}
-	}
-	keys := make([]string, 0, t.top())
-	for l := t.top() - 1; l >= 0; l-- {
-		keys = append(keys, t.levels[l].Key)
-	}
-	return 0, fmt.Errorf("%w %q; this scheduler knows %s", ErrUnknownLevel, key, strings.Join(keys, ", "))
+	return scheduling.LevelRank(t.levels[1:t.top()], key)
 }
 
 // path describes domain d of level l by the domains holding it, loosest

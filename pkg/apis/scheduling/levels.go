@@ -155,10 +155,18 @@ func ValidateLevels(levels []Level) error {
 	return errors.Join(errs...)
 }
 
+// ErrUnknownLevel is wrapped by LevelRank's error for a key that names no
+// configured level. Waiting will not help a gang whose policy names one, so
+// callers report it as unresolvable rather than as a fit failure.
+var ErrUnknownLevel = errors.New("unknown topology level")
+
 // LevelRank says how tight the level named by key is among levels
 // (tightest first, as ResolveLevels returns them): 0 for the node level
 // (HostnameKey), i+1 for levels[i]; larger is looser. A key that names no
-// level is an error that lists, loosest first, the keys that do.
+// level is an error wrapping ErrUnknownLevel that lists, loosest first, the
+// keys that do. It is the one place a policy's key becomes a level: pkg/gang
+// ranks segment levels with it, and pkg/topology's trees number their levels
+// the same way.
 func LevelRank(levels []Level, key string) (int, error) {
 	if key == HostnameKey {
 		return 0, nil
@@ -173,7 +181,7 @@ func LevelRank(levels []Level, key string) (int, error) {
 		keys = append(keys, levels[i].Key)
 	}
 	keys = append(keys, HostnameKey)
-	return 0, fmt.Errorf("unknown topology level %q; this scheduler knows %s", key, strings.Join(keys, ", "))
+	return 0, fmt.Errorf("%w %q; this scheduler knows %s", ErrUnknownLevel, key, strings.Join(keys, ", "))
 }
 
 // nameFromKey names a level after the part of its key that follows the

@@ -107,6 +107,7 @@ func TestLevelRank(t *testing.T) {
 	_, err := LevelRank(levels, "example.com/rack")
 	require.EqualError(t, err, `unknown topology level "example.com/rack"; this scheduler knows `+
 		LabelSpine+", "+LabelLeaf+", "+LabelGPUClique+", "+HostnameKey)
+	require.ErrorIs(t, err, ErrUnknownLevel)
 	got, err := LevelRank(nil, HostnameKey)
 	require.NoError(t, err, "the node level is there without levels")
 	require.Zero(t, got)

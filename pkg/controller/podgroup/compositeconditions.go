@@ -123,7 +123,8 @@ func gatheredOf(n *gang.Node, q gang.GroupQuorum) string {
 // placedOf says how far a child is from its quorum on nodes.
 func placedOf(n *gang.Node, q gang.GroupQuorum) string {
 	if n.Spec != nil {
-		return fmt.Sprintf("PodGroup %s (%d of minCount %d placed)", n.Key.Name, q.Need-q.Missing, q.Need)
+		_, placed := q.Counted(q.Need)
+		return fmt.Sprintf("PodGroup %s (%d of minCount %d placed)", n.Key.Name, placed, q.Need)
 	}
 	return fmt.Sprintf("CompositePodGroup %s (%d of minGroupCount %d child groups placed)", n.Key.Name, q.Children.Placed, q.Need)
 }

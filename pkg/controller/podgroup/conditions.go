@@ -200,7 +200,7 @@ func setBelow(conds []metav1.Condition, ran bool, c gang.Census, placed bool, se
 		return
 	}
 	switch {
-	case c.Bound == 0:
+	case !c.HoldsNode():
 		if meta.IsStatusConditionTrue(conds, ConditionBelowMinMember) || meta.FindStatusCondition(conds, ConditionBelowMinMember) == nil {
 			set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonNotRunning,
 				fmt.Sprintf("no member holds a node (%d succeeded, %d failed)", c.Succeeded, c.Failed))

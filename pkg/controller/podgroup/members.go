@@ -56,7 +56,8 @@ func (m members) placed() int32 {
 	if m.quorum.Placed {
 		return m.census.Placed()
 	}
-	return m.minMember - m.quorum.Missing
+	_, placed := m.quorum.Counted(m.minMember)
+	return placed
 }
 
 // gathered is how many members exist, for messages: every member that
@@ -65,7 +66,8 @@ func (m members) gathered() int32 {
 	if m.quorum.Gathered {
 		return m.census.Present()
 	}
-	return m.minMember - m.quorum.Absent
+	present, _ := m.quorum.Counted(m.minMember)
+	return present
 }
 
 // runningQuorum reports whether minMember members run or have succeeded:
