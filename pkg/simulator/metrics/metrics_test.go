@@ -336,3 +336,37 @@ func TestSampleCountsFreeLeavesAndCliques(t *testing.T) {
 	require.Equal(t, Sample{T: 1, UsedGPUs: 1, UsefulGPUs: 1, FreeLeaves: 1, FreeCliques: 3, BoundPods: 1}, r.Samples[1])
 	require.Equal(t, []PodSlice{{Job: "g", GPUs: 1}}, r.Placement.Nodes[7].Pods, "the snapshot is taken at the new peak")
 }
+
+// A member that finished, or was deleted, before its gang completed gave its
+// GPUs back already: the bound must not count them free a second time. Here
+// member 0 runs out on n0 before the others bind on n1..n3 of the same leaf.
+// Counted twice, n0 would show 16 free GPUs, two members would fit on it,
+// and the gang's four nodes would look one worse than a three-node bound.
+func TestJointBoundCountsFreedMembersOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gone func(tr *Tracker, p *v1.Pod)
+	}{
+		{"finished", func(tr *Tracker, p *v1.Pod) { tr.Observe(finished(p, "s0-l0-n0"), at(2)) }},
+		{"deleted", func(tr *Tracker, p *v1.Pod) { tr.ObserveDelete(bound(p, "s0-l0-n0"), at(2)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 4, GPUsPerPod: 8, Duration: time.Second})
+			first := member("g", 0, 8)
+			tr.Observe(bound(first, "s0-l0-n0"), at(1))
+			tc.gone(tr, first)
+			for i, n := range []string{"s0-l0-n1", "s0-l0-n2", "s0-l0-n3"} {
+				tr.Observe(bound(member("g", i+1, 8), n), at(3))
+			}
+			r := tr.Result(at(4), false)
+			want := []Span{
+				{Level: "spine", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1, JointBound: 1},
+				{Level: "NVLink domain", Domains: 2, LowerBound: 2, JointBound: 2}, {Level: "node", Domains: 4, LowerBound: 4, JointBound: 4},
+			}
+			if diff := cmp.Diff(want, r.Gangs[0].Spans); diff != "" {
+				t.Errorf("spans (-want,+got):\n%s", diff)
+			}
+			require.Equal(t, 1, r.Summary.AtJointBound)
+		})
+	}
+}
