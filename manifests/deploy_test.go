@@ -228,12 +228,16 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 			want = append(want, g)
 		}
 	}
-	// Both PodGroup APIs alike: the plugin reads them. It writes no
-	// PodGroup, status or finalizer, and reads no Workload.
+	// Both PodGroup APIs alike, and CompositePodGroups: the plugin reads
+	// them. It writes no PodGroup, status or finalizer, and reads no
+	// Workload.
 	for _, group := range []string{"scheduling.x-k8s.io", "scheduling.k8s.io"} {
 		for _, verb := range []string{"get", "list", "watch"} {
 			want = append(want, grant{group, "podgroups", "", verb})
 		}
+	}
+	for _, verb := range []string{"get", "list", "watch"} {
+		want = append(want, grant{"scheduling.k8s.io", "compositepodgroups", "", verb})
 	}
 
 	got := grants(one[*rbacv1.ClusterRole](t, in, scheduler).Rules)
@@ -291,19 +295,21 @@ func TestControllerClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 	in := build(t)
 	var want []grant
 	for _, verb := range []string{"get", "list", "watch"} {
-		// The controller's cache watches PodGroups of both APIs and the
-		// pods of gangs.
+		// The controller's cache watches PodGroups of both APIs,
+		// CompositePodGroups and the pods of gangs.
 		want = append(want, grant{"scheduling.x-k8s.io", "podgroups", "", verb}, grant{"scheduling.k8s.io", "podgroups", "", verb},
-			grant{"", "pods", "", verb})
+			grant{"scheduling.k8s.io", "compositepodgroups", "", verb}, grant{"", "pods", "", verb})
 	}
 	// Node labels, through a metadata-only watch: spot reclaims.
 	want = append(want, grant{"", "nodes", "", "list"}, grant{"", "nodes", "", "watch"})
 	want = append(want,
-		// Status().Patch, with the status subresource only, on both APIs;
+		// Status().Patch, with the status subresource only, on both APIs
+		// and on composites;
 		// nothing touches a native PodGroup's finalizers, and nothing
 		// reads Workloads.
 		grant{"scheduling.x-k8s.io", "podgroups/status", "", "patch"},
 		grant{"scheduling.k8s.io", "podgroups/status", "", "patch"},
+		grant{"scheduling.k8s.io", "compositepodgroups/status", "", "patch"},
 		// Events: events.k8s.io from the reconciler's recorder, core from
 		// leader election's; each creates, then patches a repeat.
 		grant{"", "events", "", "create"}, grant{"", "events", "", "patch"},

@@ -79,25 +79,40 @@ func installRBAC(ctx context.Context, t *testing.T, c client.Client) {
 	}
 }
 
+// saUser is the user name the API server gives a service account of the
+// install, and saGroups the groups.
+func saUser(name string) string {
+	return fmt.Sprintf("system:serviceaccount:%s:%s", installNamespace, name)
+}
+
+func saGroups() []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"}
+}
+
 // serviceAccount impersonates a service account of the install, with the
 // groups the API server gives service account tokens.
 func serviceAccount(cfg *rest.Config, name string) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", installNamespace, name),
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"},
-	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: saUser(name), Groups: saGroups()}
 	return cfg
 }
 
-// allowed asks the API server whether the service account may do verb on
-// resource (with an optional subresource) in namespace.
-func allowed(ctx context.Context, kube kubernetes.Interface, sa, verb, group, resource, subresource, namespace string) (bool, error) {
+// access is what a request does: a verb on a resource of a group, with an
+// optional subresource.
+type access struct{ verb, group, resource, subresource string }
+
+func (a access) String() string {
+	return fmt.Sprintf("%s %s/%s %s", a.verb, a.group, a.resource, a.subresource)
+}
+
+// allowed asks the API server whether the service account may do a in
+// namespace.
+func allowed(ctx context.Context, kube kubernetes.Interface, sa string, a access, namespace string) (bool, error) {
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:   fmt.Sprintf("system:serviceaccount:%s:%s", installNamespace, sa),
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"},
+		User:   saUser(sa),
+		Groups: saGroups(),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: verb, Group: group, Resource: resource, Subresource: subresource,
+			Namespace: namespace, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource,
 		},
 	}}
 	res, err := kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
@@ -107,13 +122,22 @@ func allowed(ctx context.Context, kube kubernetes.Interface, sa, verb, group, re
 	return res.Status.Allowed, nil
 }
 
-// The PodGroup status controller, run as its own service account with only
-// the install's RBAC, elects a leader, writes PodGroup status and records
-// Events; and that service account holds none of the scheduler's rights.
-func TestControllerRunsOnItsOwnRBAC(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// rbacPlane is a control plane that authorizes with RBAC and holds the
+// install's RBAC objects, with an admin's clients.
+type rbacPlane struct {
+	cp          *controlplane.ControlPlane
+	admin       *rest.Config
+	adminClient client.Client
+	kube        kubernetes.Interface
+}
+
+// startRBACPlane starts a control plane that authorizes with RBAC, creates
+// the install's RBAC objects, and waits until they let the service account
+// sa do what its role exists for in namespace team: the RBAC authorizer
+// reads roles through informers, so they take effect a moment after they
+// are created.
+func startRBACPlane(ctx context.Context, t *testing.T, sa string, its access) *rbacPlane {
+	t.Helper()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
 		APIServerFlags: []string{"--authorization-mode=RBAC"},
 		CRDFiles:       []string{crdFile},
@@ -126,38 +150,45 @@ func TestControllerRunsOnItsOwnRBAC(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	admin := controlplane.JSONConfig(cp.RESTConfig())
-	adminClient, err := client.New(admin, client.Options{Scheme: podgroup.Scheme()})
-	if err != nil {
+	p := &rbacPlane{cp: cp, admin: controlplane.JSONConfig(cp.RESTConfig())}
+	if p.adminClient, err = client.New(p.admin, client.Options{Scheme: podgroup.Scheme()}); err != nil {
 		t.Fatal(err)
 	}
-	kube, err := kubernetes.NewForConfig(admin)
-	if err != nil {
+	if p.kube, err = kubernetes.NewForConfig(p.admin); err != nil {
 		t.Fatal(err)
 	}
-	installRBAC(ctx, t, adminClient)
-
-	// The RBAC authorizer reads roles through informers; wait until it
-	// has the controller's.
+	installRBAC(ctx, t, p.adminClient)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, rbacTimeout, true, func(ctx context.Context) (bool, error) {
-		return allowed(ctx, kube, controllerSA, "patch", "scheduling.x-k8s.io", "podgroups", "status", "team")
+		return allowed(ctx, p.kube, sa, its, "team")
 	})
 	if err != nil {
-		t.Fatalf("the controller's ClusterRole never took effect: %v", err)
+		t.Fatalf("the ClusterRole of %s never let it %s: %v", sa, its, err)
 	}
-	for _, denied := range []struct{ verb, group, resource, subresource string }{
+	return p
+}
+
+// The PodGroup status controller, run as its own service account with only
+// the install's RBAC, elects a leader, writes PodGroup status and records
+// Events; and that service account holds none of the scheduler's rights.
+func TestControllerRunsOnItsOwnRBAC(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := startRBACPlane(ctx, t, controllerSA, access{"patch", "scheduling.x-k8s.io", "podgroups", "status"})
+	admin, adminClient, kube := p.admin, p.adminClient, p.kube
+	for _, denied := range []access{
 		{"create", "", "pods", "binding"},
 		{"patch", "", "pods", "status"},
 		{"update", "scheduling.x-k8s.io", "podgroups", ""},
 		{"create", "resource.k8s.io", "resourceclaims", ""},
 		{"get", "", "secrets", ""},
 	} {
-		ok, err := allowed(ctx, kube, controllerSA, denied.verb, denied.group, denied.resource, denied.subresource, "team")
+		ok, err := allowed(ctx, kube, controllerSA, denied, "team")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ok {
-			t.Errorf("the controller's service account may %s %s/%s %s; it must not", denied.verb, denied.group, denied.resource, denied.subresource)
+			t.Errorf("the controller's service account may %s; it must not", denied)
 		}
 	}
 

@@ -12,15 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2/ktesting"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
-	"github.com/gpu-gang/gpu-gang/pkg/controller/podgroup"
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
@@ -43,8 +40,8 @@ func impersonatingKubeconfig(t *testing.T, cp *controlplane.ControlPlane, sa str
 		t.Fatal(err)
 	}
 	for _, auth := range cfg.AuthInfos {
-		auth.Impersonate = fmt.Sprintf("system:serviceaccount:%s:%s", installNamespace, sa)
-		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + installNamespace, "system:authenticated"}
+		auth.Impersonate = saUser(sa)
+		auth.ImpersonateGroups = saGroups()
 	}
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
@@ -59,35 +56,9 @@ func impersonatingKubeconfig(t *testing.T, cp *controlplane.ControlPlane, sa str
 // the controller's job.
 func TestSchedulerRunsOnItsOwnRBAC(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	cp, err := controlplane.Start(ctx, controlplane.Options{
-		APIServerFlags: []string{"--authorization-mode=RBAC"},
-		CRDFiles:       []string{crdFile},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	admin := controlplane.JSONConfig(cp.RESTConfig())
-	adminClient, err := client.New(admin, client.Options{Scheme: podgroup.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	installRBAC(ctx, t, adminClient)
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, rbacTimeout, true, func(ctx context.Context) (bool, error) {
-		return allowed(ctx, kube, schedulerSA, "create", "", "pods", "binding", "team")
-	})
-	if err != nil {
-		t.Fatalf("the scheduler's ClusterRole never took effect: %v", err)
-	}
-	if ok, err := allowed(ctx, kube, schedulerSA, "patch", "scheduling.x-k8s.io", "podgroups", "status", "team"); err != nil || ok {
+	p := startRBACPlane(ctx, t, schedulerSA, access{"create", "", "pods", "binding"})
+	cp, adminClient, kube := p.cp, p.adminClient, p.kube
+	if ok, err := allowed(ctx, kube, schedulerSA, access{"patch", "scheduling.x-k8s.io", "podgroups", "status"}, "team"); err != nil || ok {
 		t.Errorf("the scheduler's service account may patch PodGroup status (%v); only the controller may", err)
 	}
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+
+	"github.com/gpu-gang/gpu-gang/pkg/childproc"
 )
 
 // processStopTimeout is how long a scheduler process may take to exit after
@@ -48,10 +49,8 @@ type SchedulerProcessOptions struct {
 // SchedulerProcess is a kube-scheduler running in a process of its own,
 // with feature gates of its own. Stop it with Stop.
 type SchedulerProcess struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	dir  string
+	child *childproc.Child
+	dir   string
 }
 
 // StartSchedulerProcess runs a scheduler in a process of its own and
@@ -116,23 +115,17 @@ func StartSchedulerProcess(ctx context.Context, opts SchedulerProcessOptions) (_
 		out = io.Discard
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	child, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", opts.Command[0], err)
 	}
-	p := &SchedulerProcess{cmd: cmd, done: make(chan struct{}), dir: dir}
-	go func() {
-		defer close(p.done)
-		p.err = cmd.Wait()
-	}()
+	p := &SchedulerProcess{child: child, dir: dir}
 
 	readyCtx, cancel := context.WithTimeout(ctx, schedulerReadyTimeout)
 	defer cancel()
 	err = wait.PollUntilContextCancel(readyCtx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-p.done:
-			return false, fmt.Errorf("the scheduler exited: %v", p.err)
-		default:
+		if exited, err := child.Exited(); exited {
+			return false, fmt.Errorf("the scheduler exited: %v", err)
 		}
 		l, err := kube.CoordinationV1().Leases(processLeaseNamespace).Get(ctx, lease, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -146,28 +139,20 @@ func StartSchedulerProcess(ctx context.Context, opts SchedulerProcessOptions) (_
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("waiting for the scheduler process to lead: %w", err), p.Stop())
 	}
-	klog.FromContext(ctx).Info("Scheduler process is running", "pid", cmd.Process.Pid, "config", opts.ConfigFile)
+	klog.FromContext(ctx).Info("Scheduler process is running", "pid", child.Pid(), "config", opts.ConfigFile)
 	return p, nil
 }
 
 // Done is closed when the process has exited.
-func (p *SchedulerProcess) Done() <-chan struct{} { return p.done }
+func (p *SchedulerProcess) Done() <-chan struct{} { return p.child.Done() }
 
 // Stop ends the process with SIGTERM, or SIGKILL if it takes longer than
 // processStopTimeout, waits for it and removes its files. It returns the
 // error the process ended with, if it did not end on the signal.
 func (p *SchedulerProcess) Stop() error {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(processStopTimeout):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+	if p.child.Stop(processStopTimeout) {
 		return os.RemoveAll(p.dir)
 	}
-	return errors.Join(p.err, os.RemoveAll(p.dir))
+	_, err := p.child.Exited()
+	return errors.Join(err, os.RemoveAll(p.dir))
 }

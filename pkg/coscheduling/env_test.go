@@ -30,6 +30,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 	"github.com/gpu-gang/gpu-gang/pkg/plugintest"
 )
 
@@ -118,7 +119,7 @@ func defaultTestArgs() config.CoschedulingArgs {
 
 func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.PodGroup, opts ...envOption) *testEnv {
 	t.Helper()
-	cfg := envConfig{planner: placement.Greedy{}}
+	cfg := envConfig{planner: placementtest.Greedy{}}
 	args := defaultTestArgs()
 	cfg.args = &args
 	for _, o := range opts {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -17,13 +18,15 @@ import (
 const (
 	// ReasonPodGroupNotFound: a pod names a PodGroup that does not exist.
 	ReasonPodGroupNotFound = "PodGroupNotFound"
-	// ReasonInvalidPodGroup: the PodGroup's spec cannot be honoured.
-	ReasonInvalidPodGroup = "InvalidPodGroup"
+	// ReasonInvalidPodGroup: the PodGroup's spec cannot be honoured. The
+	// status controller says so too: the name is shared.
+	ReasonInvalidPodGroup = scheduling.ReasonInvalidPodGroup
 	// ReasonMixedSchedulerNames: members of one PodGroup name different
 	// schedulers, so no single scheduler can start them together.
 	ReasonMixedSchedulerNames = "MixedSchedulerNames"
-	// ReasonWaitingForMembers: fewer members exist than minMember.
-	ReasonWaitingForMembers = "WaitingForMembers"
+	// ReasonWaitingForMembers: fewer members exist than minMember. The
+	// status controller says so too: the name is shared.
+	ReasonWaitingForMembers = scheduling.ReasonWaitingForMembers
 	// ReasonGangTooLarge: the gang would not fit even in an empty cluster.
 	ReasonGangTooLarge = "GangTooLarge"
 	// ReasonGangTimedOut: reserved members waited longer than the schedule

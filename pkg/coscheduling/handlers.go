@@ -121,13 +121,7 @@ func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 	if err != nil {
 		return
 	}
-	waiting := 0
-	for _, p := range members {
-		if p.Spec.NodeName == "" {
-			waiting++
-		}
-	}
-	if waiting == 0 {
+	if len(gang.Waiting(members)) == 0 {
 		// No member needs the gang's hold any more.
 		pl.ledger.Idle(key)
 		pl.activateBlocked()

@@ -132,12 +132,7 @@ func (pl *Plugin) nativePodGroupDeleting(spec *gang.Spec) {
 	if err != nil {
 		return
 	}
-	waiting := 0
-	for _, p := range members {
-		if p.Spec.NodeName == "" {
-			waiting++
-		}
-	}
+	waiting := len(gang.Waiting(members))
 	if waiting == 0 {
 		return
 	}

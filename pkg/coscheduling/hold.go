@@ -35,9 +35,12 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 		free[n].Sub(req.Members[i].Request)
 		slots = append(slots, ledger.Slot{UID: p.UID, Node: req.Nodes[n].Name, Request: reqs[i]})
 	}
-	if len(slots) == 0 {
-		return
-	}
+	// A gang with nothing free yet still takes its turn at the head: it
+	// holds nothing now, but no gang behind it may take the turn, and what
+	// frees up joins its hold when it plans again (it comes first in the
+	// queue). Otherwise a later gang of which a part happens to fit would
+	// hold instead and keep absorbing what frees up, and the first gang
+	// would starve.
 	turn := pl.timeout(spec)
 	holds, since := pl.ledger.Head.Take(spec.Key, pl.queueOrderOf(members[0]), slots, turn)
 	if !holds || since.IsZero() {
@@ -50,9 +53,15 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 	holdsTaken.Inc()
 	klog.FromContext(ctx).V(3).Info("Gang holds the free part of its plan while it waits for room",
 		"podGroup", spec.Key, "held", len(slots), "members", len(members), "turn", turn)
-	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
-		"first in the queue, the gang holds the free places of %d of its %d members (%s) for up to %s, gathering the rest as running jobs finish; pods queued behind it stay out of them",
-		len(slots), len(members), heldTotal.Describe(), turn)
+	if len(slots) == 0 {
+		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
+			"first in the queue, the gang takes its turn at the head for up to %s: nothing is free for it yet, and what frees up is held for it as running jobs finish; gangs queued behind it cannot take the turn",
+			turn)
+	} else {
+		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
+			"first in the queue, the gang holds the free places of %d of its %d members (%s) for up to %s, gathering the rest as running jobs finish; pods queued behind it stay out of them",
+			len(slots), len(members), heldTotal.Describe(), turn)
+	}
 	key := spec.Key
 	pl.ledger.Timers.After(key, ledger.HoldEndTimer, turn, func() { pl.endHeadTurn(key, since) })
 }

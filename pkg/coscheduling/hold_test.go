@@ -150,3 +150,36 @@ func TestHigherPriorityGangHeadsTheQueueForHolds(t *testing.T) {
 	held := env.pl.ledger.HeldByOthers(gang.Key{Namespace: testNS, Name: "old"}, env.pl.queueOrderOf(old[0]))
 	require.Equal(t, int64(8), held[nodes[2].Name][gpu], "the older gang plans around the urgent gang's hold")
 }
+
+func TestGangWithNothingFreeStillHeadsTheQueue(t *testing.T) {
+	// Every node is busy. A large gang, first in the queue, fits once the
+	// batch jobs finish but has no free place now: it still takes the
+	// head's turn, so a later gang, of which a part happens to fit when a
+	// node frees up, cannot take the turn and absorb that node.
+	nodes := gpuNodes(3)
+	busy := []*v1.Pod{batchPod("busy-0", nodes[0].Name, "8"), batchPod("busy-1", nodes[1].Name, "8"), batchPod("busy-2", nodes[2].Name, "8")}
+	large, later := members("large", 3, "8"), members("later", 2, "8")
+	env := newTestEnv(t, nodes, append(append(busy, large...), later...), []*v1alpha1.PodGroup{
+		gangtest.MakePodGroup("large", testNS).MinMember(3).Created(t0).Obj(),
+		gangtest.MakePodGroup("later", testNS).MinMember(2).Created(t0.Add(time.Minute)).Obj(),
+	})
+	_, status := env.schedule(large[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	key, heads := env.pl.ledger.Head.Holder()
+	require.True(t, heads, "the first gang takes the turn with nothing free")
+	require.Equal(t, "large", key.Name)
+	require.True(t, hasEvent(env.recorded(), ReasonGangHolding, "nothing is free for it yet"))
+
+	// A node frees up. The later gang (2 nodes) does not fit either, and
+	// may not take the turn; the large gang, trying again first, holds the
+	// node.
+	env.forget(busy[0])
+	_, status = env.schedule(later[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	key, _ = env.pl.ledger.Head.Holder()
+	require.Equal(t, "large", key.Name, "a later gang took the head's turn")
+	_, status = env.schedule(large[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	held := env.pl.ledger.HeldByOthers(gang.Key{Namespace: testNS, Name: "later"}, env.pl.queueOrderOf(later[0]))
+	require.Equal(t, int64(8), held[nodes[0].Name][gpu], "what frees up joins the head's hold")
+}

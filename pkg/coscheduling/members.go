@@ -14,38 +14,13 @@ import (
 )
 
 // The gang as the plugin reads it: its members from the pod informer's
-// index, its Spec from the gang sources (gang.Sources), its census and
-// whether it runs. Quorum
-// itself is pkg/gang's to decide.
+// index (gang.Members), its Spec from the gang sources (gang.Sources), its
+// census and whether it runs. Quorum itself is pkg/gang's to decide.
 
-const gangIndex = "gpu-gang/gang"
-
-func indexByGang(obj interface{}) ([]string, error) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if key, ok := gang.Of(pod); ok {
-		return []string{key.String()}, nil
-	}
-	return nil, nil
-}
-
-// members lists a gang's live members: pods in the PodGroup's own namespace
-// that belong to it (gang.Of), have not finished and are not being deleted.
-// newPlugin adds the index or fails, so ByIndex cannot miss it.
+// members lists a gang's live members (gang.Members). newPlugin adds the
+// index or fails, so the lookup cannot miss it.
 func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
-	objs, err := pl.podIndex.ByIndex(gangIndex, key.String())
-	if err != nil {
-		return nil, fmt.Errorf("listing the members of gang %s: %w", key, err)
-	}
-	pods := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok && p.DeletionTimestamp == nil {
-			pods = append(pods, p)
-		}
-	}
-	return pods, nil
+	return gang.Members(pl.podIndex, key)
 }
 
 // census counts a gang's members: the live ones (reserved ones apart), and
@@ -62,7 +37,7 @@ func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
 		}
 		c.Add(p)
 	}
-	objs, _ := pl.finished.ByIndex(gangIndex, key.String())
+	objs, _ := pl.finished.ByIndex(gang.MemberIndex, key.String())
 	for _, o := range objs {
 		if p, ok := o.(*v1.Pod); ok && !live[p.UID] && p.Status.Phase == v1.PodSucceeded && p.DeletionTimestamp == nil {
 			c.Succeeded++

@@ -199,13 +199,7 @@ func (pl *Plugin) activate(key gang.Key) {
 	if err != nil {
 		return
 	}
-	pods := map[string]*v1.Pod{}
-	for _, p := range members {
-		if p.Spec.NodeName == "" {
-			pods[p.Namespace+"/"+p.Name] = p
-		}
-	}
-	if len(pods) > 0 {
+	if pods := gang.Waiting(members); len(pods) > 0 {
 		pl.handle.Activate(pl.logger, pods)
 	}
 }

@@ -71,7 +71,7 @@ import (
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "Coscheduling"
+const Name = config.CoschedulingPluginName
 
 // Status messages for rejections people will read in pod conditions.
 const (
@@ -193,10 +193,8 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
 	// index keeps that from scanning the whole namespace. The plugins of
 	// several profiles share the informer, and the first adds the index.
-	if _, ok := podInformer.GetIndexer().GetIndexers()[gangIndex]; !ok {
-		if err := podInformer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
-			return nil, fmt.Errorf("indexing pods by gang: %w", err)
-		}
+	if err := gang.IndexMembers(podInformer); err != nil {
+		return nil, err
 	}
 	pl.podIndex = podInformer.GetIndexer()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -253,8 +251,8 @@ func startFinishedInformer(ctx context.Context, handle fwk.Handle) (cache.Indexe
 	if err := informer.SetTransform(slimFinished); err != nil {
 		return nil, fmt.Errorf("trimming finished pods: %w", err)
 	}
-	if err := informer.AddIndexers(cache.Indexers{gangIndex: indexByGang}); err != nil {
-		return nil, fmt.Errorf("indexing finished pods by gang: %w", err)
+	if err := gang.IndexMembers(informer); err != nil {
+		return nil, fmt.Errorf("finished pods: %w", err)
 	}
 	factory.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, gang.InformerSyncTimeout)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
@@ -383,12 +383,16 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 		if prio >= p.priority {
 			continue // a gang goes whole; one member of enough priority keeps it
 		}
+		// A gang whose PodGroup is gone is one unit, with no surplus. An
+		// existing spec is read as it is, valid or not: pkg/gang's quorum
+		// rules say what its minMember means here, as they do for the
+		// running gangs' Events and metrics.
 		minMember := int32(len(pods))
 		spec, ok := pl.lookup(key)
 		if ok {
-			minMember = max(1, spec.MinMember)
+			minMember = spec.MinMember
 		}
-		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: startedAt(pods, minMember)}
+		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember)}
 		// A gang that may only be disrupted whole (a native PodGroup's
 		// disruptionMode all) offers no members above minMember.
 		if ok && spec.Disruption != gang.DisruptionAll {
@@ -435,22 +439,6 @@ func (pl *Plugin) boundPod(q *v1.Pod) *v1.Pod {
 		return nil
 	}
 	return live
-}
-
-// startedAt is when a gang started running: when its minMember-th pod
-// started. Zero if fewer have started.
-func startedAt(pods []*v1.Pod, minMember int32) time.Time {
-	var starts []time.Time
-	for _, q := range pods {
-		if q.Status.StartTime != nil {
-			starts = append(starts, q.Status.StartTime.Time)
-		}
-	}
-	if len(starts) < int(minMember) {
-		return time.Time{}
-	}
-	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
-	return starts[minMember-1]
 }
 
 // addBudgets adds the PodDisruptionBudgets that cover candidate pods, in
@@ -503,12 +491,12 @@ func (pl *Plugin) addBudgets(req *preemption.Request, cands *candidates) {
 	}
 }
 
-// acceleratorCount sums what a requests of extended resources: the GPUs
-// the cost order counts.
+// acceleratorCount sums what a requests of accelerators
+// (fleet.IsAccelerator): the GPUs the cost order counts.
 func acceleratorCount(a capacity.Amounts) int64 {
 	var n int64
 	for name, q := range a {
-		if isExtended(name) {
+		if fleet.IsAccelerator(name) {
 			n += q
 		}
 	}

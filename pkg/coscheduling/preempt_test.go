@@ -275,6 +275,29 @@ func TestPlainPodTakesOneElasticMember(t *testing.T) {
 	require.Len(t, env.deleted(), 1)
 }
 
+// A running gang whose PodGroup was edited to an invalid minMember is
+// still a victim by pkg/gang's rules (gang.SurplusOf, gang.StartedAt): its
+// members may go one by one down to the last, and it started with its first
+// member.
+func TestVictimWithAnInvalidMinMember(t *testing.T) {
+	nodes := gpuNodes(4)
+	running := runningGang("edited", 0, t0, nodes[0].Name, nodes[1].Name, nodes[2].Name, nodes[3].Name)
+	running[2].Status.StartTime = ptr.To(metav1.NewTime(t0.Add(-time.Minute)))
+	plain := st.MakePod().Namespace("other").Name("urgent").UID("other/urgent").SchedulerName(testScheduler).
+		Priority(100).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	env := newTestEnv(t, nodes, append(running, plain), []*v1alpha1.PodGroup{gangtest.MakePodGroup("edited", testNS).MinMember(0).Obj()}, withTopology(t))
+	rec := env.record()
+	env.syncWatch()
+
+	_, status := env.attempt(plain)
+	require.True(t, status.IsSuccess(), "%v", status)
+	req := rec.last()
+	require.Len(t, req.Units, 1)
+	require.Equal(t, 3, req.Units[0].Surplus, "every member but one may go")
+	require.Equal(t, t0.Add(-time.Minute), req.Units[0].Started, "the gang started with its first member")
+	require.Len(t, env.deleted(), 1, "one member makes room for the pod")
+}
+
 func TestNoPreemption(t *testing.T) {
 	for _, tc := range []struct {
 		name     string

@@ -108,10 +108,15 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 		return nil
 	}
 	if q := gang.QuorumOf(spec.MinMember, census); !q.Gathered {
+		// The count is the quorum's own (minMember less those absent), not
+		// the census's: succeeded members of a run that is over are in
+		// the census but not in the quorum, and must not show in the
+		// message either.
+		present := spec.MinMember - q.Absent
 		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers,
-			"waiting for members: %d/%d present", census.Present(), spec.MinMember)
-		klog.FromContext(ctx).V(5).Info("Gang has no quorum yet", "pod", klog.KObj(pod), "podGroup", key, "present", census.Present(), "minMember", spec.MinMember)
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for members of PodGroup %s: %d/%d present", key, census.Present(), spec.MinMember))
+			"waiting for members: %d/%d present", present, spec.MinMember)
+		klog.FromContext(ctx).V(5).Info("Gang has no quorum yet", "pod", klog.KObj(pod), "podGroup", key, "present", present, "minMember", spec.MinMember)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for members of PodGroup %s: %d/%d present", key, present, spec.MinMember))
 	}
 	return nil
 }

@@ -63,6 +63,18 @@ func TestPreEnqueue(t *testing.T) {
 			wantEvent: ReasonWaitingForMembers + " waiting for members: 2/3 present",
 		},
 		{
+			// A job restarted under its PodGroup: the last run's members
+			// succeeded and none is bound, so they count neither towards
+			// the quorum nor in what the message says is present.
+			name:      "succeeded members of a run that is over are not present",
+			pod:       member("job", "job-3", "8"),
+			pods:      append(finished(members("job", 2, "8")...), member("job", "job-3", "8")),
+			pgs:       []*v1alpha1.PodGroup{pg},
+			wantCode:  fwk.UnschedulableAndUnresolvable,
+			wantMsg:   "1/3 present",
+			wantEvent: ReasonWaitingForMembers + " waiting for members: 1/3 present",
+		},
+		{
 			name: "members in another namespace do not count",
 			pod:  member("job", "job-0", "8"),
 			pods: append(members("job", 2, "8"),
@@ -107,6 +119,14 @@ func TestPreEnqueue(t *testing.T) {
 			require.Empty(t, env.recorded(), "a repeated PreEnqueue recorded the same Event again")
 		})
 	}
+}
+
+// finished marks pods as succeeded, as members of a finished run.
+func finished(pods ...*v1.Pod) []*v1.Pod {
+	for _, p := range pods {
+		p.Status.Phase = v1.PodSucceeded
+	}
+	return pods
 }
 
 func TestLess(t *testing.T) {

@@ -11,19 +11,16 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// usesAccelerators reports whether a requests any extended resource, such as
-// nvidia.com/gpu. Only such members are bound by topology.
+// usesAccelerators reports whether a requests any accelerator
+// (fleet.IsAccelerator), such as nvidia.com/gpu. Only such members are
+// bound by topology.
 func usesAccelerators(a capacity.Amounts) bool {
 	for name, q := range a {
-		if q > 0 && isExtended(name) {
+		if q > 0 && fleet.IsAccelerator(name) {
 			return true
 		}
 	}
 	return false
-}
-
-func isExtended(name v1.ResourceName) bool {
-	return fleet.IsAccelerator(name)
 }
 
 // resourceQuantity reads one resource from a framework Resource in the same

@@ -15,7 +15,8 @@ const (
 	// Operator is upgrading.
 	RuleDriverUpgrade Rule = "DriverUpgrade"
 	// RuleCUDA keeps them off nodes whose driver supports an older CUDA
-	// than the member needs, or that do not say (unlabelledNodes: Skip).
+	// than the member needs, or whose labels and devices do not say
+	// (unlabelledNodes: Skip).
 	RuleCUDA Rule = "CUDA"
 	// RuleComputeCapability likewise for the compute capability.
 	RuleComputeCapability Rule = "ComputeCapability"
@@ -35,11 +36,13 @@ type Refusal struct {
 	// Rule is the first rule the node fails.
 	Rule Rule
 	// Unlabelled is set when the node fails RuleCUDA or
-	// RuleComputeCapability because it has no such label at all.
+	// RuleComputeCapability because neither a label nor a device says its
+	// version at all.
 	Unlabelled bool
-	// Reason explains it for people, naming the labels and values read,
-	// such as "CUDA 12.2 (nvidia.com/cuda.runtime-version.full) is below
-	// the 12.4 the member needs".
+	// Reason explains it for people, naming the labels (or device
+	// attributes) and values read, such as "CUDA 12.2
+	// (nvidia.com/cuda.runtime-version.full) is below the 12.4 the member
+	// needs".
 	Reason string
 }
 
@@ -60,7 +63,8 @@ func (r Requirements) Admits(f *NodeFacts, d Demand, opts *Options) (bool, Refus
 		switch {
 		case !f.HasCUDA() && !allowUnlabelled:
 			return false, Refusal{Rule: RuleCUDA, Unlabelled: true, Reason: fmt.Sprintf(
-				"the member needs CUDA >= %s and the node has no CUDA version label (%s; %s)", r.MinCUDA, CUDALabels(), opts.unlabelledArg())}
+				"the member needs CUDA >= %s and the node says no CUDA version: no label (%s), no device attribute %s (%s)",
+				r.MinCUDA, CUDALabels(), AttributeName(scheduling.DeviceAttributeCUDADriverVersion), opts.unlabelledArg())}
 		case f.HasCUDA() && !f.CUDA.AtLeast(r.MinCUDA):
 			return false, Refusal{Rule: RuleCUDA, Reason: fmt.Sprintf(
 				"the node's driver supports CUDA %s (%s), below the %s the member needs", f.CUDA, f.CUDALabel, r.MinCUDA)}
@@ -70,7 +74,8 @@ func (r Requirements) Admits(f *NodeFacts, d Demand, opts *Options) (bool, Refus
 		switch {
 		case !f.HasCompute() && !allowUnlabelled:
 			return false, Refusal{Rule: RuleComputeCapability, Unlabelled: true, Reason: fmt.Sprintf(
-				"the member needs compute capability >= %s and the node has no compute capability labels (%s; %s)", r.MinCompute, ComputeLabels(), opts.unlabelledArg())}
+				"the member needs compute capability >= %s and the node says no compute capability: no labels (%s), no device attribute %s (%s)",
+				r.MinCompute, ComputeLabels(), AttributeName(scheduling.DeviceAttributeCUDAComputeCapability), opts.unlabelledArg())}
 		case f.HasCompute() && !f.Compute.AtLeast(r.MinCompute):
 			return false, Refusal{Rule: RuleComputeCapability, Reason: fmt.Sprintf(
 				"the node's GPUs have compute capability %s (%s), below the %s the member needs", f.Compute, f.ComputeLabel, r.MinCompute)}

@@ -65,7 +65,7 @@ func TestAdmits(t *testing.T) {
 		},
 		{
 			name: "unlabelled node skipped", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole, labels: kv("nvidia.com/gpu.product", "X"),
-			wantRule: RuleCUDA, unlabelled: true, reason: "has no CUDA version label (nvidia.com/cuda.runtime-version.full, nvidia.com/cuda.runtime-version.{major,minor}, nvidia.com/cuda.runtime.{major,minor}; unlabelledNodes: Skip)",
+			wantRule: RuleCUDA, unlabelled: true, reason: "says no CUDA version: no label (nvidia.com/cuda.runtime-version.full, nvidia.com/cuda.runtime-version.{major,minor}, nvidia.com/cuda.runtime.{major,minor}), no device attribute gpu.nvidia.com/cudaDriverVersion (unlabelledNodes: Skip)",
 		},
 		{
 			name: "a malformed CUDA label is as good as none", req: Requirements{MinCUDA: mustParseVersion("12.4")}, demand: whole,

@@ -49,13 +49,19 @@ func ResourceKind(name v1.ResourceName) GPUKind {
 // request some GPU are bound by Requirements: a launcher or parameter
 // server that asks for CPUs goes anywhere. Demand is comparable.
 type Demand struct {
+	// Whole, Shared and MIG are the GPU resources the member requests
+	// (ResourceKind).
 	Whole  bool
 	Shared bool
 	MIG    bool
+	// DRA is set when the member takes the devices of NVIDIA's GPU DRA
+	// driver through Dynamic Resource Allocation (see PodDemand). Which
+	// devices, and whether it shares them, its claims decide.
+	DRA bool
 }
 
-// Any reports whether the member requests any NVIDIA GPU resource.
-func (d Demand) Any() bool { return d.Whole || d.Shared || d.MIG }
+// Any reports whether the member requests any NVIDIA GPU.
+func (d Demand) Any() bool { return d.Whole || d.Shared || d.MIG || d.DRA }
 
 // DemandOf reads a demand from a member's requests, such as
 // resourcehelper.PodRequests: every resource with a positive quantity

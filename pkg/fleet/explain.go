@@ -17,7 +17,7 @@ type Explanation struct {
 	// Refused counts, per rule, the considered nodes that failed it first.
 	Refused map[Rule]int
 	// Unlabelled counts the nodes refused by RuleCUDA or
-	// RuleComputeCapability for having no such label.
+	// RuleComputeCapability for having no such label or device attribute.
 	Unlabelled int
 	// Message says it in a sentence, such as "needs CUDA >= 12.4; the best
 	// in the cluster is 12.2 (nvidia.com/cuda.runtime-version.full) on 14
@@ -65,10 +65,10 @@ func (fl *Fleet) Explain(r Requirements, d Demand, base []bool) Explanation {
 				nodesAre(n), scheduling.LabelGPUDriverUpgradeState, scheduling.UpgradeStateDone))
 		case RuleCUDA:
 			parts = append(parts, fl.versionPart("CUDA", r.MinCUDA, func(f *NodeFacts) (Version, string) { return f.CUDA, f.CUDALabel },
-				CUDALabels(), unlabelled[RuleCUDA]))
+				CUDALabels(), scheduling.DeviceAttributeCUDADriverVersion, unlabelled[RuleCUDA]))
 		case RuleComputeCapability:
 			parts = append(parts, fl.versionPart("compute capability", r.MinCompute, func(f *NodeFacts) (Version, string) { return f.Compute, f.ComputeLabel },
-				ComputeLabels(), unlabelled[RuleComputeCapability]))
+				ComputeLabels(), scheduling.DeviceAttributeCUDAComputeCapability, unlabelled[RuleComputeCapability]))
 		case RuleCapacityType:
 			parts = append(parts, fmt.Sprintf("needs %s capacity (%s); %s not %s, and the cluster has %d %s nodes",
 				r.Capacity, scheduling.AnnotationCapacityType, nodesAre(n), r.Capacity, fl.countCapacity(CapacityType(r.Capacity)), r.Capacity))
@@ -86,9 +86,10 @@ func (fl *Fleet) Explain(r Requirements, d Demand, base []bool) Explanation {
 }
 
 // versionPart explains a version rule: what the member needs, the best
-// version in the cluster, the label it was read from and on how many GPU
-// nodes; then how many nodes were refused for having no label.
-func (fl *Fleet) versionPart(what string, need Version, get func(*NodeFacts) (Version, string), labels string, unlabelled int) string {
+// version in the cluster, the label or device attribute it was read from
+// and on how many GPU nodes; then how many nodes were refused for saying
+// no version at all.
+func (fl *Fleet) versionPart(what string, need Version, get func(*NodeFacts) (Version, string), labels, attr string, unlabelled int) string {
 	var best Version
 	var bestLabel string
 	count := 0
@@ -107,12 +108,12 @@ func (fl *Fleet) versionPart(what string, need Version, get func(*NodeFacts) (Ve
 	var b strings.Builder
 	fmt.Fprintf(&b, "needs %s >= %s; ", what, need)
 	if best.IsZero() {
-		fmt.Fprintf(&b, "no node in the cluster has a %s label (%s)", what, labels)
+		fmt.Fprintf(&b, "no node in the cluster says its %s (labels %s; device attribute %s)", what, labels, AttributeName(attr))
 	} else {
 		fmt.Fprintf(&b, "the best in the cluster is %s (%s) on %d of %d GPU nodes", best, bestLabel, count, fl.gpuNodes)
 	}
 	if unlabelled > 0 {
-		fmt.Fprintf(&b, "; %s no %s label (%s)", nodesHave(unlabelled), what, fl.opts.unlabelledArg())
+		fmt.Fprintf(&b, "; %s no %s label or device attribute (%s)", nodesHave(unlabelled), what, fl.opts.unlabelledArg())
 	}
 	return b.String()
 }

@@ -33,7 +33,7 @@ func TestExplainNoNodeQualifies(t *testing.T) {
 	require.Equal(t, 8, e.Unlabelled)
 	require.Equal(t, "none of 42 nodes admits the member's GPU requirements: "+
 		"needs CUDA >= 12.4; the best in the cluster is 12.2 (nvidia.com/cuda.runtime-version.full) on 14 of 40 GPU nodes; "+
-		"8 nodes have no CUDA label (unlabelledNodes: Skip)", e.Message)
+		"8 nodes have no CUDA label or device attribute (unlabelledNodes: Skip)", e.Message)
 
 	// Restricted to nodes the member may use for other reasons, the counts
 	// shrink; the best version is still the cluster's.
@@ -95,8 +95,8 @@ func TestExplainNoLabelAnywhere(t *testing.T) {
 	fl := New([]placement.Node{node("a", kv()), node("b", kv())}, Options{AllowUnlabelled: false})
 	e := fl.Explain(Requirements{MinCompute: mustParseVersion("8.0")}, Demand{MIG: true}, nil)
 	require.Equal(t, "none of 2 nodes admits the member's GPU requirements: "+
-		"needs compute capability >= 8.0; no node in the cluster has a compute capability label (nvidia.com/gpu.compute.{major,minor}); "+
-		"2 nodes have no compute capability label (unlabelledNodes: Skip)", e.Message)
+		"needs compute capability >= 8.0; no node in the cluster says its compute capability (labels nvidia.com/gpu.compute.{major,minor}; device attribute gpu.nvidia.com/cudaComputeCapability); "+
+		"2 nodes have no compute capability label or device attribute (unlabelledNodes: Skip)", e.Message)
 
 	allow := New([]placement.Node{node("a", kv()), node("b", kv())}, Options{AllowUnlabelled: true})
 	e = allow.Explain(Requirements{MinCompute: mustParseVersion("8.0")}, Demand{MIG: true}, nil)

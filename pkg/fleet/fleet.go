@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -8,8 +9,9 @@ import (
 // judging the whole set at once: the GPUFleet plugin builds one to explain
 // why no node admits a member (Explain), the simulator to judge where a
 // profile put each gang (Admits, GroupKey). It depends only on node labels
-// and is never written after New, so it may be shared read-only; nothing
-// derived from free capacity belongs here.
+// and the attributes of the nodes' devices, and is never written after
+// New, so it may be shared read-only; nothing derived from free capacity
+// belongs here.
 type Fleet struct {
 	opts Options
 	// labels are the nodes', shared with the caller and only read.
@@ -20,8 +22,15 @@ type Fleet struct {
 	gpuNodes int
 }
 
-// New reads the facts of nodes. Only their labels are read.
+// New reads the facts of nodes from their labels.
 func New(nodes []placement.Node, opts Options) *Fleet {
+	return NewWithDevices(nodes, nil, opts)
+}
+
+// NewWithDevices reads the facts of nodes from their labels and their
+// devices (ReadNodeDevices). devicesOf returns a node's devices, nil for
+// none; a nil devicesOf reads labels only.
+func NewWithDevices(nodes []placement.Node, devicesOf func(node string) []capacity.Device, opts Options) *Fleet {
 	fl := &Fleet{
 		opts:   opts,
 		labels: make([]map[string]string, len(nodes)),
@@ -29,7 +38,11 @@ func New(nodes []placement.Node, opts Options) *Fleet {
 	}
 	for i := range nodes {
 		fl.labels[i] = nodes[i].Labels
-		fl.facts[i] = ReadNode(nodes[i].Labels, &fl.opts)
+		var devices []capacity.Device
+		if devicesOf != nil {
+			devices = devicesOf(nodes[i].Name)
+		}
+		fl.facts[i] = ReadNodeDevices(nodes[i].Labels, devices, &fl.opts)
 		if fl.facts[i].GPU {
 			fl.gpuNodes++
 		}

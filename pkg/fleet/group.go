@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,24 +17,42 @@ import (
 // A node that lacks one of the keys is in the group of nodes that lack it
 // (and agree on the other keys): "unset" is a value of its own, never equal
 // to a real one. A gang thus never mixes a labelled node with an unlabelled
-// one, while a cluster without GPU feature discovery is one group, as if
-// there were no rule.
+// one, while a cluster without GPU feature discovery or DRA devices is one
+// group, as if there were no rule.
+//
+// Where a node has no nvidia.com/gpu.product or driver label, its devices'
+// productName and driverVersion stand in for them (ReadNodeDevices). A
+// value read from devices is never equal to one read from a label: GPU
+// feature discovery spells products its own way (dashes for spaces, a
+// suffix for shared GPUs), so equal GPUs would not match anyway, and a
+// gang's members reach their GPUs one way, through the device plugin or
+// through DRA. A node whose devices disagree (two products or drivers) has
+// all of their values in its key, so it is in a group of its own kind,
+// never taken for a node of one of them.
 type GroupKey struct {
-	// enc holds each component as '-' (unset) or '=' and the quoted value.
-	// Quoting makes it unambiguous whatever the values hold.
+	// enc holds each component as '-' (unset), '=' and the quoted value
+	// (a label), or '@', the quoted attribute and the quoted values (a
+	// device attribute). Quoting makes it unambiguous whatever the values
+	// hold.
 	enc string
 	// text is the key for people, built from the same components.
 	text string
+	// devices is set when some component was read from device attributes.
+	devices bool
 }
 
 // groupValue is one component of a GroupKey.
 type groupValue struct {
 	// Key is the uniform key, or "capacity type".
 	Key string
-	// Value is the node's value; "" when unset.
+	// Value is the node's value; "" when unset or read from devices.
 	Value string
 	// Set is false when the node lacks the key.
 	Set bool
+	// Attr is the device attribute the value was read from, "" for a
+	// label; Values are the distinct values the node's devices hold.
+	Attr   string
+	Values []string
 }
 
 // capacityComponent names the capacity-type component of a GroupKey.
@@ -63,13 +80,18 @@ func (r Requirements) groupValues(labels map[string]string, f *NodeFacts) []grou
 	vals := make([]groupValue, 0, len(keys)+1)
 	for _, key := range keys {
 		v := groupValue{Key: key}
-		if key == scheduling.UniformKeyDriverMajorMinor {
+		switch {
+		case key == scheduling.UniformKeyDriverMajorMinor && f.fromDevices.has(factDriver):
+			v.Attr, v.Values, v.Set = AttributeName(scheduling.DeviceAttributeDriverVersion), f.Devices.DriverMajorMinors, true
+		case key == scheduling.UniformKeyDriverMajorMinor:
 			if !f.Driver.IsZero() {
 				// Numeric, so that "550.054" and "550.54" are one driver.
-				v.Value, v.Set = fmt.Sprintf("%d.%d", f.Driver.Part(0), f.Driver.Part(1)), true
+				v.Value, v.Set = majorMinor(f.Driver), true
 			}
-		} else if lv := labels[key]; lv != "" {
-			v.Value, v.Set = lv, true
+		case labels[key] != "":
+			v.Value, v.Set = labels[key], true
+		case key == scheduling.LabelGPUProduct && f.fromDevices.has(factProduct):
+			v.Attr, v.Values, v.Set = AttributeName(scheduling.DeviceAttributeProductName), f.Devices.Products, true
 		}
 		vals = append(vals, v)
 	}
@@ -81,9 +103,15 @@ func (r Requirements) groupValues(labels map[string]string, f *NodeFacts) []grou
 
 func groupKeyOf(vals []groupValue) GroupKey {
 	var enc, text strings.Builder
+	devices := false
 	for i, v := range vals {
 		if i > 0 {
 			text.WriteString(", ")
+		}
+		if v.Attr != "" {
+			devices = true
+			writeDeviceValue(&enc, &text, v)
+			continue
 		}
 		if !v.Set {
 			enc.WriteByte('-')
@@ -107,8 +135,41 @@ func groupKeyOf(vals []groupValue) GroupKey {
 	if len(vals) == 0 {
 		text.WriteString("all nodes")
 	}
-	return GroupKey{enc: enc.String(), text: text.String()}
+	return GroupKey{enc: enc.String(), text: text.String(), devices: devices}
 }
+
+// writeDeviceValue writes a component read from device attributes, such as
+// "gpu.nvidia.com/productName=NVIDIA H100 80GB HBM3" or, for a node whose
+// devices disagree, "driver 535.104 | 550.54 (gpu.nvidia.com/driverVersion,
+// mixed)".
+func writeDeviceValue(enc, text *strings.Builder, v groupValue) {
+	enc.WriteByte('@')
+	enc.WriteString(strconv.Quote(v.Attr))
+	for _, x := range v.Values {
+		enc.WriteString(strconv.Quote(x))
+	}
+	values := strings.Join(v.Values, " | ")
+	mixed := ""
+	if len(v.Values) > 1 {
+		mixed = "mixed"
+	}
+	if v.Key == scheduling.UniformKeyDriverMajorMinor {
+		text.WriteString("driver " + values + " (" + v.Attr)
+		if mixed != "" {
+			text.WriteString(", " + mixed)
+		}
+		text.WriteString(")")
+		return
+	}
+	text.WriteString(v.Attr + "=" + values)
+	if mixed != "" {
+		text.WriteString(" (" + mixed + ")")
+	}
+}
+
+// FromDevices reports whether some of the node's values in the key were
+// read from device attributes rather than labels.
+func (k GroupKey) FromDevices() bool { return k.devices }
 
 // String describes the group for people, such as
 // "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, driver 550.54, spot capacity".

@@ -8,24 +8,31 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
-// NodeFacts is what a node's labels say about its GPUs. ReadNode fills it;
-// it holds no reference to the labels it was read from.
+// NodeFacts is what a node's labels, and the devices NVIDIA's GPU DRA
+// driver publishes for it, say about its GPUs. ReadNode fills it from
+// labels, ReadNodeDevices from both (labels win where present); it holds
+// no reference to the labels it was read from, and shares the devices'
+// facts read-only.
 type NodeFacts struct {
 	// GPU is true when GPU feature discovery or the GPU Operator labelled
-	// the node: nvidia.com/gpu.present=true, or any GPU label read here.
+	// the node (nvidia.com/gpu.present=true, or any GPU label read here),
+	// or when it publishes GPU devices.
 	GPU bool
 	// CUDA is the highest CUDA version the node's driver supports; zero
-	// when no label says (see cudaSources for the keys, in the order they
-	// are read). CUDALabel names the label(s) it came from.
+	// when no label or device says (see cudaSources for the keys, in the
+	// order they are read). CUDALabel names the label(s) or the device
+	// attribute it came from, for messages.
 	CUDA      Version
 	CUDALabel string
-	// Driver is the NVIDIA driver version; zero when no label says.
+	// Driver is the NVIDIA driver version; zero when nothing says.
 	Driver      Version
 	DriverLabel string
-	// Compute is the GPUs' compute capability; zero when no label says.
+	// Compute is the GPUs' compute capability; zero when nothing says.
 	Compute      Version
 	ComputeLabel string
-	// Product is nvidia.com/gpu.product, "" when unset.
+	// Product is nvidia.com/gpu.product, or where that is unset the
+	// devices' productName (several joined by " | "); "" when neither
+	// says.
 	Product string
 	// Capacity is whether the node may be reclaimed. A node none of the
 	// configured capacity labels is set on counts as on-demand
@@ -50,6 +57,13 @@ type NodeFacts struct {
 	// Problems lists the labels that were set but could not be read. Each
 	// such label is ignored, as if it were missing.
 	Problems []*LabelError
+	// Devices is what the node's GPU devices say (ReadNodeDevices); nil
+	// when it publishes none, or facts were read from labels alone. Its
+	// Problems are the device attributes that could not be read.
+	Devices *DeviceFacts
+	// fromDevices marks the facts read from Devices rather than labels:
+	// a uniform group never mixes the two (see GroupKey).
+	fromDevices factSet
 }
 
 // HasCUDA reports whether a label gave the node's CUDA version.

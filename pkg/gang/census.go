@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -116,4 +118,162 @@ func (c Census) ofThisRun() Census {
 		c.Succeeded = 0
 	}
 	return c
+}
+
+// GroupQuorum is the quorum of one node of a hierarchy (Tree): for a
+// PodGroup its own, for a composite the one its children reach.
+type GroupQuorum struct {
+	// Quorum says whether the node gathered, is placed and is bound. For a
+	// composite, Missing and Absent count children: how many more must be
+	// placed, or gather, to reach Need.
+	Quorum
+	// Need is what the quorum counts to: a PodGroup's minMember, a
+	// composite's MinGroupCount.
+	Need int32
+	// Census sums the members of the node's PodGroups, itself or those of
+	// its subtree, for status.
+	Census Census
+	// Children counts a composite's children by their own quorum; zero for
+	// a PodGroup.
+	Children ChildCounts
+}
+
+// ChildCounts counts a composite's children by where their quorum is.
+type ChildCounts struct {
+	// Total is how many children the composite has.
+	Total int32
+	// Gathered, Placed and Bound count the children whose quorum gathered,
+	// is placed and is bound.
+	Gathered, Placed, Bound int32
+}
+
+// TreeQuorumOf is the one answer to "has this hierarchy enough members?",
+// at every node of t, indexed like t.Nodes. A PodGroup's quorum is
+// QuorumOf its minMember and its census, which census returns. A
+// composite's counts its children: it gathered once MinGroupCount of them
+// gathered, is placed once that many are placed and bound once that many
+// are bound, each child by its own quorum, a child composite recursively.
+// The scheduler admits a gang composite once its quorum is placed, and the
+// status controller reports from the same answer.
+func TreeQuorumOf(t *Tree, census func(Key) Census) []GroupQuorum {
+	out := make([]GroupQuorum, len(t.Nodes))
+	// Children come after their parent in pre-order: walk backwards.
+	for i := len(t.Nodes) - 1; i >= 0; i-- {
+		n := &t.Nodes[i]
+		if n.Spec != nil {
+			c := census(n.Key)
+			out[i] = GroupQuorum{Quorum: QuorumOf(n.Spec.MinMember, c), Need: n.Spec.MinMember, Census: c}
+			continue
+		}
+		g := GroupQuorum{Need: n.Composite.MinGroupCount}
+		for _, c := range n.Children {
+			q := &out[c]
+			g.Census = g.Census.plus(q.Census)
+			g.Children.Total++
+			g.Children.Gathered += b2i(q.Gathered)
+			g.Children.Placed += b2i(q.Placed)
+			g.Children.Bound += b2i(q.Bound)
+		}
+		g.Quorum = Quorum{
+			Gathered: g.Children.Gathered >= g.Need,
+			Placed:   g.Children.Placed >= g.Need,
+			Bound:    g.Children.Bound >= g.Need,
+			Missing:  max(0, g.Need-g.Children.Placed),
+			Absent:   max(0, g.Need-g.Children.Gathered),
+		}
+		out[i] = g
+	}
+	return out
+}
+
+func b2i(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// plus returns the sum of two censuses.
+func (c Census) plus(o Census) Census {
+	return Census{Waiting: c.Waiting + o.Waiting, Reserved: c.Reserved + o.Reserved, Bound: c.Bound + o.Bound,
+		Succeeded: c.Succeeded + o.Succeeded, Failed: c.Failed + o.Failed, Deleting: c.Deleting + o.Deleting}
+}
+
+// Admission says which PodGroups of a hierarchy to plan now (Admit).
+type Admission struct {
+	// Ready is set when the root may be planned: its quorum gathered (or
+	// is placed already). Unset, Plan is empty and the hierarchy waits for
+	// members.
+	Ready bool
+	// Admitted is set when the root's quorum is placed already: Plan then
+	// lists the PodGroups that gathered since, which join it as an elastic
+	// gang's members above its quorum do.
+	Admitted bool
+	// Plan lists the nodes (indices in Tree.Nodes) of the PodGroups to plan
+	// now, in tree order; their members go in one plan (Tree.Hierarchy).
+	Plan []int
+}
+
+// Admit says which PodGroups to plan to place the quorum of t's root, from
+// its quorum (TreeQuorumOf). A composite not yet at quorum counts its
+// children already placed (a repair keeps them) and adds, in the order of
+// its children (oldest first, then by name), the first of those that
+// gathered but are not placed, until MinGroupCount are; the others wait and
+// join once it is admitted. A composite at quorum plans every child that
+// gathered since. A PodGroup is planned when it gathered and is not placed.
+func Admit(t *Tree, q []GroupQuorum) Admission {
+	var plan []int
+	var choose func(i int) bool
+	choose = func(i int) bool {
+		n := &t.Nodes[i]
+		if n.Spec != nil {
+			if q[i].Placed {
+				return true
+			}
+			if q[i].Gathered {
+				plan = append(plan, i)
+				return true
+			}
+			return false
+		}
+		if q[i].Placed {
+			for _, c := range n.Children {
+				if q[c].Placed || q[c].Gathered {
+					choose(c)
+				}
+			}
+			return true
+		}
+		count := q[i].Children.Placed
+		mark := len(plan)
+		for _, c := range n.Children {
+			if count >= q[i].Need {
+				break
+			}
+			if !q[c].Placed && q[c].Gathered && choose(c) {
+				count++
+			}
+		}
+		if count < q[i].Need {
+			plan = plan[:mark]
+			return false
+		}
+		return true
+	}
+	if !choose(0) {
+		return Admission{}
+	}
+	slices.Sort(plan)
+	return Admission{Ready: true, Admitted: q[0].Placed, Plan: plan}
+}
+
+// ChildSurplusOf is how many of a running composite's children may go alone
+// (be preempted or evicted, each as its own Terms say) and leave it at
+// quorum: those placed above MinGroupCount. A composite that may only be
+// disrupted whole (DisruptionAll) has none.
+func ChildSurplusOf(c *CompositeSpec, q GroupQuorum) int32 {
+	if c.Disruption == DisruptionAll {
+		return 0
+	}
+	return max(0, q.Children.Placed-q.Need)
 }

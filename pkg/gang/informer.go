@@ -34,9 +34,11 @@ type Handle interface {
 // StartSources builds a scheduler's Sources. It starts the informer on
 // scheduler-plugins PodGroups and waits for it to sync; it decides, once,
 // whether native PodGroups are watched (DecideNative, with this scheduler's
-// GenericWorkload gate) and, if so, asks the scheduler's informer factory
-// for theirs, which the scheduler starts with its other informers and waits
-// for before the first scheduling cycle. It logs once which, and why.
+// GenericWorkload gate) and whether CompositePodGroups are read
+// (DecideComposite) and, for each that is, asks the scheduler's informer
+// factory for its informer, which the scheduler starts with its other
+// informers and waits for before the first scheduling cycle. It logs once
+// which, and why.
 func StartSources(ctx context.Context, h Handle, genericWorkload bool) (*Sources, error) {
 	podGroups, err := startPodGroupInformer(ctx, h.KubeConfig())
 	if err != nil {
@@ -53,6 +55,17 @@ func StartSources(ctx context.Context, h Handle, genericWorkload bool) (*Sources
 		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are scheduled as gangs", "reason", note)
 	} else {
 		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are ignored", "reason", note)
+	}
+	composites, note, err := DecideComposite(ctx, h.ClientSet().Discovery(), native, note)
+	if err != nil {
+		return nil, err
+	}
+	in.CompositeNote = note
+	if composites {
+		in.Composites = h.SharedInformerFactory().Scheduling().V1alpha3().CompositePodGroups().Informer()
+		logger.Info("CompositePodGroups (scheduling.k8s.io/v1alpha3) are read: their PodGroups are gangs of gangs", "reason", note)
+	} else {
+		logger.Info("CompositePodGroups (scheduling.k8s.io/v1alpha3) are ignored", "reason", note)
 	}
 	return NewSources(in), nil
 }

@@ -17,20 +17,31 @@ const (
 	// Native is Kubernetes' own PodGroup (scheduling.k8s.io/v1beta1):
 	// members name it in spec.schedulingGroup.podGroupName.
 	Native
+	// Composite is Kubernetes' CompositePodGroup
+	// (scheduling.k8s.io/v1alpha3): a group of native PodGroups and
+	// composites that name it in spec.parentCompositePodGroupName. It has
+	// no members of its own, so it is not in APIs: a Key of it names a node
+	// of a hierarchy (Tree), never a pod's gang.
+	Composite
 )
 
-// APIs lists every API, in the order their gangs are looked at.
+// APIs lists every API whose PodGroups pods belong to, in the order their
+// gangs are looked at.
 var APIs = []API{XK8s, Native}
 
 // String names the API's group and version.
 func (a API) String() string {
-	if a == Native {
+	switch a {
+	case Native:
 		return "scheduling.k8s.io/v1beta1"
+	case Composite:
+		return "scheduling.k8s.io/v1alpha3"
 	}
 	return "scheduling.x-k8s.io/v1alpha1"
 }
 
-// Key names a gang: a PodGroup of one API in a namespace.
+// Key names a gang: a PodGroup of one API in a namespace; or, with API
+// Composite, a CompositePodGroup.
 type Key struct {
 	// API is the API of the PodGroup; the zero value is XK8s.
 	API       API
@@ -39,11 +50,15 @@ type Key struct {
 }
 
 // String renders the key as namespace/name, followed by the API for a
-// native PodGroup, so that two gangs of the same name in the same namespace
-// never look alike, in a log or in an index.
+// native PodGroup and the kind for a composite, so that two gangs of the
+// same name in the same namespace never look alike, in a log or in an
+// index.
 func (k Key) String() string {
-	if k.API == Native {
+	switch k.API {
+	case Native:
 		return k.Namespace + "/" + k.Name + " (" + k.API.String() + ")"
+	case Composite:
+		return k.Namespace + "/" + k.Name + " (CompositePodGroup " + k.API.String() + ")"
 	}
 	return k.Namespace + "/" + k.Name
 }
@@ -85,8 +100,11 @@ func NativeName(pod *v1.Pod) string {
 // JoinedBy says how a pod joins the gang, for messages: "labelled
 // scheduling.x-k8s.io/pod-group=job".
 func (k Key) JoinedBy() string {
-	if k.API == Native {
+	switch k.API {
+	case Native:
 		return "whose spec.schedulingGroup.podGroupName is " + k.Name
+	case Composite:
+		return "of a PodGroup under CompositePodGroup " + k.Name
 	}
 	return "labelled " + scheduling.PodGroupLabel + "=" + k.Name
 }
@@ -94,8 +112,11 @@ func (k Key) JoinedBy() string {
 // HowToLeave says how a pod stops naming the gang, for messages that offer
 // it as the other way out.
 func (k Key) HowToLeave() string {
-	if k.API == Native {
+	switch k.API {
+	case Native:
 		return "recreate the pod without spec.schedulingGroup (the field cannot be changed)"
+	case Composite:
+		return "recreate the pod's PodGroup without spec.parentCompositePodGroupName (the field cannot be changed)"
 	}
 	return "remove the label " + scheduling.PodGroupLabel + " from the pod"
 }

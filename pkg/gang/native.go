@@ -10,8 +10,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -25,7 +27,13 @@ import (
 // retried every second for up to timeout, then returned. The scheduler
 // plugin and the status controller both decide with it, once, at start-up.
 func NativeServed(ctx context.Context, disc discovery.DiscoveryInterface, timeout time.Duration) (bool, error) {
-	gv := schedulingv1beta1.SchemeGroupVersion.String()
+	return served(ctx, disc, schedulingv1beta1.SchemeGroupVersion.WithResource("podgroups"), timeout)
+}
+
+// served asks discovery whether the API server serves the resource with
+// list and watch; see NativeServed.
+func served(ctx context.Context, disc discovery.DiscoveryInterface, gvr schema.GroupVersionResource, timeout time.Duration) (bool, error) {
+	gv := gvr.GroupVersion().String()
 	var served bool
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
@@ -38,14 +46,14 @@ func NativeServed(ctx context.Context, disc discovery.DiscoveryInterface, timeou
 			return false, nil
 		}
 		for _, r := range list.APIResources {
-			if r.Name == "podgroups" && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "watch") {
+			if r.Name == gvr.Resource && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "watch") {
 				served = true
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("asking the API server whether it serves %s podgroups: %w", gv, errors.Join(err, last))
+		return false, fmt.Errorf("asking the API server whether it serves %s %s: %w", gv, gvr.Resource, errors.Join(err, last))
 	}
 	return served, nil
 }
@@ -57,7 +65,8 @@ func NativeServed(ctx context.Context, disc discovery.DiscoveryInterface, timeou
 //   - a topology constraint's key is a required level, read by the planner
 //     with the same level rules as gpu-gang's own annotations;
 //   - disruptionMode, priority, priorityClassName and preemptionPolicy are
-//     carried for preemption; workloadRef for messages.
+//     carried for preemption; workloadRef for messages;
+//   - parentCompositePodGroupName places it in a hierarchy (Tree).
 //
 // The API has no schedule timeout, so the plugin's default applies.
 func FromNativePodGroup(pg *schedulingv1beta1.PodGroup) *Spec {
@@ -66,9 +75,12 @@ func FromNativePodGroup(pg *schedulingv1beta1.PodGroup) *Spec {
 		UID:               pg.UID,
 		Created:           pg.CreationTimestamp.Time,
 		Generation:        pg.Generation,
+		Parent:            ptr.Deref(pg.Spec.ParentCompositePodGroupName, ""),
 		Annotations:       pg.Annotations,
 		Deleting:          pg.DeletionTimestamp != nil,
 		PriorityClassName: pg.Spec.PriorityClassName,
+		Priority:          copyPriority(pg.Spec.Priority),
+		PreemptionPolicy:  preemptionOf(pg.Spec.PreemptionPolicy),
 		Ref: &v1.ObjectReference{
 			APIVersion:      schedulingv1beta1.SchemeGroupVersion.String(),
 			Kind:            "PodGroup",
@@ -102,14 +114,6 @@ func FromNativePodGroup(pg *schedulingv1beta1.PodGroup) *Spec {
 		}
 	} else {
 		s.Disruption = DisruptionSingle // the API's default
-	}
-	if p := pg.Spec.Priority; p != nil {
-		s.Priority = new(int32)
-		*s.Priority = *p
-	}
-	if p := pg.Spec.PreemptionPolicy; p != nil {
-		policy := v1.PreemptionPolicy(*p)
-		s.PreemptionPolicy = &policy
 	}
 	if r := pg.Spec.WorkloadRef; r != nil {
 		s.Workload = &WorkloadRef{Name: r.WorkloadName, Template: r.TemplateName}

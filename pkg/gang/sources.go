@@ -28,10 +28,16 @@ var ErrNotWatched = errors.New("not watched")
 //
 // A new API is one more adapter: an informer, a lister's Get, and the
 // function that turns its object into a Spec (see NewSources).
+//
+// Where CompositePodGroups are read (DecideComposite), Sources also read the
+// hierarchies they make of native PodGroups: Composite, RootOf and Tree.
 type Sources struct {
-	// byAPI holds one source per API, indexed by API. Set by NewSources,
-	// read only afterwards.
+	// byAPI holds one source per API, Composite included, indexed by API.
+	// Set by NewSources, read only afterwards.
 	byAPI []source
+	// composites reads CompositePodGroups; nil when they are not watched,
+	// and then byAPI[Composite] says why.
+	composites *compositeSource
 }
 
 // source reads the gangs of one API.
@@ -58,18 +64,25 @@ type Informers struct {
 	// NativeNote says why native PodGroups are watched or not, and what
 	// would change it (DecideNative's note).
 	NativeNote string
+	// Composites holds CompositePodGroups (scheduling.k8s.io/v1alpha3),
+	// where this scheduler reads them (DecideComposite). Sources index it,
+	// and Native, by parent composite.
+	Composites cache.SharedIndexInformer
+	// CompositeNote says why CompositePodGroups are read or not
+	// (DecideComposite's note).
+	CompositeNote string
 }
 
 // NewSources reads gangs from informers the caller runs: the scheduler's
 // (StartSources), or a test's fake ones.
 func NewSources(in Informers) *Sources {
-	s := &Sources{byAPI: make([]source, len(APIs))}
+	s := &Sources{byAPI: make([]source, Composite+1)}
 	if in.PodGroups != nil {
 		lister := pglisters.NewPodGroupLister(in.PodGroups.GetIndexer())
 		s.byAPI[XK8s] = &watchedSource[*v1alpha1.PodGroup]{
-			informer: in.PodGroups,
-			get:      func(ns, name string) (*v1alpha1.PodGroup, error) { return lister.PodGroups(ns).Get(name) },
-			adapt:    FromPodGroup,
+			follow: follow{informer: in.PodGroups},
+			get:    func(ns, name string) (*v1alpha1.PodGroup, error) { return lister.PodGroups(ns).Get(name) },
+			adapt:  FromPodGroup,
 		}
 	} else {
 		s.byAPI[XK8s] = unwatched{why: "scheduler-plugins PodGroups are not watched"}
@@ -81,10 +94,10 @@ func NewSources(in Informers) *Sources {
 	if in.Native != nil {
 		lister := schedulinglisters.NewPodGroupLister(in.Native.GetIndexer())
 		s.byAPI[Native] = &watchedSource[*schedulingv1beta1.PodGroup]{
-			informer: in.Native,
-			get:      func(ns, name string) (*schedulingv1beta1.PodGroup, error) { return lister.PodGroups(ns).Get(name) },
-			adapt:    FromNativePodGroup,
-			why:      in.NativeNote,
+			follow: follow{informer: in.Native},
+			get:    func(ns, name string) (*schedulingv1beta1.PodGroup, error) { return lister.PodGroups(ns).Get(name) },
+			adapt:  FromNativePodGroup,
+			why:    in.NativeNote,
 		}
 	} else {
 		why := in.NativeNote
@@ -93,6 +106,7 @@ func NewSources(in Informers) *Sources {
 		}
 		s.byAPI[Native] = unwatched{why: why}
 	}
+	s.byAPI[Composite] = s.newCompositeSource(in)
 	return s
 }
 
@@ -113,8 +127,8 @@ func (s *Sources) Watched(api API) (bool, string) {
 	return src.watched(), src.note()
 }
 
-// Subscribe has h follow the gangs of every watched API. Each call adds one
-// handler to each informer.
+// Subscribe has h follow the gangs of every watched API (APIs; composites
+// have SubscribeComposites). Each call adds one handler to each informer.
 func (s *Sources) Subscribe(h Handler) error {
 	for _, api := range APIs {
 		if _, err := s.byAPI[api].subscribe(h); err != nil {
@@ -135,26 +149,38 @@ func (s *Sources) HasSynced() bool {
 	return true
 }
 
-// Handler follows changes to gangs' API objects. Sources call it once the
-// informer's lister has the change, so that Spec, inside a call, returns at
-// least that version. A nil func is skipped.
-type Handler struct {
+// HandlerOf follows changes to API objects, adapted to S: Handler for
+// gangs (Spec), CompositeHandler for composites (CompositeSpec). Sources
+// call it once the informer's lister has the change, so that a read, inside
+// a call, returns at least that version. A nil func is skipped.
+type HandlerOf[S any] struct {
 	// Added is called for an object that appeared, and, when the handler
 	// subscribes, for each object the informer already holds.
-	Added func(s *Spec)
+	Added func(s S)
 	// Updated is called for any change of the object, its status and
 	// metadata included; Generation tells a change of its spec.
-	Updated func(old, new *Spec)
+	Updated func(old, new S)
 	// Deleted is called with the object's last known state.
-	Deleted func(s *Spec)
+	Deleted func(s S)
 }
+
+// Handler follows changes to gangs' API objects.
+type Handler = HandlerOf[*Spec]
+
+// CompositeHandler follows changes to CompositePodGroups.
+type CompositeHandler = HandlerOf[*CompositeSpec]
 
 // watchedSource reads one API's objects of type T from an informer.
 type watchedSource[T metav1.Object] struct {
+	follow
+	get   func(namespace, name string) (T, error)
+	adapt func(T) *Spec
+	why   string
+}
+
+// follow is an informer with the handlers subscribed to it.
+type follow struct {
 	informer cache.SharedIndexInformer
-	get      func(namespace, name string) (T, error)
-	adapt    func(T) *Spec
-	why      string
 
 	mu sync.Mutex
 	// regs are the handlers subscribed, for hasSynced. Guarded by mu.
@@ -178,17 +204,22 @@ func (s *watchedSource[T]) created(key Key) (time.Time, bool) {
 }
 
 func (s *watchedSource[T]) subscribe(h Handler) (cache.ResourceEventHandlerRegistration, error) {
-	reg, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	return subscribeAs(&s.follow, s.adapt, h)
+}
+
+// subscribeAs adds h to f's informer, adapting its objects of type T to S.
+func subscribeAs[T any, S any](f *follow, adapt func(T) S, h HandlerOf[S]) (cache.ResourceEventHandlerRegistration, error) {
+	reg, err := f.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {
 			if o, ok := obj.(T); ok && h.Added != nil {
-				h.Added(s.adapt(o))
+				h.Added(adapt(o))
 			}
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(T)
 			n, ok2 := newObj.(T)
 			if ok1 && ok2 && h.Updated != nil {
-				h.Updated(s.adapt(o), s.adapt(n))
+				h.Updated(adapt(o), adapt(n))
 			}
 		},
 		DeleteFunc: func(obj interface{}) {
@@ -196,26 +227,26 @@ func (s *watchedSource[T]) subscribe(h Handler) (cache.ResourceEventHandlerRegis
 				obj = tomb.Obj
 			}
 			if o, ok := obj.(T); ok && h.Deleted != nil {
-				h.Deleted(s.adapt(o))
+				h.Deleted(adapt(o))
 			}
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.regs = append(s.regs, reg)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.regs = append(f.regs, reg)
 	return reg, nil
 }
 
-func (s *watchedSource[T]) hasSynced() bool {
-	if !s.informer.HasSynced() {
+func (f *follow) hasSynced() bool {
+	if !f.informer.HasSynced() {
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.regs {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.regs {
 		if !r.HasSynced() {
 			return false
 		}

@@ -54,6 +54,11 @@ type Spec struct {
 	// gang was made from (a native PodGroup's workloadRef). Nothing waits
 	// for the Workload: it is named in messages only.
 	Workload *WorkloadRef
+	// Parent is the name of the CompositePodGroup the PodGroup names as its
+	// parent, in the same namespace (a native PodGroup's
+	// spec.parentCompositePodGroupName); empty when it has none. Such a
+	// PodGroup is a node of a hierarchy (Tree, RootOf).
+	Parent string
 	// Deleting is true while the API object is being deleted (a native
 	// PodGroup stays so while pods still name it).
 	Deleting bool

@@ -79,6 +79,13 @@ func (w *NativePodGroupWrapper) Workload(name, template string) *NativePodGroupW
 	return w
 }
 
+// Parent sets spec.parentCompositePodGroupName: the PodGroup is a child of
+// that CompositePodGroup.
+func (w *NativePodGroupWrapper) Parent(name string) *NativePodGroupWrapper {
+	w.Spec.ParentCompositePodGroupName = ptr.To(name)
+	return w
+}
+
 // Created sets the creation timestamp.
 func (w *NativePodGroupWrapper) Created(t time.Time) *NativePodGroupWrapper {
 	w.CreationTimestamp = metav1.NewTime(t)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/plugintest"
 )
@@ -38,6 +39,8 @@ type testEnv struct {
 	ctx context.Context
 	fh  framework.Framework
 	pl  *Plugin
+	// devices hands the plugin its device inventories.
+	devices capacity.SharedInventories
 }
 
 func defaultArgs() *config.GPUFleetArgs {
@@ -51,6 +54,16 @@ type envOption func(*plugintest.Config)
 // the scheduler schedules them.
 func withNativePodGroups() envOption { return func(c *plugintest.Config) { c.WatchNative = true } }
 
+// withDRA gives the framework a DRA manager, as kube-scheduler's with
+// DynamicResourceAllocation on, and the cluster objs: ResourceSlices,
+// DeviceClasses, ResourceClaims.
+func withDRA(objs ...runtime.Object) envOption {
+	return func(c *plugintest.Config) {
+		c.DRA = true
+		c.Objects = append(c.Objects, objs...)
+	}
+}
+
 func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.PodGroup, args *config.GPUFleetArgs, opts ...envOption) *testEnv {
 	t.Helper()
 	if args == nil {
@@ -61,7 +74,9 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		Nodes: nodes, Pods: pods, PodGroups: pgs,
 		Plugins: func(sources *gang.Sources) []tf.RegisterPluginFunc {
 			factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-				pl, err := newPlugin(ctx, args, fh, sources)
+				// As pkg/scheduler does: devices shared by the scheduler's
+				// plugins, nil without a DRA manager.
+				pl, err := newPlugin(ctx, args, fh, sources, WithDevices(env.devices.ForDRAManager(ctx, fh.SharedDRAManager())))
 				env.pl = pl
 				return pl, err
 			}

@@ -26,6 +26,10 @@ const (
 	// provisioner writes holds a value gpu-gang cannot read; the label is
 	// ignored as if it were missing.
 	ReasonInvalidGPULabel = "InvalidGPULabel"
+	// ReasonInvalidGPUDeviceAttribute: an attribute of a device that
+	// NVIDIA's GPU DRA driver publishes for a node holds a value gpu-gang
+	// cannot read; the attribute is ignored as if it were missing.
+	ReasonInvalidGPUDeviceAttribute = "InvalidGPUDeviceAttribute"
 )
 
 // Status messages people read in pod conditions.
@@ -83,13 +87,23 @@ func annotationOf(ae *fleet.AnnotationError) string {
 	return ae.Annotation
 }
 
-// reportLabelProblems records that labels of a node could not be read. The
-// node cache calls it when it reads a node's labels anew, so each problem
-// is recorded once per change of the labels.
-func (pl *Plugin) reportLabelProblems(node string, problems []*fleet.LabelError) {
+// reportProblems records that labels, or attributes of devices, of a node
+// could not be read, each in an Event on the node. The node cache calls it
+// when it reads a node's labels or devices anew, so each problem is
+// recorded once per change of them.
+func (pl *Plugin) reportProblems(node string, f *fleet.NodeFacts) {
 	ref := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	for _, p := range problems {
+	for _, p := range f.Problems {
 		pl.events.record(ref, "node/"+node+"/"+p.Label, ReasonInvalidGPULabel,
 			fmt.Sprintf("node %s: %v; gpu-gang ignores the label until it is fixed", node, p))
+	}
+	if f.Devices == nil {
+		return
+	}
+	for _, p := range f.Devices.Problems {
+		pl.events.record(ref, "node/"+node+"/"+p.Pool+"/"+p.Device+"/"+p.Attribute, ReasonInvalidGPUDeviceAttribute,
+			fmt.Sprintf("node %s: %s: attribute %s=%s %s; want %s. gpu-gang ignores the attribute until it is fixed; "+
+				"the DRA driver %s publishes it for the node, so the fix is in the driver or its configuration",
+				node, pl.describeDevice(p), p.Attribute, p.Value, p.Reason, p.Want, p.Driver))
 	}
 }

@@ -80,8 +80,8 @@ func TestFilter(t *testing.T) {
 			want: []string{"a100-cuda124", "a100-mig", "h100-cuda1210", "h100-cuda124", "h100-cuda129", "h100-spot", "h100-upgraded"},
 			wantWhy: map[string]string{
 				"h100-cuda122": "the node's driver supports CUDA 12.2 (nvidia.com/cuda.runtime-version.full), below the 12.4 the member needs",
-				"bare": "the member needs CUDA >= 12.4 and the node has no CUDA version label (nvidia.com/cuda.runtime-version.full, " +
-					"nvidia.com/cuda.runtime-version.{major,minor}, nvidia.com/cuda.runtime.{major,minor}; unlabelledNodes: Skip)",
+				"bare": "the member needs CUDA >= 12.4 and the node says no CUDA version: no label (nvidia.com/cuda.runtime-version.full, " +
+					"nvidia.com/cuda.runtime-version.{major,minor}, nvidia.com/cuda.runtime.{major,minor}), no device attribute gpu.nvidia.com/cudaDriverVersion (unlabelledNodes: Skip)",
 			},
 		},
 		{
@@ -168,13 +168,13 @@ func TestPreFilterExplainsWhenNoNodeQualifies(t *testing.T) {
 	require.Equal(t, Name, status.Plugin())
 	require.Equal(t, "none of 11 nodes admits the member's GPU requirements: 1 node is in a GPU driver upgrade "+
 		"(nvidia.com/gpu-driver-upgrade-state is not upgrade-done); needs CUDA >= 12.12; the best in the cluster is 12.10 "+
-		"(nvidia.com/cuda.runtime-version.full) on 1 of 10 GPU nodes; 1 node has no CUDA label (unlabelledNodes: Skip)", status.Message())
+		"(nvidia.com/cuda.runtime-version.full) on 1 of 10 GPU nodes; 1 node has no CUDA label or device attribute (unlabelledNodes: Skip)", status.Message())
 
 	// The same with every node refused by a different rule.
 	_, status = env.preFilter(pod("p", gpus("8")).Annotation(scheduling.AnnotationMinComputeCapability, "10.0").Obj())
 	require.Equal(t, "none of 11 nodes admits the member's GPU requirements: 1 node is in a GPU driver upgrade "+
 		"(nvidia.com/gpu-driver-upgrade-state is not upgrade-done); needs compute capability >= 10.0; the best in the cluster is 9.0 "+
-		"(nvidia.com/gpu.compute.{major,minor}) on 8 of 10 GPU nodes; 1 node has no compute capability label (unlabelledNodes: Skip)", status.Message())
+		"(nvidia.com/gpu.compute.{major,minor}) on 8 of 10 GPU nodes; 1 node has no compute capability label or device attribute (unlabelledNodes: Skip)", status.Message())
 }
 
 // Bad annotations keep the pod waiting with an Event on the object that

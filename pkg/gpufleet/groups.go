@@ -24,14 +24,16 @@ func (s *cycleState) NodeGroups(nodes []placement.Node) *placement.Groups {
 		return nil
 	}
 	keys := make([]fleet.GroupKey, len(nodes))
+	fromDevices := false
 	for i := range nodes {
-		keys[i] = s.nodes.groupKey(nodes[i].Name, nodes[i].Labels, s.req)
+		keys[i] = s.nodes.groupKey(nodes[i].Name, nodes[i].Labels, s.nodeDevices(nodes[i].Name), s.req)
+		fromDevices = fromDevices || keys[i].FromDevices()
 	}
 	g := fleet.NewGrouping(keys)
 	if g.Trivial() {
 		return nil
 	}
-	out := &placement.Groups{Of: g.Of, Names: make([]string, len(g.Groups)), Rule: groupRule(s.req), Relax: relaxGroups(s.req)}
+	out := &placement.Groups{Of: g.Of, Names: make([]string, len(g.Groups)), Rule: groupRule(s.req, fromDevices), Relax: relaxGroups(s.req)}
 	for k := range g.Groups {
 		out.Names[k] = g.Groups[k].Key.String()
 	}
@@ -41,11 +43,18 @@ func (s *cycleState) NodeGroups(nodes []placement.Node) *placement.Groups {
 // groupRule says what the nodes of one group share, and which annotations
 // say so, for messages: "one nvidia.com/gpu.product, driver major.minor and
 // capacity type (gpu-gang.x-k8s.io/uniform, gpu-gang.x-k8s.io/capacity-type)".
-func groupRule(r fleet.Requirements) string {
+// Where some node's values were read from device attributes (fromDevices),
+// it names the attributes that stand in for the labels.
+func groupRule(r fleet.Requirements, fromDevices bool) string {
 	var parts, set []string
 	for _, k := range r.Uniform.Keys() {
-		if k == scheduling.UniformKeyDriverMajorMinor {
+		switch {
+		case k == scheduling.UniformKeyDriverMajorMinor && fromDevices:
+			k = "driver major.minor (or device attribute " + fleet.AttributeName(scheduling.DeviceAttributeDriverVersion) + ")"
+		case k == scheduling.UniformKeyDriverMajorMinor:
 			k = "driver major.minor"
+		case k == scheduling.LabelGPUProduct && fromDevices:
+			k += " (or device attribute " + fleet.AttributeName(scheduling.DeviceAttributeProductName) + ")"
 		}
 		parts = append(parts, k)
 	}

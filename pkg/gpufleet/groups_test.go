@@ -125,27 +125,27 @@ func TestNodeGroupsOfAnUnlabelledCluster(t *testing.T) {
 func TestNodeCache(t *testing.T) {
 	var reported []string
 	opts := fleet.DefaultOptions()
-	c := newNodeCache(&opts, func(node string, problems []*fleet.LabelError) {
-		for _, p := range problems {
+	c := newNodeCache(&opts, func(node string, f *fleet.NodeFacts) {
+		for _, p := range f.Problems {
 			reported = append(reported, node+": "+p.Label)
 		}
 	})
 	labels := gfd(h100, "550.54.15", "12.4", "9.0")
-	f := c.facts("n", labels)
+	f := c.facts("n", labels, nil)
 	require.Equal(t, "12.4", f.CUDA.String())
-	require.Same(t, f, c.facts("n", labels), "the same labels map is a hit")
+	require.Same(t, f, c.facts("n", labels, nil), "the same labels map is a hit")
 	copied := gfd(h100, "550.54.15", "12.4", "9.0")
-	require.Equal(t, "12.4", c.facts("n", copied).CUDA.String(), "equal labels in a new map keep the facts")
+	require.Equal(t, "12.4", c.facts("n", copied, nil).CUDA.String(), "equal labels in a new map keep the facts")
 
 	bad := gfd(h100, "550.54.15", "12.x", "9.0")
-	require.True(t, c.facts("n", bad).CUDA.IsZero(), "an unreadable label is ignored")
+	require.True(t, c.facts("n", bad, nil).CUDA.IsZero(), "an unreadable label is ignored")
 	require.Equal(t, []string{"n: " + scheduling.LabelCUDARuntimeVersionFull}, reported, "a problem is reported when the labels are read")
-	c.facts("n", bad)
-	c.facts("n", gfd(h100, "550.54.15", "12.x", "9.0"))
+	c.facts("n", bad, nil)
+	c.facts("n", gfd(h100, "550.54.15", "12.x", "9.0"), nil)
 	require.Len(t, reported, 1, "and not again while they stay the same")
 
 	c.forget("n")
-	c.facts("n", bad)
+	c.facts("n", bad, nil)
 	require.Len(t, reported, 2, "a node seen anew is read anew")
 }
 

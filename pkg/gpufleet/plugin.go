@@ -18,21 +18,26 @@
 //     plans, hands its groups to the planner. Node rules reach gang plans
 //     the same way: the gang plugin plans only on nodes every Filter plugin
 //     accepts.
-//   - nodes.go: facts read from a node's labels are cached per node and
-//     kept while its labels stay the same, so Filter costs a map lookup.
+//   - devices.go: GPUs that reach pods through Dynamic Resource Allocation.
+//     Facts that no label gives are read from the attributes of the
+//     devices NVIDIA's GPU DRA driver publishes (pkg/capacity's inventory,
+//     shared by the scheduler's plugins), and pods that take the driver's
+//     devices through ResourceClaims are GPU pods (fleet.PodDemand).
+//   - nodes.go: facts read from a node's labels and devices are cached per
+//     node and kept while they stay the same, so Filter costs a map lookup.
 //   - hints.go: pods this plugin rejected are tried again when a node's
-//     labels change so that it admits them, or when their annotations (or
-//     their PodGroup's) change.
+//     labels or published devices change so that it admits them, or when
+//     their annotations (or their PodGroup's) change.
 package gpufleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -43,13 +48,13 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
-	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
-const Name = "GPUFleet"
+const Name = config.GPUFleetPluginName
 
 // Plugin applies pkg/fleet's GPU rules.
 type Plugin struct {
@@ -59,11 +64,37 @@ type Plugin struct {
 	// sources reads gangs, whose PodGroups' annotations carry GPU
 	// requirements, one informer per API; every plugin of the scheduler
 	// shares them.
-	sources   *gang.Sources
-	podLister corelisters.PodLister
-	nodes     *nodeCache
-	events    *eventRecorder
-	logger    klog.Logger
+	sources *gang.Sources
+	// podIndex is the scheduler's pod informer, indexed by gang
+	// (gang.IndexMembers).
+	podIndex cache.Indexer
+	// nodeLister reads the labels of a node whose devices changed, for
+	// hints.
+	nodeLister corelisters.NodeLister
+	// dra is the scheduler's DRA manager, nil when DRA is off: it reads
+	// the claims and DeviceClasses that make a pod a GPU pod.
+	dra fwk.SharedDRAManager
+	// devices reads the devices ResourceSlices publish; nil reads node
+	// labels only. Every plugin of the scheduler shares it (WithDevices).
+	devices *capacity.Inventories
+	// lastDevices is the matcher the last PreFilter read, for hints.
+	lastDevices atomic.Pointer[capacity.Matcher]
+	// kinds remembers which device kinds select GPUs.
+	kinds  *gpuKinds
+	nodes  *nodeCache
+	events *eventRecorder
+	logger klog.Logger
+}
+
+// Option configures the plugin beyond its args.
+type Option func(*Plugin)
+
+// WithDevices has the plugin read what no node label says from the devices
+// ResourceSlices publish, through devices, which every plugin of the
+// scheduler shares (pkg/scheduler builds them once, keyed by the
+// scheduler's DRA manager). nil, or no option, reads labels only.
+func WithDevices(devices *capacity.Inventories) Option {
+	return func(pl *Plugin) { pl.devices = devices }
 }
 
 var (
@@ -74,27 +105,43 @@ var (
 
 // New builds the plugin from its args. It reads gangs from sources, which
 // every plugin of the scheduler shares (pkg/scheduler builds them once, with
-// gang.SharedSources).
-func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
+// gang.SharedSources), and devices as opts say (WithDevices).
+func New(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources, opts ...Option) (fwk.Plugin, error) {
 	args, err := scheme.DecodeGPUFleetArgs(obj, field.NewPath("pluginConfig").Key(Name).Child("args"))
 	if err != nil {
 		return nil, err
 	}
-	return newPlugin(ctx, args, handle, sources)
+	return newPlugin(ctx, args, handle, sources, opts...)
 }
 
 // newPlugin wires the plugin to its informers and gang sources. Tests call
 // it with fake informers.
-func newPlugin(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle, sources *gang.Sources) (*Plugin, error) {
+func newPlugin(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle, sources *gang.Sources, opts ...Option) (*Plugin, error) {
 	pl := &Plugin{
-		handle:    handle,
-		opts:      fleet.OptionsFromArgs(args),
-		sources:   sources,
-		podLister: handle.SharedInformerFactory().Core().V1().Pods().Lister(),
-		events:    newEventRecorder(handle.EventRecorder(), clock.RealClock{}),
-		logger:    klog.FromContext(ctx).WithValues("plugin", Name),
+		handle:     handle,
+		opts:       fleet.OptionsFromArgs(args),
+		sources:    sources,
+		nodeLister: handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
+		dra:        handle.SharedDRAManager(),
+		kinds:      &gpuKinds{},
+		events:     newEventRecorder(handle.EventRecorder(), clock.RealClock{}),
+		logger:     klog.FromContext(ctx).WithValues("plugin", Name),
 	}
-	pl.nodes = newNodeCache(&pl.opts, pl.reportLabelProblems)
+	for _, o := range opts {
+		o(pl)
+	}
+	if pl.dra == nil {
+		pl.devices = nil // no DRA, no devices
+	}
+	pl.nodes = newNodeCache(&pl.opts, pl.reportProblems)
+	// A PodGroup that arrives or changes activates its members, found by
+	// the same index the gang plugin reads (added by whichever is built
+	// first).
+	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
+	if err := gang.IndexMembers(podInformer); err != nil {
+		return nil, err
+	}
+	pl.podIndex = podInformer.GetIndexer()
 	nodeHandler := cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj interface{}) {
 			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -181,27 +228,15 @@ func (pl *Plugin) onGangUpdated(old, new *gang.Spec) {
 	}
 }
 
-// activateMembers moves a gang's unbound members back to the active queue.
+// activateMembers moves a gang's waiting members back to the active queue,
+// as the gang plugin does when their gang changes: pkg/gang says which
+// pods those are (Members, Waiting).
 func (pl *Plugin) activateMembers(key gang.Key) {
-	var pods []*v1.Pod
-	var err error
-	if key.API == gang.Native {
-		// Native members name their PodGroup in the spec, which no
-		// selector reaches.
-		pods, err = pl.podLister.Pods(key.Namespace).List(labels.Everything())
-	} else {
-		pods, err = pl.podLister.Pods(key.Namespace).List(labels.SelectorFromSet(labels.Set{scheduling.PodGroupLabel: key.Name}))
-	}
+	members, err := gang.Members(pl.podIndex, key)
 	if err != nil {
 		return
 	}
-	waiting := map[string]*v1.Pod{}
-	for _, p := range pods {
-		if k, ok := gang.Of(p); ok && k == key && p.Spec.NodeName == "" {
-			waiting[p.Namespace+"/"+p.Name] = p
-		}
-	}
-	if len(waiting) > 0 {
+	if waiting := gang.Waiting(members); len(waiting) > 0 {
 		pl.logger.V(4).Info("PodGroup arrived or changed: activating its members", "podGroup", key, "pods", len(waiting))
 		pl.handle.Activate(pl.logger, waiting)
 	}

@@ -5,6 +5,7 @@ import (
 
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 )
 
@@ -18,7 +19,15 @@ type cycleState struct {
 	demand fleet.Demand
 	// nodes is the plugin's node cache, shared; NodeGroups reads it.
 	nodes *nodeCache
+	// devices are the devices ResourceSlices published when PreFilter
+	// ran, shared read-only with every cycle that read the same; nil when
+	// the plugin reads labels only. Filter and NodeGroups judge nodes by
+	// these, so one cycle sees one set of devices.
+	devices *capacity.Matcher
 }
+
+// nodeDevices returns a node's devices as PreFilter saw them.
+func (s *cycleState) nodeDevices(node string) []capacity.Device { return nodeDevices(s.devices, node) }
 
 // Clone returns the same state: it is never written after PreFilter, and
 // the plugin has no AddPod/RemovePod that would.

@@ -9,7 +9,7 @@
 // own Policy; its Plan says where each subgroup went.
 //
 // pkg/topology provides the planner the scheduler runs, which reads
-// interconnect domains from node labels; Greedy is a topology-blind one for
-// tests. Both score best fit with BestFit. Planners never read the API server
+// interconnect domains from node labels; placementtest.Greedy is a
+// topology-blind one for tests. Both score best fit with BestFit. Planners never read the API server
 // and never keep references into a Request after Plan returns.
 package placement

@@ -2,8 +2,6 @@ package placement
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -176,74 +174,4 @@ func (g *Groups) NoGroupFits(wanted int, tries []*FitError) *FitError {
 		placed = ts[0].err.Placed
 	}
 	return &FitError{Placed: placed, Wanted: wanted, Reason: b.String()}
-}
-
-// planGroups is Greedy.Plan for a request whose nodes are split into
-// groups: it places the gang in every group (only the anchors' group for a
-// running gang's new members) and keeps the complete placement on the
-// fewest nodes, then in the group with the least free room, then the first
-// group.
-func (g Greedy) planGroups(ctx context.Context, req *Request) (*Plan, error) {
-	if err := req.Groups.Validate(len(req.Nodes)); err != nil {
-		return nil, err
-	}
-	groups := make([]int, len(req.Groups.Names))
-	for k := range groups {
-		groups[k] = k
-	}
-	if k := req.AnchorGroup(); k >= 0 {
-		groups = []int{k}
-	}
-	fit := NewBestFit(req)
-	tries := make([]*FitError, len(req.Groups.Names))
-	var best *Plan
-	bestNodes, bestRoom, bestGroup := 0, 0.0, -1
-	for _, k := range groups {
-		sub := req.InGroup(k)
-		plan, err := g.plan(ctx, sub)
-		var fe *FitError
-		switch {
-		case errors.As(err, &fe):
-			tries[k] = fe
-			continue
-		case err != nil:
-			return nil, err
-		}
-		used := plan.Spans[0].Domains
-		room := groupRoom(req, k, fit)
-		if best == nil || used < bestNodes || used == bestNodes && room < bestRoom {
-			best, bestNodes, bestRoom, bestGroup = plan, used, room, k
-		}
-	}
-	if best == nil {
-		return nil, req.Groups.NoGroupFits(len(req.Members), tries)
-	}
-	best.Summary += " in group " + req.Groups.Names[bestGroup]
-	return best, nil
-}
-
-// groupRoom is the free capacity of group k's nodes on the dimensions the
-// gang's accelerated members ask for, on fit's scale: best fit between
-// groups.
-func groupRoom(req *Request, k int, fit BestFit) float64 {
-	asked := make([]bool, len(req.Resources))
-	for _, m := range req.Members {
-		if m.Accelerated {
-			for d, q := range m.Request {
-				asked[d] = asked[d] || q > 0
-			}
-		}
-	}
-	var room float64
-	for i, n := range req.Nodes {
-		if req.Groups.Of[i] != k {
-			continue
-		}
-		for d, q := range n.Free {
-			if asked[d] && fit.scale[d] > 0 && q > 0 {
-				room += float64(q) / float64(fit.scale[d])
-			}
-		}
-	}
-	return room
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -56,6 +57,10 @@ type Config struct {
 	// watched, for the reason NativeNote gives.
 	WatchNative bool
 	NativeNote  string
+	// DRA gives the framework a DRA manager, as kube-scheduler's with
+	// DynamicResourceAllocation on: ResourceSlices, ResourceClaims and
+	// DeviceClasses among Objects are what it reads.
+	DRA bool
 	// Plugins registers the plugins under test, which read gangs from
 	// sources, and the others the test runs with them (one QueueSort and
 	// one Bind plugin at least).
@@ -79,7 +84,9 @@ type Env struct {
 	// are built, as the scheduler starts them.
 	Informers informers.SharedInformerFactory
 	// Sources are the gang sources every plugin reads.
-	Sources   *gang.Sources
+	Sources *gang.Sources
+	// DRA is the framework's DRA manager, nil unless Config.DRA.
+	DRA       fwk.SharedDRAManager
 	Snapshot  *internalcache.Snapshot
 	Activator *Activator
 	Events    *Events
@@ -142,6 +149,12 @@ func New(t testing.TB, cfg Config) *Env {
 	}
 	env.Sources = gang.NewSources(in)
 
+	var draOpts []frameworkruntime.Option
+	draSynced := func() bool { return true }
+	if cfg.DRA {
+		env.DRA, draSynced = env.newDRAManager()
+		draOpts = append(draOpts, frameworkruntime.WithSharedDRAManager(env.DRA))
+	}
 	opts := append([]frameworkruntime.Option{
 		frameworkruntime.WithInformerFactory(env.Informers),
 		frameworkruntime.WithSnapshotSharedLister(env.Snapshot),
@@ -149,7 +162,7 @@ func New(t testing.TB, cfg Config) *Env {
 		frameworkruntime.WithPodActivator(env.Activator),
 		frameworkruntime.WithEventRecorder(recorder),
 		frameworkruntime.WithClientSet(env.Client),
-	}, cfg.Options...)
+	}, append(draOpts, cfg.Options...)...)
 	fh, err := tf.NewFramework(ctx, cfg.Plugins(env.Sources), SchedulerName, opts...)
 	if err != nil {
 		t.Fatalf("building framework: %v", err)
@@ -159,6 +172,9 @@ func New(t testing.TB, cfg Config) *Env {
 	env.Informers.WaitForCacheSync(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), env.Sources.HasSynced) {
 		t.Fatal("the gang sources' subscribers did not catch up")
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), draSynced) {
+		t.Fatal("the DRA manager's claims and extended-resource mapping did not catch up")
 	}
 	env.Activator.Reset()
 	return env

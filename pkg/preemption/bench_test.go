@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // fullCluster is spines x leaves x 32 nodes of 8 GPUs in cliques of 8,
@@ -14,7 +16,7 @@ import (
 // per node, laid out leaf by leaf in order, so an 8-node gang after a 4-node
 // one straddles two cliques. Start times are spread over the last day.
 func fullCluster(rng *rand.Rand, spines, leaves int) *cluster {
-	c := newCluster(makeFabric().withSpines(spines).withLeavesPerSpine(leaves).withNodesPerLeaf(32).withCliqueSize(8).obj())
+	c := newCluster(placementtest.MakeFabric().Spines(spines).LeavesPerSpine(leaves).NodesPerLeaf(32).CliqueSize(8).Obj())
 	next := 0
 	for g := 0; next < len(c.nodes); g++ {
 		size := 4 + 4*rng.IntN(2)

@@ -38,42 +38,6 @@ func newTestEngine(t testing.TB) *Engine {
 	return NewEngine(p, p)
 }
 
-// fabric builds a regular cluster of 64-core, 8-GPU nodes: spines of leaves
-// of nodes, cliques of cliqueSize consecutive nodes in a leaf, named
-// s<i>-l<j>-n<m> in leaf s<i>-l<j> and clique s<i>-l<j>-c<k>.
-type fabric struct {
-	spines, leaves, nodes, clique int
-}
-
-func makeFabric() *fabric { return &fabric{spines: 1, leaves: 1, nodes: 1, clique: 1} }
-
-func (f *fabric) withSpines(n int) *fabric         { f.spines = n; return f }
-func (f *fabric) withLeavesPerSpine(n int) *fabric { f.leaves = n; return f }
-func (f *fabric) withNodesPerLeaf(n int) *fabric   { f.nodes = n; return f }
-func (f *fabric) withCliqueSize(n int) *fabric     { f.clique = n; return f }
-
-func (f *fabric) obj() []placement.Node {
-	var out []placement.Node
-	for s := range f.spines {
-		for l := range f.leaves {
-			leaf := fmt.Sprintf("s%d-l%d", s, l)
-			for n := range f.nodes {
-				out = append(out, placement.Node{
-					Name: fmt.Sprintf("%s-n%d", leaf, n),
-					Labels: map[string]string{
-						spineKey:  fmt.Sprintf("s%d", s),
-						leafKey:   leaf,
-						cliqueKey: fmt.Sprintf("%s-c%d", leaf, n/f.clique),
-					},
-					Allocatable: placement.Vector{64000, 8},
-					Free:        placement.Vector{64000, 8},
-				})
-			}
-		}
-	}
-	return out
-}
-
 // cluster is nodes with running units; adding a unit takes its pods'
 // requests from the nodes' free capacity.
 type cluster struct {

@@ -1,12 +1,7 @@
 package preemption
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +10,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
@@ -22,7 +18,7 @@ import (
 // nodes, cliques of 2 nodes), each leaf full with one low-priority 4-node
 // gang.
 func headline() *cluster {
-	return newCluster(makeFabric().withSpines(2).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+	return newCluster(placementtest.MakeFabric().Spines(2).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 		makeGang("ns/a").priority(1).on(8, leafNodes("s0-l0", 4)...),
 		makeGang("ns/b").priority(1).on(8, leafNodes("s0-l1", 4)...),
 		makeGang("ns/c").priority(1).on(8, leafNodes("s1-l0", 4)...),
@@ -105,7 +101,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "equal sets inside one domain go by name, whatever greedy found first",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj()).add(
 					makeGang("ns/d").on(8, "s0-l0-n0"),
 					makeGang("ns/c").on(8, "s0-l0-n1"),
 					makeGang("ns/b").on(8, "s0-l0-n2"),
@@ -140,7 +136,7 @@ func TestDecide(t *testing.T) {
 			cluster: func() *cluster {
 				// Leaf s0-l1 frees two nodes by evicting ns/z alone, but
 				// they sit in different cliques.
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/x").on(8, "s0-l0-n0", "s0-l0-n2"),
 					makeGang("ns/y").on(8, "s0-l0-n1", "s0-l0-n3"),
 					makeGang("ns/z").on(8, "s0-l1-n1", "s0-l1-n2"),
@@ -158,7 +154,7 @@ func TestDecide(t *testing.T) {
 				// Every clique holds one node of ns/wide and one of a
 				// 1-node gang; evicting ns/wide alone frees one node per
 				// clique, enough for 2 nodes only across cliques.
-				return newCluster(makeFabric().withLeavesPerSpine(1).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(1).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/wide").on(8, "s0-l0-n0", "s0-l0-n2"),
 					makeGang("ns/p").startedAgo(time.Minute).on(8, "s0-l0-n1"),
 					makeGang("ns/q").on(8, "s0-l0-n3"),
@@ -172,7 +168,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "preferred NVLink domain falls back to one leaf with fewer victims",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(1).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(1).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/wide").on(8, "s0-l0-n0", "s0-l0-n2"),
 					makeGang("ns/p").priority(100).on(8, "s0-l0-n1"),
 					makeGang("ns/q").priority(100).on(8, "s0-l0-n3"),
@@ -186,7 +182,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "required leaf needs one whole leaf",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withSpines(1).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().Spines(1).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1"),
 					makeGang("ns/b").on(8, "s0-l0-n2", "s0-l0-n3"),
 					makeGang("ns/c").on(8, "s0-l1-n0", "s0-l1-n1"),
@@ -200,7 +196,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "required leaf where no leaf can be cleared: nothing, though the spine could",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withSpines(1).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().Spines(1).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1"),
 					makeGang("ns/b").on(8, "s0-l1-n0", "s0-l1-n1"),
 					makePod("ns/keep0").priority(200).on(8, "s0-l0-n3"),
@@ -213,7 +209,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a plain pod takes one elastic member and leaves the gang running",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/elastic").surplus(2).on(8, leafNodes("s0-l0", 4)...),
 				)
 			},
@@ -225,7 +221,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "elastic members go before a cheaper whole gang",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj()).add(
 					makeGang("ns/elastic").priority(5).surplus(1).on(8, "s0-l0-n0", "s0-l0-n1"),
 					makeGang("ns/rigid").priority(0).startedAgo(time.Minute).on(8, "s0-l0-n2", "s0-l0-n3"),
 				)
@@ -237,7 +233,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "more members than the surplus: the whole gang",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj()).add(
 					makeGang("ns/elastic").surplus(1).on(8, leafNodes("s0-l0", 4)...),
 				)
 			},
@@ -248,7 +244,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a kept member never goes alone",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/mpi").surplus(1).on(8, "s0-l0-n0").keepLast().on(8, "s0-l0-n1"),
 				)
 			},
@@ -259,7 +255,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a replacement preempts next to its running gang, not where it is cheapest",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/self").priority(100).on(8, "s0-l1-n0"),
 					makeGang("ns/near").startedAgo(10*time.Hour).on(8, "s0-l1-n1"),
 					makeGang("ns/far").startedAgo(time.Minute).on(8, "s0-l0-n0"),
@@ -274,7 +270,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "members that exclude each other need a node each",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").startedAgo(time.Minute).on(8, "s0-l0-n0"),
 					makePod("ns/b1").startedAgo(2*time.Minute).on(4, "s0-l0-n1"),
 					makePod("ns/b2").startedAgo(3*time.Minute).on(4, "s0-l0-n1"),
@@ -299,7 +295,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "fits without preemption",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(2).Obj()).add(
 					makeGang("ns/a").on(8, "s0-l0-n0"),
 				)
 			},
@@ -309,7 +305,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a set that violates no PDB beats one with fewer gangs that does",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj())
 				b := c.pdb("ns/protect-a", 0)
 				return c.add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1").underPDB(b),
@@ -324,7 +320,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a PDB is violated when no other set exists, as few times as can be",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj())
 				b := c.pdb("ns/protect", 1)
 				return c.add(
 					makeGang("ns/a").on(8, "s0-l0-n0", "s0-l0-n1").underPDB(b),
@@ -339,7 +335,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "fewest GPUs breaks a tie",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(1).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(1).Obj()).add(
 					makeGang("ns/big").on(8, "s0-l0-n0").on(8, ""),
 					makeGang("ns/small").on(4, "s0-l1-n0").on(4, "s0-l1-n0"),
 				)
@@ -351,7 +347,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a victim gang that straddles the domain goes whole",
 			cluster: func() *cluster {
-				return newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).withCliqueSize(2).obj()).add(
+				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj()).add(
 					makeGang("ns/across").on(8, "s0-l0-n1", "s0-l1-n0"),
 					makeGang("ns/in").priority(50).on(8, "s0-l0-n0"),
 					makeGang("ns/other").priority(50).on(8, "s0-l1-n1"),
@@ -364,7 +360,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a plain CPU pod evicts one lower-priority pod, anywhere",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(1).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(1).Obj())
 				for i := range c.nodes {
 					c.nodes[i].Free[0] = 2000
 				}
@@ -381,7 +377,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "CPU pods spread over the cluster when that evicts cheaper pods",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withLeavesPerSpine(3).withNodesPerLeaf(1).obj())
+				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(3).NodesPerLeaf(1).Obj())
 				c.nodes[0].Free[0] = 24000
 				c.nodes[1].Free[0], c.nodes[2].Free[0] = 12000, 12000
 				return c.add(
@@ -398,7 +394,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a launcher that needs room of its own costs one more victim",
 			cluster: func() *cluster {
-				c := newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj())
+				c := newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj())
 				for i := range c.nodes {
 					c.nodes[i].Free[0] = 1000
 				}
@@ -490,192 +486,4 @@ func TestDecideHeadlinePlan(t *testing.T) {
 		Path: []topology.PathElem{{Key: spineKey, Value: "s0"}},
 	}, d.Domain)
 	require.Equal(t, "evicting 2 gangs (ns/a, ns/b): 8 pods, 64 GPUs, priority at most 1, to place ns/big in spine s0", d.Summary)
-}
-
-// TestDecideIgnoresInputOrder shuffles units and nodes (moving pods and
-// anchors with their nodes): the decision must not move. It also checks that Decide
-// leaves the request as it found it.
-func TestDecideIgnoresInputOrder(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 7))
-	// The headline's four gangs tie on everything but their names.
-	bases := []*Request{
-		makePreemptor("ns/big").workers(8, 8).on(headline()),
-		makePreemptor("ns/mid").workers(4, 8).on(headline()),
-	}
-	for range 100 {
-		bases = append(bases, randomCase(rng))
-	}
-	for i, base := range bases {
-		pristine := cloneRequest(base)
-		want, wantErr := newTestEngine(t).Decide(t.Context(), base)
-		if diff := cmp.Diff(pristine, base); diff != "" {
-			t.Fatalf("case %d: Decide wrote its request (-before,+after):\n%s", i, diff)
-		}
-		for range 3 {
-			req := shuffled(rng, base)
-			got, err := newTestEngine(t).Decide(t.Context(), req)
-			if wantErr != nil {
-				require.EqualError(t, err, wantErr.Error(), "case %d", i)
-				continue
-			}
-			require.NoError(t, err, "case %d", i)
-			require.Equal(t, victimNames(base, want), victimNames(req, got), "case %d", i)
-			require.Equal(t, planNodes(base, want), planNodes(req, got), "case %d", i)
-			require.Equal(t, want.Domain, got.Domain, "case %d", i)
-			require.Equal(t, want.Cost, got.Cost, "case %d", i)
-		}
-	}
-}
-
-// shuffled is req with its units and nodes in a random order.
-func shuffled(rng *rand.Rand, req *Request) *Request {
-	out := cloneRequest(req)
-	rng.Shuffle(len(out.Units), func(a, b int) { out.Units[a], out.Units[b] = out.Units[b], out.Units[a] })
-	perm := rng.Perm(len(out.Nodes)) // node i moves to perm[i]
-	nodes := make([]placement.Node, len(out.Nodes))
-	for i, n := range out.Nodes {
-		nodes[perm[i]] = n
-	}
-	out.Nodes = nodes
-	for u := range out.Units {
-		for i := range out.Units[u].Pods {
-			if n := out.Units[u].Pods[i].Node; n >= 0 {
-				out.Units[u].Pods[i].Node = perm[n]
-			}
-		}
-	}
-	for i, a := range out.Anchors {
-		out.Anchors[i] = perm[a]
-	}
-	return out
-}
-
-// cloneRequest deep-copies what Decide reads. Random cases have no
-// eligibility masks.
-func cloneRequest(req *Request) *Request {
-	out := *req
-	out.Nodes = slices.Clone(req.Nodes)
-	for i := range out.Nodes {
-		out.Nodes[i].Free = out.Nodes[i].Free.Clone()
-		out.Nodes[i].Allocatable = out.Nodes[i].Allocatable.Clone()
-	}
-	out.Members = slices.Clone(req.Members)
-	for i := range out.Members {
-		out.Members[i].Request = out.Members[i].Request.Clone()
-	}
-	out.Units = slices.Clone(req.Units)
-	for u := range out.Units {
-		out.Units[u].Pods = slices.Clone(out.Units[u].Pods)
-		for i := range out.Units[u].Pods {
-			pd := &out.Units[u].Pods[i]
-			pd.Request = pd.Request.Clone()
-			pd.PDBs = slices.Clone(pd.PDBs)
-		}
-	}
-	out.PDBs = slices.Clone(req.PDBs)
-	out.Anchors = slices.Clone(req.Anchors)
-	return &out
-}
-
-// planNodes names the node of each member.
-func planNodes(req *Request, d *Decision) []string {
-	out := make([]string, len(d.Plan.NodeOf))
-	for i, n := range d.Plan.NodeOf {
-		out[i] = req.Nodes[n].Name
-	}
-	return out
-}
-
-// victimNames names the evicted pods, sorted.
-func victimNames(req *Request, d *Decision) []string {
-	var out []string
-	for _, v := range d.Victims {
-		for _, i := range v.Pods {
-			out = append(out, req.Units[v.Unit].Pods[i].Name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func TestDecideBadInput(t *testing.T) {
-	tests := []struct {
-		name    string
-		mutate  func(r *Request)
-		wantErr string
-	}{
-		{"no members", func(r *Request) { r.Members = nil }, "has no members"},
-		{"no clock", func(r *Request) { r.Now = time.Time{} }, "Now is not set"},
-		{"duplicate unit", func(r *Request) { r.Units = append(r.Units, r.Units[0]) }, "unit names must be unique"},
-		{"node out of range", func(r *Request) { r.Units[0].Pods[0].Node = 99 }, "node index 99 is outside the 16 nodes"},
-		{"short vector", func(r *Request) { r.Units[0].Pods[0].Request = placement.Vector{1} }, "request vector has 1 dimensions, want 2"},
-		{"surplus takes every pod", func(r *Request) { r.Units[0].Surplus = 4 }, "surplus 4 must be at least 0 and below its 4 pods"},
-		{"plain pod with two pods", func(r *Request) { r.Units[0].Kind = KindPod }, "exactly one pod, not 4"},
-		{"bad PDB index", func(r *Request) { r.Units[0].Pods[0].PDBs = []int{3} }, "PDB index 3 is outside the 0 budgets"},
-		{"bad policy", func(r *Request) { r.PreemptionPolicy = "Sometimes" }, `unknown preemptionPolicy "Sometimes"`},
-		{"bad anchor", func(r *Request) { r.Anchors = []int{16} }, "anchor 16 is not a node index"},
-		{"negative cap", func(r *Request) { r.Members[0].MaxPerNode = -1 }, "MaxPerNode is -1"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			req := makePreemptor("ns/big").workers(8, 8).on(headline())
-			req.Units = slices.Clone(req.Units)
-			req.Units[0].Pods = slices.Clone(req.Units[0].Pods)
-			tc.mutate(req)
-			_, err := newTestEngine(t).Decide(t.Context(), req)
-			require.ErrorContains(t, err, tc.wantErr)
-			var np *NoPreemptionError
-			require.False(t, errors.As(err, &np), "bad input is an error, not a decision")
-		})
-	}
-	t.Run("unknown level", func(t *testing.T) {
-		req := makePreemptor("ns/big").workers(8, 8).policy("example.com/rack", true).on(headline())
-		_, err := newTestEngine(t).Decide(t.Context(), req)
-		require.ErrorIs(t, err, topology.ErrUnknownLevel)
-	})
-}
-
-// failingPlanner refuses every plan, as a planner would that disagrees with
-// the search's slot counts.
-type failingPlanner struct{}
-
-func (failingPlanner) Plan(context.Context, *placement.Request) (*placement.Plan, error) {
-	return nil, &placement.FitError{Wanted: 1, Reason: "no"}
-}
-
-func TestDecideEvictsNothingThePlannerRejects(t *testing.T) {
-	tp, err := topology.NewPlanner(nvidiaLevels())
-	require.NoError(t, err)
-	req := makePreemptor("ns/big").workers(8, 8).on(headline())
-	_, err = NewEngine(failingPlanner{}, tp).Decide(t.Context(), req)
-	var np *NoPreemptionError
-	require.ErrorAs(t, err, &np)
-	require.Equal(t, ReasonNotVerified, np.Reason)
-	require.Contains(t, np.Message, "evicting nothing")
-}
-
-func TestDecideCancelled(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	req := makePreemptor("ns/big").workers(8, 8).on(headline())
-	_, err := newTestEngine(t).Decide(ctx, req)
-	require.ErrorIs(t, err, context.Canceled)
-}
-
-func TestDecideOverBudgetStillDecides(t *testing.T) {
-	req := makePreemptor("ns/big").workers(64, 8).on(fullCluster(rand.New(rand.NewPCG(3, 3)), 2, 4))
-	e := newTestEngine(t)
-	exact, err := e.Decide(t.Context(), req)
-	require.NoError(t, err)
-	require.True(t, exact.Exact)
-
-	e.budget = 1
-	d, err := e.Decide(t.Context(), req)
-	require.NoError(t, err)
-	require.False(t, d.Exact)
-	requirePlanUsesFreedCapacity(t, req, d)
-	require.Equal(t, exact.Cost.Level, d.Cost.Level, "the greedy pass keeps the level")
-	require.GreaterOrEqual(t, d.Cost.Gangs, exact.Cost.Gangs)
-	t.Logf("exact: %s; greedy: %s", exact.Summary, d.Summary)
-	require.True(t, strings.HasPrefix(d.Summary, "evicting "))
 }

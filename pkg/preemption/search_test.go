@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 func TestTieLost(t *testing.T) {
@@ -32,7 +34,7 @@ func TestTieLost(t *testing.T) {
 // on cost but comes later in canonical order: the search must replace it,
 // not prune the tie away.
 func TestSearchBeatsForeignIncumbentOnTie(t *testing.T) {
-	c := newCluster(makeFabric().withNodesPerLeaf(4).withCliqueSize(4).obj()).add(
+	c := newCluster(placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(4).Obj()).add(
 		makeGang("ns/a").on(8, "s0-l0-n0"),
 		makeGang("ns/b").on(8, "s0-l0-n1"),
 		makeGang("ns/y").on(8, "s0-l0-n2"),

@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
@@ -22,12 +23,18 @@ import (
 // RegistryOptions registers gpu-gang's out-of-tree plugins with kube-scheduler.
 // The plugins of the scheduler these options build, of every profile, read
 // gangs from one gang.Sources, so that each gang API has one informer: the
-// first plugin built starts it. Call it once per scheduler.
+// first plugin built starts it. They read the devices ResourceSlices
+// publish from one capacity.Inventories per DRA manager (one per
+// scheduler), so that the device model is built once for all of them.
+// Call it once per scheduler.
 func RegistryOptions() []app.Option {
 	shared := &gang.SharedSources{}
+	devices := &capacity.SharedInventories{}
 	return []app.Option{
 		app.WithPlugin(coscheduling.Name, withSources(shared, coscheduling.New)),
-		app.WithPlugin(gpufleet.Name, withSources(shared, gpufleet.New)),
+		app.WithPlugin(gpufleet.Name, withSources(shared, func(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
+			return gpufleet.New(ctx, obj, handle, sources, gpufleet.WithDevices(devices.ForDRAManager(ctx, handle.SharedDRAManager())))
+		})),
 	}
 }
 

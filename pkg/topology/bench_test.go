@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // bigCluster is 8 spines x 20 leaves x 32 nodes (5,120 nodes, 8 GPUs each).
 // With fragmented set, each node has a random 0-8 GPUs free.
 func bigCluster(cliqueSize int, fragmented bool) []placement.Node {
-	nodes := makeFabric().withSpines(8).withLeavesPerSpine(20).withNodesPerLeaf(32).withCliqueSize(cliqueSize).obj()
+	nodes := placementtest.MakeFabric().Spines(8).LeavesPerSpine(20).NodesPerLeaf(32).CliqueSize(cliqueSize).Obj()
 	if fragmented {
 		rng := rand.New(rand.NewPCG(5, 5))
 		for i := range nodes {

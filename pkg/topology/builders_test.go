@@ -140,32 +140,3 @@ func (w *requestWrapper) generation(g uint64) *requestWrapper {
 }
 
 func (w *requestWrapper) obj() *placement.Request { return &w.r }
-
-// fabric builds a regular cluster: spines of leaves of cliques of nodes,
-// named s<i>, s<i>-l<j>, s<i>-l<j>-c<k> and s<i>-l<j>-n<m>.
-type fabric struct {
-	spines, leaves, nodes, clique int
-	gpus                          int64
-}
-
-func makeFabric() *fabric { return &fabric{spines: 1, leaves: 1, nodes: 1, clique: 1, gpus: 8} }
-
-func (f *fabric) withSpines(n int) *fabric         { f.spines = n; return f }
-func (f *fabric) withLeavesPerSpine(n int) *fabric { f.leaves = n; return f }
-func (f *fabric) withNodesPerLeaf(n int) *fabric   { f.nodes = n; return f }
-func (f *fabric) withCliqueSize(n int) *fabric     { f.clique = n; return f }
-
-func (f *fabric) obj() []placement.Node {
-	var out []placement.Node
-	for s := range f.spines {
-		for l := range f.leaves {
-			for n := range f.nodes {
-				leaf := fmt.Sprintf("s%d-l%d", s, l)
-				out = append(out, makeNode(fmt.Sprintf("%s-n%d", leaf, n)).gpus(f.gpus).
-					spine(fmt.Sprintf("s%d", s)).leaf(leaf).
-					clique(fmt.Sprintf("%s-c%d", leaf, n/f.clique)).obj())
-			}
-		}
-	}
-	return out
-}

@@ -8,13 +8,14 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // TestTreeDomains checks the exported view of a tree against the node
 // labels it was built from, with the nodes shuffled so that depth-first
 // positions and request indices differ.
 func TestTreeDomains(t *testing.T) {
-	nodes := makeFabric().withSpines(2).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().Spines(2).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
 	tr, err := BuildTree(nvidiaLevels(), nodes, 1)
 	require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestFitCount(t *testing.T) {
 // one above, and no sibling holds more anchors.
 func TestHomes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	nodes := makeFabric().withSpines(3).withLeavesPerSpine(3).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().Spines(3).LeavesPerSpine(3).NodesPerLeaf(4).CliqueSize(2).Obj()
 	tr, err := BuildTree(nvidiaLevels(), nodes, 1)
 	require.NoError(t, err)
 	for range 200 {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // TestFragmentedFabricLeavesSpanned places a stream of whole-node gangs on
@@ -17,7 +18,7 @@ import (
 // each plan spans with the fewest leaves whose free capacity could hold the
 // gang at that moment, and with the topology-blind greedy planner.
 func TestFragmentedFabricLeavesSpanned(t *testing.T) {
-	nodes := makeFabric().withSpines(4).withLeavesPerSpine(8).withNodesPerLeaf(32).withCliqueSize(8).obj()
+	nodes := placementtest.MakeFabric().Spines(4).LeavesPerSpine(8).NodesPerLeaf(32).CliqueSize(8).Obj()
 	rng := rand.New(rand.NewPCG(4, 8))
 	for i := range nodes {
 		// Whole nodes busy or free half the time, partial nodes otherwise:
@@ -41,7 +42,7 @@ func TestFragmentedFabricLeavesSpanned(t *testing.T) {
 		requireValid(t, req, res.Plan)
 		lb, err := p.LowerBound(req)
 		require.NoError(t, err)
-		greedy, err := placement.Greedy{}.Plan(t.Context(), req)
+		greedy, err := placementtest.Greedy{}.Plan(t.Context(), req)
 		require.NoError(t, err)
 		tree := p.Tree(req)
 		blindSpans := tree.Spans(req, greedy.NodeOf)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // TestPlanGroupsMatchesExhaustiveSearch extends the exhaustive oracle to
@@ -138,7 +139,7 @@ func describeGroups(req *placement.Request) string {
 func TestPlanGroups(t *testing.T) {
 	// Two leaves of four nodes each; leaf l0 is H100, leaf l1 A100, as
 	// GPU products usually follow the racks they were bought with.
-	nodes := makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 	groupOf := func(name string) int {
 		if name[4] == '0' { // s0-l0-...
 			return 0
@@ -233,18 +234,18 @@ func TestPlanGroups(t *testing.T) {
 
 // Greedy, the topology-blind yardstick, keeps groups apart too.
 func TestGreedyKeepsGroupsApart(t *testing.T) {
-	nodes := makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(2).obj()
+	nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(2).Obj()
 	req := makeRequest("ns/gang").nodeObjs(nodes).workers(2, 8).members(makeMember("launcher").gpus(0)).obj()
 	req.Groups = &placement.Groups{Of: []int{0, 1, 1, 0}, Names: []string{"a", "b"}, Rule: "one label"}
 	req.Nodes[0].Free[1] = 0 // group a has one free node
-	plan, err := placement.Greedy{}.Plan(t.Context(), req)
+	plan, err := placementtest.Greedy{}.Plan(t.Context(), req)
 	require.NoError(t, err)
 	require.Equal(t, 1, req.Groups.Of[plan.NodeOf[0]])
 	require.Equal(t, 1, req.Groups.Of[plan.NodeOf[1]])
 	require.Contains(t, plan.Summary, "in group b")
 
 	req.Nodes[1].Free[1] = 0 // now neither group holds two
-	_, err = placement.Greedy{}.Plan(t.Context(), req)
+	_, err = placementtest.Greedy{}.Plan(t.Context(), req)
 	var fe *placement.FitError
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, 2, fe.Placed, "one worker and the launcher")

@@ -12,13 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 func TestPlanHierarchy(t *testing.T) {
 	// One spine of three leaves of eight nodes, cliques of four nodes;
 	// s0-l0-c0 has room for half a segment.
 	segmentFabric := func() []placement.Node {
-		nodes := makeFabric().withLeavesPerSpine(3).withNodesPerLeaf(8).withCliqueSize(4).obj()
+		nodes := placementtest.MakeFabric().LeavesPerSpine(3).NodesPerLeaf(8).CliqueSize(4).Obj()
 		for i := range 4 {
 			nodes[i].Free[1] = 4
 		}
@@ -64,7 +65,7 @@ func TestPlanHierarchy(t *testing.T) {
 		},
 		{
 			name:  "a composite of PodGroups with segments",
-			nodes: makeFabric().withSpines(2).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj(),
+			nodes: placementtest.MakeFabric().Spines(2).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj(),
 			request: func(r *requestWrapper) {
 				r.workers(7, 8).policy(spineKey, false).hierarchy(makeSubgroup("ns/job").children(
 					makeSubgroup("ns/pg-a").policy(leafKey, true).children(
@@ -84,7 +85,7 @@ func TestPlanHierarchy(t *testing.T) {
 			// only cliques in different leaves are free.
 			name: "a preferred level that no domain holds relaxes",
 			nodes: func() []placement.Node {
-				nodes := makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+				nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 				nodes[0].Free[1], nodes[6].Free[1] = 0, 0 // s0-l0-c0 and s0-l1-c1 broken
 				return nodes
 			}(),
@@ -118,7 +119,7 @@ func TestPlanHierarchy(t *testing.T) {
 		{
 			name: "a launcher joins the gang's nodes",
 			nodes: func() []placement.Node {
-				return makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+				return placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 			}(),
 			request: func(r *requestWrapper) {
 				r.workers(4, 8).members(makeMember("launcher").gpus(0).milliCPU(2000)).
@@ -137,7 +138,7 @@ func TestPlanHierarchy(t *testing.T) {
 			// level or domain, and goes with the gang's nodes.
 			name: "a child of loose members only",
 			nodes: func() []placement.Node {
-				return makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+				return placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 			}(),
 			request: func(r *requestWrapper) {
 				r.workers(2, 8).members(makeMember("launcher").gpus(0).milliCPU(2000)).
@@ -247,7 +248,7 @@ func TestPlanHierarchyBacktracks(t *testing.T) {
 // saying so when no plan was found yet, the best plan found, not proven the
 // tightest, when one was.
 func TestPlanHierarchyBudget(t *testing.T) {
-	nodes := makeFabric().withLeavesPerSpine(3).withNodesPerLeaf(8).withCliqueSize(4).obj()
+	nodes := placementtest.MakeFabric().LeavesPerSpine(3).NodesPerLeaf(8).CliqueSize(4).Obj()
 	req := makeRequest("ns/gang").nodeObjs(nodes).workers(16, 4).hierarchy(segments(0, 2, 8, cliqueKey, true)).obj()
 	full, err := newTestPlanner(t).PlanDetailed(t.Context(), req)
 	require.NoError(t, err)
@@ -284,7 +285,7 @@ func TestPlanHierarchyAnchors(t *testing.T) {
 	// One spine of two leaves of four nodes, cliques of two nodes. seg-0
 	// runs four pods on s0-l0-n0 and n1; seg-1 runs three on s0-l1-n0 and
 	// n1, and lost the one on s0-l1-n1.
-	nodes := makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 	at := func(name string) int {
 		for i := range nodes {
 			if nodes[i].Name == name {
@@ -318,7 +319,7 @@ func TestPlanHierarchyAnchors(t *testing.T) {
 		// Only seg-0 runs, on s0-l1-c0; s0-l0-c0 is busy with other pods.
 		// s0-l0-c1 and s0-l1-c1 are equally good fits, and s0-l0 comes
 		// first in tree order, but the gang runs in s0-l1.
-		nodes := makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+		nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 		for _, n := range []string{"s0-l0-n0", "s0-l0-n1", "s0-l1-n0", "s0-l1-n1"} {
 			for i := range nodes {
 				if nodes[i].Name == n {
@@ -352,7 +353,7 @@ func TestPlanHierarchyAnchors(t *testing.T) {
 func TestPlanHierarchyUniformGroups(t *testing.T) {
 	// Leaf s0-l0 is one GPU product, s0-l1 another; only s0-l1 holds both
 	// segments, though s0-l0 would hold the first.
-	nodes := makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 	groups := &placement.Groups{Names: []string{"a100", "h100"}, Rule: "one GPU product"}
 	for i := range nodes {
 		groups.Of = append(groups.Of, boolInt(nodes[i].Labels[leafKey] == "s0-l1"))
@@ -371,7 +372,7 @@ func TestPlanHierarchyUniformGroups(t *testing.T) {
 // TestPlanHierarchyCapsAcrossSubgroups keeps MaxPerNode for members of one
 // kind in different subgroups, packed one after another.
 func TestPlanHierarchyCapsAcrossSubgroups(t *testing.T) {
-	nodes := makeFabric().withNodesPerLeaf(2).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().NodesPerLeaf(2).CliqueSize(2).Obj()
 	req := makeRequest("ns/gang").nodeObjs(nodes).workers(4, 1).hierarchy(makeSubgroup("").children(
 		makeSubgroup("a").policy(cliqueKey, true).members(0, 2),
 		makeSubgroup("b").policy(cliqueKey, true).members(2, 2))).obj()
@@ -402,7 +403,7 @@ func TestPlanHierarchyOneSubgroup(t *testing.T) {
 }
 
 func TestPlanHierarchyDeterministic(t *testing.T) {
-	base := makeFabric().withSpines(2).withLeavesPerSpine(3).withNodesPerLeaf(8).withCliqueSize(4).obj()
+	base := placementtest.MakeFabric().Spines(2).LeavesPerSpine(3).NodesPerLeaf(8).CliqueSize(4).Obj()
 	rng := rand.New(rand.NewPCG(9, 9))
 	for i := range base {
 		base[i].Free[1] = []int64{0, 4, 8, 8}[rng.IntN(4)]
@@ -430,7 +431,7 @@ func TestPlanHierarchyDeterministic(t *testing.T) {
 }
 
 func TestPlanHierarchyConcurrent(t *testing.T) {
-	nodes := makeFabric().withSpines(2).withLeavesPerSpine(3).withNodesPerLeaf(8).withCliqueSize(4).obj()
+	nodes := placementtest.MakeFabric().Spines(2).LeavesPerSpine(3).NodesPerLeaf(8).CliqueSize(4).Obj()
 	req := makeRequest("ns/gang").nodeObjs(nodes).workers(32, 4).policy(spineKey, false).hierarchy(segments(0, 4, 8, cliqueKey, true)).obj()
 	want, err := newTestPlanner(t).Plan(t.Context(), req)
 	require.NoError(t, err)
@@ -451,7 +452,7 @@ func TestPlanHierarchyConcurrent(t *testing.T) {
 }
 
 func TestPlanHierarchyErrors(t *testing.T) {
-	nodes := makeFabric().withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(2).Obj()
 	t.Run("canceled", func(t *testing.T) {
 		req := makeRequest("ns/gang").nodeObjs(nodes).workers(2, 8).hierarchy(segments(0, 2, 1, cliqueKey, true)).obj()
 		ctx, cancel := context.WithCancel(t.Context())

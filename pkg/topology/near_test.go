@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // TestPlanNearAnchors places replacements for members of a running gang:
@@ -37,7 +38,7 @@ func TestPlanNearAnchors(t *testing.T) {
 		return out
 	}
 	fab := func() []placement.Node {
-		return makeFabric().withSpines(2).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+		return placementtest.MakeFabric().Spines(2).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 	}
 	tests := []struct {
 		name    string
@@ -125,7 +126,7 @@ func TestPlanNearAnchors(t *testing.T) {
 // TestPlanMaxPerNode spreads members that exclude each other, one per node,
 // and still keeps them in the tightest domain that holds them that way.
 func TestPlanMaxPerNode(t *testing.T) {
-	nodes := makeFabric().withSpines(1).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(4).obj()
+	nodes := placementtest.MakeFabric().Spines(1).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(4).Obj()
 	req := makeRequest("ns/g").nodeObjs(nodes).obj()
 	for i := range 4 {
 		m := makeMember("w").gpus(4).obj()
@@ -150,18 +151,18 @@ func TestPlanMaxPerNode(t *testing.T) {
 // TestGreedyHonoursCapsAndAnchors checks the topology-blind yardstick
 // against the same two rules.
 func TestGreedyHonoursCapsAndAnchors(t *testing.T) {
-	nodes := makeFabric().withSpines(1).withLeavesPerSpine(1).withNodesPerLeaf(4).obj()
+	nodes := placementtest.MakeFabric().Spines(1).LeavesPerSpine(1).NodesPerLeaf(4).Obj()
 	req := makeRequest("ns/g").nodeObjs(nodes).workers(3, 4).obj()
 	for i := range req.Members {
 		req.Members[i].MaxPerNode = 1
 	}
-	plan, err := placement.Greedy{}.Plan(t.Context(), req)
+	plan, err := placementtest.Greedy{}.Plan(t.Context(), req)
 	require.NoError(t, err)
 	requireValid(t, req, plan)
 
 	req = makeRequest("ns/g").nodeObjs(nodes).workers(1, 4).obj()
 	req.Anchors = []int{2}
-	plan, err = placement.Greedy{}.Plan(t.Context(), req)
+	plan, err = placementtest.Greedy{}.Plan(t.Context(), req)
 	require.NoError(t, err)
 	require.Equal(t, []string{nodes[2].Name}, nodeNames(req, plan), "a replacement goes to its gang's node first")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // The tests here check what a plan must not depend on, and what it gives
@@ -19,7 +20,7 @@ import (
 func TestPlanRankOrder(t *testing.T) {
 	// Two leaves of four nodes, cliques of two. Twelve 2-GPU pods need three
 	// nodes: a whole clique and one node of the next, in one leaf.
-	nodes := makeFabric().withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 	req := makeRequest("ns/gang").nodeObjs(nodes).workers(12, 2).obj()
 	plan, err := newTestPlanner(t).Plan(t.Context(), req)
 	require.NoError(t, err)
@@ -33,7 +34,7 @@ func TestPlanRankOrder(t *testing.T) {
 func TestPlanRankOrderTwoShapes(t *testing.T) {
 	// Ranks alternate between two shapes; each shape's ranks still walk the
 	// tree in order.
-	nodes := makeFabric().withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().NodesPerLeaf(4).CliqueSize(2).Obj()
 	r := makeRequest("ns/gang").nodeObjs(nodes)
 	for i := range 6 {
 		r.members(makeMember(fmt.Sprintf("w-%d", i)).gpus(int64(2 + 4*(i%2))))
@@ -56,7 +57,7 @@ func TestPlanRankOrderTwoShapes(t *testing.T) {
 }
 
 func TestPlanDeterministic(t *testing.T) {
-	base := makeFabric().withSpines(2).withLeavesPerSpine(3).withNodesPerLeaf(6).withCliqueSize(3).obj()
+	base := placementtest.MakeFabric().Spines(2).LeavesPerSpine(3).NodesPerLeaf(6).CliqueSize(3).Obj()
 	rng := rand.New(rand.NewPCG(7, 7))
 	for i := range base {
 		base[i].Free[1] = int64(rng.IntN(9))
@@ -80,7 +81,7 @@ func TestPlanDeterministic(t *testing.T) {
 
 func TestPlanConcurrent(t *testing.T) {
 	p := newTestPlanner(t)
-	nodes := makeFabric().withSpines(2).withLeavesPerSpine(4).withNodesPerLeaf(8).withCliqueSize(4).obj()
+	nodes := placementtest.MakeFabric().Spines(2).LeavesPerSpine(4).NodesPerLeaf(8).CliqueSize(4).Obj()
 	reqs := make([]*placement.Request, 8)
 	for i := range reqs {
 		reqs[i] = makeRequest(fmt.Sprintf("ns/g%d", i)).nodeObjs(nodes).workers(1+5*i, 8).generation(uint64(1 + i%2)).obj()

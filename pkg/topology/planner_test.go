@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // smallCluster is, with 8 GPUs per node:
@@ -400,7 +401,7 @@ func TestPlanFallbackIsValid(t *testing.T) {
 	// With no budget the greedy packer plans alone. On a fragmented cluster
 	// its plans must still be valid, and never tighter than the exact ones.
 	rng := rand.New(rand.NewPCG(3, 4))
-	nodes := makeFabric().withSpines(2).withLeavesPerSpine(4).withNodesPerLeaf(8).withCliqueSize(4).obj()
+	nodes := placementtest.MakeFabric().Spines(2).LeavesPerSpine(4).NodesPerLeaf(8).CliqueSize(4).Obj()
 	for i := range nodes {
 		nodes[i].Free[1] = int64(rng.IntN(9))
 	}
@@ -442,7 +443,7 @@ func lexLess(a, b []int) bool {
 }
 
 func TestLowerBoundAndSpans(t *testing.T) {
-	nodes := makeFabric().withSpines(2).withLeavesPerSpine(2).withNodesPerLeaf(4).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().Spines(2).LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
 	nodes[0].Free[1] = 0 // s0-l0 has three free nodes
 	req := makeRequest("ns/gang").nodeObjs(nodes).workers(9, 8).members(makeMember("launcher").gpus(0)).obj()
 	p := newTestPlanner(t)
@@ -469,7 +470,7 @@ func TestLowerBoundAndSpans(t *testing.T) {
 	}
 
 	// The greedy planner knows no topology; its spans are counted the same way.
-	greedy, err := placement.Greedy{}.Plan(t.Context(), req)
+	greedy, err := placementtest.Greedy{}.Plan(t.Context(), req)
 	require.NoError(t, err)
 	gs := p.Tree(req).Spans(req, greedy.NodeOf)
 	require.Len(t, gs, 4)

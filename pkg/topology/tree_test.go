@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
 )
 
 // groups lists the node names of each domain of level l, in tree order.
@@ -126,7 +127,7 @@ func TestBuildTreeGroups(t *testing.T) {
 }
 
 func TestBuildTreeIgnoresNodeOrder(t *testing.T) {
-	nodes := makeFabric().withSpines(2).withLeavesPerSpine(3).withNodesPerLeaf(5).withCliqueSize(2).obj()
+	nodes := placementtest.MakeFabric().Spines(2).LeavesPerSpine(3).NodesPerLeaf(5).CliqueSize(2).Obj()
 	nodes = append(nodes, makeNode("stray-1").obj(), makeNode("stray-2").spine("s1").obj())
 	want, err := BuildTree(nvidiaLevels(), nodes, 1)
 	require.NoError(t, err)
@@ -197,7 +198,7 @@ func TestCompareNatural(t *testing.T) {
 func TestPlannerCachesTree(t *testing.T) {
 	p, err := NewPlanner(nvidiaLevels())
 	require.NoError(t, err)
-	nodes := makeFabric().withNodesPerLeaf(4).obj()
+	nodes := placementtest.MakeFabric().NodesPerLeaf(4).Obj()
 	req := makeRequest("ns/g").nodeObjs(nodes).generation(7).obj()
 	first := p.Tree(req)
 	require.Same(t, first, p.Tree(req), "same generation and nodes must reuse the tree")

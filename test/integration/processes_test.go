@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/gpu-gang/gpu-gang/pkg/childproc"
 	"github.com/gpu-gang/gpu-gang/pkg/controller/podgroup"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/lifecycle"
 )
@@ -166,10 +166,8 @@ func (env *testEnv) kwokNodes(count, gpus int) []*v1.Node {
 
 // trainingOperator is a Kubeflow training-operator process.
 type trainingOperator struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	log  *processLog
+	child *childproc.Child
+	log   *processLog
 }
 
 // Where training-operator v1.8 looks for its webhook serving certificate:
@@ -214,8 +212,8 @@ func startTrainingOperator(t *testing.T) *trainingOperator {
 		t.Fatal(err)
 	}
 
-	op := &trainingOperator{done: make(chan struct{}), log: newProcessLog(t, "training-operator")}
-	op.cmd = exec.Command(binary,
+	op := &trainingOperator{log: newProcessLog(t, "training-operator")}
+	cmd := exec.Command(binary,
 		"--kubeconfig="+controlPlane.KubeconfigPath(),
 		"--gang-scheduler-name="+schedulerName,
 		"--enable-scheme=pytorchjob",
@@ -225,47 +223,22 @@ func startTrainingOperator(t *testing.T) *trainingOperator {
 		"--webhook-server-port="+strconv.Itoa(port),
 		"--zap-log-level=info",
 	)
-	op.cmd.Env = append(os.Environ(), "KUBEFLOW_NAMESPACE=")
-	op.cmd.Stdout, op.cmd.Stderr = op.log, op.log
+	cmd.Env = append(os.Environ(), "KUBEFLOW_NAMESPACE=")
+	cmd.Stdout, cmd.Stderr = op.log, op.log
 	// The operator must not outlive this test binary, even when it is
-	// killed.
-	op.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := op.cmd.Start(); err != nil {
+	// killed: it is a child process.
+	if op.child, err = childproc.Start(cmd); err != nil {
 		t.Fatalf("starting %s: %v", binary, err)
 	}
-	go func() {
-		defer close(op.done)
-		op.err = op.cmd.Wait()
-	}()
 	t.Cleanup(op.stop)
 	return op
 }
 
 // stop ends the operator: SIGTERM, then SIGKILL after processStopTimeout.
-func (op *trainingOperator) stop() {
-	select {
-	case <-op.done:
-		return
-	default:
-	}
-	_ = op.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-op.done:
-	case <-time.After(processStopTimeout):
-		_ = op.cmd.Process.Kill()
-		<-op.done
-	}
-}
+func (op *trainingOperator) stop() { op.child.Stop(processStopTimeout) }
 
 // exited reports whether the operator has exited, and how.
-func (op *trainingOperator) exited() (bool, error) {
-	select {
-	case <-op.done:
-		return true, op.err
-	default:
-		return false, nil
-	}
-}
+func (op *trainingOperator) exited() (bool, error) { return op.child.Exited() }
 
 // trainingOperatorCRDs returns the CRD files in the training-operator module
 // that binary was built from, in the module cache.

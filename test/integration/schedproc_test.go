@@ -7,10 +7,10 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gpu-gang/gpu-gang/pkg/childproc"
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 )
 
@@ -28,10 +28,9 @@ const (
 
 // schedulerProcess is a gpu-gang-scheduler process.
 type schedulerProcess struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  *processLog
+	name  string
+	child *childproc.Child
+	log   *processLog
 }
 
 // pauseInProcessScheduler stops the shared in-process scheduler for the rest
@@ -105,44 +104,24 @@ func startSchedulerProcessWith(t *testing.T, name string, opts processOptions) *
 	if err != nil {
 		t.Fatalf("writing the scheduler configuration: %v", err)
 	}
-	p := &schedulerProcess{name: name, done: make(chan struct{}), log: newProcessLog(t, name)}
+	p := &schedulerProcess{name: name, log: newProcessLog(t, name)}
 	// No serving: replicas on one host would fight over the port, and
 	// nothing here reads their health or metrics endpoints.
-	p.cmd = exec.Command(binary, append([]string{"--config=" + config, "--secure-port=0", "--v=2"}, opts.flags...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(binary, append([]string{"--config=" + config, "--secure-port=0", "--v=2"}, opts.flags...)...)
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if p.child, err = childproc.Start(cmd); err != nil {
 		t.Fatalf("starting %s: %v", binary, err)
 	}
-	go func() {
-		defer close(p.done)
-		_ = p.cmd.Wait()
-	}()
 	t.Cleanup(p.stop)
 	return p
 }
 
 // kill ends the process with SIGKILL, as the OOM killer or a node failure
 // would, and waits for it.
-func (p *schedulerProcess) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
+func (p *schedulerProcess) kill() { p.child.Kill() }
 
 // stop ends the process with SIGTERM, then SIGKILL after processStopTimeout.
-func (p *schedulerProcess) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(processStopTimeout):
-		p.kill()
-	}
-}
+func (p *schedulerProcess) stop() { p.child.Stop(processStopTimeout) }
 
 // waitForLog waits until the process has logged substr.
 func (p *schedulerProcess) waitForLog(t *testing.T, substr string, timeout time.Duration) {
@@ -153,7 +132,7 @@ func (p *schedulerProcess) waitForLog(t *testing.T, substr string, timeout time.
 			return
 		}
 		select {
-		case <-p.done:
+		case <-p.child.Done():
 			t.Fatalf("scheduler %s exited before it logged %q", p.name, substr)
 		case <-time.After(pollInterval):
 		}

@@ -4,11 +4,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// CoschedulingPluginName names the gang plugin, whose args are
-// CoschedulingArgs, as a KubeSchedulerConfiguration names it in a profile's
-// plugins and pluginConfig. It lives here, beside the args, so that the
-// simulator finds the plugin's args without importing the plugin.
-const CoschedulingPluginName = "Coscheduling"
+// The plugins' names, as a KubeSchedulerConfiguration names them in a
+// profile's plugins and pluginConfig. They live here, beside the args, so
+// that the simulator finds a plugin's args without importing the plugin;
+// each plugin's Name is its constant here.
+const (
+	// CoschedulingPluginName names the gang plugin, whose args are
+	// CoschedulingArgs.
+	CoschedulingPluginName = "Coscheduling"
+	// GPUFleetPluginName names the GPU fleet plugin, whose args are
+	// GPUFleetArgs.
+	GPUFleetPluginName = "GPUFleet"
+)
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true

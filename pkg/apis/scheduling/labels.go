@@ -44,6 +44,32 @@ const (
 	KueuePreferredTopologyAnnotation = "kueue.x-k8s.io/podset-preferred-topology"
 )
 
+// Annotations on a PodGroup that cut its members into segments: groups of
+// AnnotationSegmentSize consecutive ranks, each inside one domain of the
+// segment level, while the gang's own level (AnnotationTopologyRequired or
+// -Preferred) holds for the whole. pkg/gang reads and validates them
+// (gang.SegmentsOf).
+const (
+	// AnnotationSegmentSize is K, the members per segment: a positive
+	// integer that divides the gang's member count.
+	AnnotationSegmentSize = "gpu-gang.x-k8s.io/segment-size"
+	// AnnotationSegmentTopologyRequired puts each segment inside one domain
+	// of that level, or the gang waits. The value is a level's node label
+	// key, as for AnnotationTopologyRequired.
+	AnnotationSegmentTopologyRequired = "gpu-gang.x-k8s.io/segment-topology-required"
+	// AnnotationSegmentTopologyPreferred starts each segment's search at
+	// that level and falls back up the hierarchy.
+	AnnotationSegmentTopologyPreferred = "gpu-gang.x-k8s.io/segment-topology-preferred"
+)
+
+// Kueue's pod-template annotations for the same segments, which Kueue calls
+// podset slices. gpu-gang reads them from the members when the PodGroup
+// sets no segment annotation of its own.
+const (
+	KueueSliceSizeAnnotation             = "kueue.x-k8s.io/podset-slice-size"
+	KueueSliceRequiredTopologyAnnotation = "kueue.x-k8s.io/podset-slice-required-topology"
+)
+
 // Node labels of the default preset, as GPU feature discovery and Topograph
 // write them.
 const (

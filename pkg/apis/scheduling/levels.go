@@ -155,6 +155,27 @@ func ValidateLevels(levels []Level) error {
 	return errors.Join(errs...)
 }
 
+// LevelRank says how tight the level named by key is among levels
+// (tightest first, as ResolveLevels returns them): 0 for the node level
+// (HostnameKey), i+1 for levels[i]; larger is looser. A key that names no
+// level is an error that lists, loosest first, the keys that do.
+func LevelRank(levels []Level, key string) (int, error) {
+	if key == HostnameKey {
+		return 0, nil
+	}
+	for i, lv := range levels {
+		if lv.Key == key {
+			return i + 1, nil
+		}
+	}
+	keys := make([]string, 0, len(levels)+1)
+	for i := len(levels) - 1; i >= 0; i-- {
+		keys = append(keys, levels[i].Key)
+	}
+	keys = append(keys, HostnameKey)
+	return 0, fmt.Errorf("unknown topology level %q; this scheduler knows %s", key, strings.Join(keys, ", "))
+}
+
 // nameFromKey names a level after the part of its key that follows the
 // prefix: "network.topology.nvidia.com/leaf" becomes "leaf".
 func nameFromKey(key string) string {

@@ -95,3 +95,19 @@ func TestPresetNames(t *testing.T) {
 func TestValidateLevelsAllowsNone(t *testing.T) {
 	require.NoError(t, ValidateLevels(nil))
 }
+
+func TestLevelRank(t *testing.T) {
+	levels, ok := Preset(DefaultPreset)
+	require.True(t, ok)
+	for key, want := range map[string]int{HostnameKey: 0, LabelGPUClique: 1, LabelLeaf: 2, LabelSpine: 3} {
+		got, err := LevelRank(levels, key)
+		require.NoError(t, err, key)
+		require.Equal(t, want, got, key)
+	}
+	_, err := LevelRank(levels, "example.com/rack")
+	require.EqualError(t, err, `unknown topology level "example.com/rack"; this scheduler knows `+
+		LabelSpine+", "+LabelLeaf+", "+LabelGPUClique+", "+HostnameKey)
+	got, err := LevelRank(nil, HostnameKey)
+	require.NoError(t, err, "the node level is there without levels")
+	require.Zero(t, got)
+}

@@ -6,8 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Condition types the controller sets on a PodGroup.
@@ -32,8 +36,9 @@ const (
 	// ReasonEnoughMembers: at least minMember members exist.
 	ReasonEnoughMembers = "EnoughMembers"
 	// ReasonWaitingForMembers: fewer than minMember members exist, and one
-	// was created recently enough that more may follow.
-	ReasonWaitingForMembers = "WaitingForMembers"
+	// was created recently enough that more may follow. The scheduler's
+	// Event of the same situation has the same, shared, reason.
+	ReasonWaitingForMembers = scheduling.ReasonWaitingForMembers
 	// ReasonMembersMissing: some members exist and wait, but no member has
 	// been created for longer than the grace period, so the rest are
 	// probably never going to be. The members that exist wait forever.
@@ -43,14 +48,14 @@ const (
 	// ReasonUnschedulable: a member waits and the scheduler said why. It is
 	// also the reason kube-scheduler gives PodGroupInitiallyScheduled
 	// (schedulingv1beta1.PodGroupReasonUnschedulable).
-	ReasonUnschedulable = "Unschedulable"
+	ReasonUnschedulable = schedulingv1beta1.PodGroupReasonUnschedulable
 	// ReasonNotScheduled: fewer than minMember members are placed.
 	ReasonNotScheduled = "NotScheduled"
 	// ReasonInvalidPodGroup: the PodGroup's spec cannot be honoured
 	// (minMember below 1); the message names the field and the fix. The
 	// scheduler holds the members and records an Event of the same reason;
 	// the controller judges no quorum until the spec is fixed.
-	ReasonInvalidPodGroup = "InvalidPodGroup"
+	ReasonInvalidPodGroup = scheduling.ReasonInvalidPodGroup
 	// ReasonMembersLost: the gang runs below minMember and no replacement
 	// exists yet.
 	ReasonMembersLost = "MembersLost"
@@ -173,26 +178,40 @@ func membersCreated(conds []metav1.Condition, started bool, m members, now time.
 // placed, with the counts and the missing members. conds are the status's
 // conditions before this call.
 func belowMinMember(conds []metav1.Condition, ran bool, m members, pods []corev1.Pod, lost []lostMember, set setCondition) {
+	c, minMember := m.census, m.minMember
+	setBelow(conds, ran, c, m.quorum.Placed, set,
+		func() string {
+			return fmt.Sprintf("%d of minMember %d placed (%d bound, %d succeeded)", c.Placed(), minMember, c.Bound, c.Succeeded)
+		},
+		func() string {
+			return fmt.Sprintf("%d of minMember %d placed (%d bound, %d succeeded); %d replacement(s) waiting for a node; missing: %s",
+				c.Placed(), minMember, c.Bound, c.Succeeded, c.Waiting, describeMissing(pods, lost, m.quorum.Missing))
+		})
+}
+
+// setBelow sets ConditionBelowMinMember on a group that ran, from its
+// members' census and whether its quorum is placed: False (reason
+// NotRunning) once no member holds a node; False (AtLeastMinMember, with
+// enough()) at quorum; otherwise True, with short(), reason
+// ReplacementsPending while replacements wait for a node, else
+// MembersLost. conds are the status's conditions before this call.
+func setBelow(conds []metav1.Condition, ran bool, c gang.Census, placed bool, set setCondition, enough, short func() string) {
 	if !ran {
 		return
 	}
-	c, q, minMember := m.census, m.quorum, m.minMember
 	switch {
 	case c.Bound == 0:
 		if meta.IsStatusConditionTrue(conds, ConditionBelowMinMember) || meta.FindStatusCondition(conds, ConditionBelowMinMember) == nil {
 			set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonNotRunning,
 				fmt.Sprintf("no member holds a node (%d succeeded, %d failed)", c.Succeeded, c.Failed))
 		}
-	case q.Placed:
-		set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonAtLeastMinMember,
-			fmt.Sprintf("%d of minMember %d placed (%d bound, %d succeeded)", c.Placed(), minMember, c.Bound, c.Succeeded))
+	case placed:
+		set(ConditionBelowMinMember, metav1.ConditionFalse, ReasonAtLeastMinMember, enough())
 	default:
 		reason := ReasonMembersLost
 		if c.Waiting > 0 {
 			reason = ReasonReplacementsPending
 		}
-		set(ConditionBelowMinMember, metav1.ConditionTrue, reason, truncate(fmt.Sprintf(
-			"%d of minMember %d placed (%d bound, %d succeeded); %d replacement(s) waiting for a node; missing: %s",
-			c.Placed(), minMember, c.Bound, c.Succeeded, c.Waiting, describeMissing(pods, lost, q.Missing)), maxMessage))
+		set(ConditionBelowMinMember, metav1.ConditionTrue, reason, truncate(short(), maxMessage))
 	}
 }

@@ -9,12 +9,16 @@
 // Where the API server serves Kubernetes' own PodGroups
 // (scheduling.k8s.io/v1beta1), it keeps the conditions of those gpu-gang
 // schedules too: PodGroupInitiallyScheduled as kube-scheduler sets it, and
-// MembersCreated and BelowMinMember with the meanings above.
+// MembersCreated and BelowMinMember with the meanings above. Where it also
+// serves CompositePodGroups (scheduling.k8s.io/v1alpha3), it keeps theirs:
+// CompositePodGroupInitiallyScheduled as the API documents it, and
+// BelowMinMember counted in child groups at quorum (gang.TreeQuorumOf).
 //
 // One Reconciler serves every API, each through a small adapter (adapter.go;
-// xk8s.go and native.go): membership is gang.Of, counts and quorum are
-// gang.Census and gang.QuorumOf, and a spec gang.Spec.Validate rejects is
-// reported with its fix rather than mended.
+// xk8s.go, native.go and composite.go): membership is gang.Of, counts and
+// quorum are gang.Census, gang.QuorumOf and gang.TreeQuorumOf, and a spec
+// gang.Spec.Validate (or a hierarchy gang.BuildTree) rejects is reported
+// with its fix rather than mended.
 //
 // The scheduler plugin (pkg/coscheduling) decides; this controller reports.
 // It runs in its own process, cmd/podgroup-controller, beside the
@@ -27,6 +31,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,7 +41,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -92,6 +96,7 @@ type Reconciler[T client.Object] struct {
 var (
 	_ reconcile.Reconciler = &Reconciler[*v1alpha1.PodGroup]{}
 	_ reconcile.Reconciler = &Reconciler[*schedulingv1beta1.PodGroup]{}
+	_ reconcile.Reconciler = &Reconciler[*schedulingv1alpha3.CompositePodGroup]{}
 )
 
 // NewPodGroupReconciler returns the Reconciler of scheduler-plugins
@@ -108,26 +113,27 @@ func NewNativePodGroupReconciler(cfg Config, schedulerNames []string) *Reconcile
 	return &Reconciler[*schedulingv1beta1.PodGroup]{Config: cfg, api: nativePodGroups{schedulerNames: schedulerNames}}
 }
 
-// SetupWithManager registers the API's member index on the manager's cache
+// NewCompositePodGroupReconciler returns the Reconciler of CompositePodGroups
+// (scheduling.k8s.io/v1alpha3) over native PodGroups whose members name one
+// of schedulerNames (empty means DefaultSchedulerName): their conditions,
+// never their metadata. It lists members through the native reconciler's
+// index: set that one up first.
+func NewCompositePodGroupReconciler(cfg Config, schedulerNames []string) *Reconciler[*schedulingv1alpha3.CompositePodGroup] {
+	return &Reconciler[*schedulingv1alpha3.CompositePodGroup]{Config: cfg, api: compositePodGroups{schedulerNames: schedulerNames}}
+}
+
+// SetupWithManager registers the API's field indexes on the manager's cache
 // and the controller with the manager, with opts (MaxConcurrentReconciles
 // is how many PodGroups are reconciled at once). The manager's scheme must
 // know T (Scheme does).
 func (r *Reconciler[T]) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, r.api.index(), indexMembers(r.api.api())); err != nil {
-		return fmt.Errorf("indexing pods by %s PodGroup: %w", r.api.api(), err)
+	for _, idx := range r.api.indexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, idx.obj, idx.field, idx.extract); err != nil {
+			return fmt.Errorf("indexing %T by %s: %w", idx.obj, idx.field, err)
+		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named(r.api.name()).
-		For(r.api.newObject()).
-		// A PodGroup's status is a function of its members: each change
-		// to one that the status reads requeues its group. On an update
-		// that moves a pod between groups, both are requeued.
-		Watches(&corev1.Pod{}, r.memberHandler(), builder.WithPredicates(memberChanged)).
-		// Spot nodes, to name a member lost with one. Only nodes' labels
-		// are read: a metadata watch keeps their specs and statuses out of
-		// memory. Nodes requeue no PodGroup themselves: their pods do when
-		// they go.
-		Watches(&corev1.Node{}, r.nodes.handler(r.Clock), builder.OnlyMetadata).
+	b := ctrl.NewControllerManagedBy(mgr).Named(r.api.name()).For(r.api.newObject())
+	return r.api.watch(b, mgr.GetClient(), r.memberHandler(), r.nodes.handler(r.Clock)).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -193,16 +199,14 @@ func (r *Reconciler[T]) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(pg.GetNamespace()), client.MatchingFields{r.api.index(): pg.GetName()}); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing the members of PodGroup %s: %w", req.NamespacedName, err)
+	in, err := r.api.observe(ctx, r.Client, pg, moment{now: r.Clock.Now(), lost: r.lost.of(req.NamespacedName), grace: r.grace()})
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	if !r.api.reports(pods.Items) {
+	if !r.api.reports(in) {
 		logger.V(5).Info("PodGroup's members are another scheduler's", "podGroup", klog.KObj(pg), "api", r.api.api())
 		return reconcile.Result{}, nil
 	}
-
-	in := observe(r.api.spec(pg), pods.Items, r.lost.of(req.NamespacedName), r.Clock.Now(), r.grace())
 	want := pg.DeepCopyObject().(T)
 	result := reconcile.Result{RequeueAfter: r.api.write(want, in)}
 	if equality.Semantic.DeepEqual(pg, want) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -65,13 +66,21 @@ func newHarness[T client.Object](t *testing.T, api adapter[T], funcs *intercepto
 		}
 		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 	}
-	tc.client = fake.NewClientBuilder().
+	b := fake.NewClientBuilder().
 		WithScheme(Scheme()).
 		WithObjects(objs...).
 		WithStatusSubresource(api.newObject()).
-		WithIndex(&v1.Pod{}, api.index(), indexMembers(api.api())).
-		WithInterceptorFuncs(f).
-		Build()
+		WithInterceptorFuncs(f)
+	indexes := api.indexes()
+	if api.api() == gang.Composite {
+		// The native reconciler registers the member index composites
+		// list with.
+		indexes = append(indexes, nativePodGroups{}.indexes()...)
+	}
+	for _, idx := range indexes {
+		b = b.WithIndex(idx.obj, idx.field, idx.extract)
+	}
+	tc.client = b.Build()
 	tc.r = &Reconciler[T]{Config: Config{Client: tc.client, Recorder: tc.events, Clock: tc.clock, MissingMembersGrace: grace}, api: api}
 	return tc
 }

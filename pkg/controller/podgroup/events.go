@@ -40,9 +40,9 @@ const (
 	// EventMinMemberRestored: a gang that ran below minMember has its
 	// quorum placed again.
 	EventMinMemberRestored = "MinMemberRestored"
-	// EventInvalidPodGroup: the PodGroup's spec cannot be honoured; the
-	// note names the field and the fix, as the scheduler's Event of the
-	// same reason does.
+	// EventInvalidPodGroup: the PodGroup's spec, or a composite's layout,
+	// cannot be honoured; the note names the field and the fix, as the
+	// scheduler's Event of the same reason does.
 	EventInvalidPodGroup = ReasonInvalidPodGroup
 )
 
@@ -68,16 +68,16 @@ func recordPhase(rec events.EventRecorder, before, after *v1alpha1.PodGroup) {
 // recordConditionTransitions records an Event on obj, a PodGroup of any API,
 // for each change of the conditions every API shares that a person would ask
 // about: a gang that ran dropping below minMember or getting its quorum back,
-// members found missing, and a spec found invalid. It runs after the status
+// members found missing, and a spec or a composite's layout found invalid. It runs after the status
 // patch succeeded, so each change is recorded once, by the leader that made
 // it.
 func recordConditionTransitions(rec events.EventRecorder, obj runtime.Object, before, after []metav1.Condition) {
 	for i := range after {
 		c := &after[i]
-		if c.Reason != ReasonInvalidPodGroup {
+		if c.Reason != ReasonInvalidPodGroup && c.Reason != ReasonInvalid {
 			continue
 		}
-		if old := meta.FindStatusCondition(before, c.Type); old == nil || old.Reason != ReasonInvalidPodGroup || old.Message != c.Message {
+		if old := meta.FindStatusCondition(before, c.Type); old == nil || old.Reason != c.Reason || old.Message != c.Message {
 			rec.Eventf(obj, nil, corev1.EventTypeWarning, EventInvalidPodGroup, eventAction, "%s", c.Message)
 		}
 	}

@@ -66,7 +66,8 @@ type Options struct {
 }
 
 // Scheme returns a scheme with the built-in types (Kubernetes' own
-// scheduling.k8s.io/v1beta1 PodGroup among them) and the PodGroup of package
+// scheduling.k8s.io/v1beta1 PodGroup and v1alpha3 CompositePodGroup among
+// them) and the PodGroup of package
 // scheduling/v1alpha1 (with status conditions), and not scheduler-plugins'
 // PodGroup type: a scheme maps each kind to one Go type.
 func Scheme() *runtime.Scheme {
@@ -79,8 +80,9 @@ func Scheme() *runtime.Scheme {
 // NewManager builds a controller-runtime manager running the PodGroup status
 // controller against the cluster cfg points at, with a Reconciler of
 // scheduler-plugins PodGroups and, if the API server serves Kubernetes' own
-// PodGroups (scheduling.k8s.io/v1beta1), one of those beside it; it logs
-// once which. Start it with its Start method.
+// PodGroups (scheduling.k8s.io/v1beta1), one of those beside it, and one of
+// CompositePodGroups (scheduling.k8s.io/v1alpha3) if it serves those too;
+// it logs once which. Start it with its Start method.
 func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -89,6 +91,12 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 	native, err := gang.NativeServed(ctx, disc, gang.DiscoveryTimeout)
 	if err != nil {
 		return nil, err
+	}
+	composites := false
+	if native {
+		if composites, err = gang.CompositeServed(ctx, disc, gang.DiscoveryTimeout); err != nil {
+			return nil, err
+		}
 	}
 	pods, err := podCache(native)
 	if err != nil {
@@ -141,6 +149,15 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manag
 			return nil, err
 		}
 		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are served: their status is kept too", "schedulerNames", opts.SchedulerNames)
+		// After the native reconciler, whose member index it lists with.
+		if composites {
+			if err := NewCompositePodGroupReconciler(rc, opts.SchedulerNames).SetupWithManager(ctx, mgr, ctrlOpts); err != nil {
+				return nil, err
+			}
+			logger.Info("CompositePodGroups (scheduling.k8s.io/v1alpha3) are served: their status is kept too")
+		} else {
+			logger.Info("CompositePodGroups (scheduling.k8s.io/v1alpha3) are ignored: the API server does not serve them")
+		}
 	} else {
 		logger.Info("Native PodGroups (scheduling.k8s.io/v1beta1) are ignored: the API server does not serve them")
 	}

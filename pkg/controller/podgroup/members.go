@@ -1,7 +1,6 @@
 package podgroup
 
 import (
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,14 +30,11 @@ type members struct {
 }
 
 func countMembers(minMember int32, pods []corev1.Pod) members {
-	m := members{minMember: minMember}
+	m := members{minMember: minMember, present: presentPods(pods)}
 	for i := range pods {
-		p := &pods[i]
-		m.census.Add(p)
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		m.present = append(m.present, p)
+		m.census.Add(&pods[i])
+	}
+	for _, p := range m.present {
 		if p.Status.Phase == corev1.PodRunning {
 			m.running++
 		}
@@ -46,7 +42,6 @@ func countMembers(minMember int32, pods []corev1.Pod) members {
 			m.lastCreated = t
 		}
 	}
-	sort.Slice(m.present, func(i, j int) bool { return m.present[i].Name < m.present[j].Name })
 	m.quorum = gang.QuorumOf(minMember, m.census)
 	return m
 }

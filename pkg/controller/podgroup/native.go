@@ -1,6 +1,7 @@
 package podgroup
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -69,8 +73,15 @@ var _ adapter[*schedulingv1beta1.PodGroup] = nativePodGroups{}
 
 func (nativePodGroups) api() gang.API                          { return gang.Native }
 func (nativePodGroups) name() string                           { return "native-podgroup" }
-func (nativePodGroups) index() string                          { return NativePodGroupIndex }
 func (nativePodGroups) newObject() *schedulingv1beta1.PodGroup { return &schedulingv1beta1.PodGroup{} }
+func (nativePodGroups) indexes() []fieldIndex                  { return memberIndex(gang.Native, NativePodGroupIndex) }
+func (nativePodGroups) watch(b *builder.Builder, _ client.Reader, members, nodes handler.EventHandler) *builder.Builder {
+	return watchMembers(b, members, nodes)
+}
+
+func (a nativePodGroups) observe(ctx context.Context, c client.Reader, pg *schedulingv1beta1.PodGroup, at moment) (observed, error) {
+	return observeMembers(ctx, c, NativePodGroupIndex, a.spec(pg), pg, at)
+}
 func (nativePodGroups) spec(pg *schedulingv1beta1.PodGroup) *gang.Spec {
 	return gang.FromNativePodGroup(pg)
 }
@@ -81,13 +92,16 @@ func (nativePodGroups) conditions(pg *schedulingv1beta1.PodGroup) []metav1.Condi
 // reports says whether gpu-gang schedules these members: they exist and
 // each names one of its schedulers. kube-scheduler writes the status of the
 // native PodGroups it schedules itself.
-func (a nativePodGroups) reports(pods []corev1.Pod) bool {
-	names := a.schedulerNames
-	if len(names) == 0 {
-		names = []string{DefaultSchedulerName}
+func (a nativePodGroups) reports(in observed) bool { return ours(a.schedulerNames, in.pods) }
+
+// ours says whether gpu-gang schedules pods: they exist and each names one
+// of schedulerNames (empty means DefaultSchedulerName).
+func ours(schedulerNames []string, pods []corev1.Pod) bool {
+	if len(schedulerNames) == 0 {
+		schedulerNames = []string{DefaultSchedulerName}
 	}
 	for i := range pods {
-		if !slices.Contains(names, pods[i].Spec.SchedulerName) {
+		if !slices.Contains(schedulerNames, pods[i].Spec.SchedulerName) {
 			return false
 		}
 	}

@@ -1,13 +1,16 @@
 package podgroup
 
 import (
+	"context"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	upstream "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -38,10 +41,17 @@ var _ adapter[*v1alpha1.PodGroup] = podGroups{}
 
 func (podGroups) api() gang.API                                       { return gang.XK8s }
 func (podGroups) name() string                                        { return "podgroup" }
-func (podGroups) index() string                                       { return PodGroupIndex }
 func (podGroups) newObject() *v1alpha1.PodGroup                       { return &v1alpha1.PodGroup{} }
-func (podGroups) reports([]corev1.Pod) bool                           { return true }
+func (podGroups) indexes() []fieldIndex                               { return memberIndex(gang.XK8s, PodGroupIndex) }
+func (podGroups) reports(observed) bool                               { return true }
 func (podGroups) conditions(pg *v1alpha1.PodGroup) []metav1.Condition { return pg.Status.Conditions }
+func (podGroups) watch(b *builder.Builder, _ client.Reader, members, nodes handler.EventHandler) *builder.Builder {
+	return watchMembers(b, members, nodes)
+}
+
+func (a podGroups) observe(ctx context.Context, c client.Reader, pg *v1alpha1.PodGroup, at moment) (observed, error) {
+	return observeMembers(ctx, c, PodGroupIndex, a.spec(pg), pg, at)
+}
 
 // spec reads the PodGroup through the gang package's adapter of the type
 // scheduler-plugins defines, whose spec ours shares.

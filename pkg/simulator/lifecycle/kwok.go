@@ -17,11 +17,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/gpu-gang/gpu-gang/pkg/childproc"
 )
 
 // RunForAnnotation holds how long a pod runs once Running, as a Go duration
@@ -39,10 +40,8 @@ var stages []byte
 
 // Kwok is a running kwok process.
 type Kwok struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	dir  string
+	child *childproc.Child
+	dir   string
 }
 
 // KwokOptions configures StartKwok.
@@ -90,23 +89,17 @@ func StartKwok(ctx context.Context, opts KwokOptions) (_ *Kwok, err error) {
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	// kwok must not outlive the simulator, even when the simulator is
-	// killed: end it with the parent.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// killed: it is a child that ends with its parent.
+	child, err := childproc.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("starting kwok: %w", err)
 	}
-	k := &Kwok{cmd: cmd, done: make(chan struct{}), dir: dir}
-	go func() {
-		defer close(k.done)
-		k.err = cmd.Wait()
-	}()
+	k := &Kwok{child: child, dir: dir}
 
 	url := "http://" + addr + "/healthz"
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, kwokReadyTimeout, true, func(ctx context.Context) (bool, error) {
-		select {
-		case <-k.done:
-			return false, fmt.Errorf("kwok exited while starting: %v", k.err)
-		default:
+		if exited, err := child.Exited(); exited {
+			return false, fmt.Errorf("kwok exited while starting: %v", err)
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -122,25 +115,14 @@ func StartKwok(ctx context.Context, opts KwokOptions) (_ *Kwok, err error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("waiting for kwok: %w", err), k.Stop())
 	}
-	klog.FromContext(ctx).V(1).Info("kwok is running", "pid", cmd.Process.Pid, "address", addr)
+	klog.FromContext(ctx).V(1).Info("kwok is running", "pid", child.Pid(), "address", addr)
 	return k, nil
 }
 
 // Stop ends kwok: SIGTERM, then SIGKILL after a grace period.
 func (k *Kwok) Stop() error {
 	defer func() { _ = os.RemoveAll(k.dir) }()
-	select {
-	case <-k.done:
-		return nil
-	default:
-	}
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-k.done:
-	case <-time.After(kwokStopTimeout):
-		_ = k.cmd.Process.Kill()
-		<-k.done
-	}
+	k.child.Stop(kwokStopTimeout)
 	return nil
 }
 

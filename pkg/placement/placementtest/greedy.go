@@ -1,69 +1,70 @@
-package placement
+package placementtest
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // Greedy places members largest first, each on the eligible node where it
 // leaves the least spare capacity (BestFit). It knows nothing of topology.
 // The scheduler never runs it: it is the yardstick the topology planner's
 // tests measure against, and the planner of the gang plugin's tests that
-// are not about topology. It belongs with test code, and lives here only
-// until those tests can import it from a test package of placement.
+// are not about topology.
 type Greedy struct{}
 
-var _ Planner = Greedy{}
+var _ placement.Planner = Greedy{}
 
 // Plan implements Planner.
-func (g Greedy) Plan(ctx context.Context, req *Request) (*Plan, error) {
+func (g Greedy) Plan(ctx context.Context, req *placement.Request) (*placement.Plan, error) {
 	if req.Groups.Split() {
 		return g.planGroups(ctx, req)
 	}
 	return g.plan(ctx, req)
 }
 
-func (g Greedy) plan(ctx context.Context, req *Request) (*Plan, error) {
+func (g Greedy) plan(ctx context.Context, req *placement.Request) (*placement.Plan, error) {
 	nodeOf, placed, err := g.place(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if placed < len(req.Members) {
-		var m *Member
+		var m *placement.Member
 		for i, n := range nodeOf {
 			if n < 0 {
 				m = &req.Members[i]
 				break
 			}
 		}
-		return nil, &FitError{
+		return nil, &placement.FitError{
 			Placed: placed,
 			Wanted: len(req.Members),
-			Reason: fmt.Sprintf("no node has %s free for %s", Describe(req.Resources, m.Request), m.Name),
+			Reason: fmt.Sprintf("no node has %s free for %s", placement.Describe(req.Resources, m.Request), m.Name),
 		}
 	}
 	used := map[int]bool{}
 	for _, n := range nodeOf {
 		used[n] = true
 	}
-	return &Plan{
+	return &placement.Plan{
 		NodeOf:  nodeOf,
 		Summary: fmt.Sprintf("%d pods on %d nodes", len(req.Members), len(used)),
-		Spans:   []Span{{Level: "kubernetes.io/hostname", Domains: len(used)}},
+		Spans:   []placement.Span{{Level: "kubernetes.io/hostname", Domains: len(used)}},
 	}, nil
 }
 
 // place puts as many members as fit, largest first, and returns the node of
 // each (-1 for those that found none) and how many were placed. It ignores
 // req.Groups, which Plan applies.
-func (Greedy) place(ctx context.Context, req *Request) (nodeOf []int, placed int, err error) {
-	free := make([]Vector, len(req.Nodes))
+func (Greedy) place(ctx context.Context, req *placement.Request) (nodeOf []int, placed int, err error) {
+	free := make([]placement.Vector, len(req.Nodes))
 	for i := range req.Nodes {
 		free[i] = req.Nodes[i].Free.Clone()
 	}
-	fit := NewBestFit(req)
+	fit := placement.NewBestFit(req)
 
 	order := make([]int, len(req.Members))
 	size := make([]float64, len(req.Members))
@@ -118,7 +119,7 @@ func (Greedy) place(ctx context.Context, req *Request) (nodeOf []int, placed int
 
 // capKinds numbers the kinds of members that MaxPerNode counts together:
 // the same request, eligibility slice and cap.
-func capKinds(req *Request) []int {
+func capKinds(req *placement.Request) []int {
 	kinds := make([]int, len(req.Members))
 	for i := range req.Members {
 		kinds[i] = i

@@ -1,0 +1,72 @@
+package childproc
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// exitTimeout bounds the waits for a child to exit.
+const exitTimeout = 10 * time.Second
+
+func start(t *testing.T, script string) *Child {
+	t.Helper()
+	c, err := Start(exec.Command("sh", "-c", script))
+	require.NoError(t, err)
+	t.Cleanup(c.Kill)
+	return c
+}
+
+func TestStopEndsARunningChildWithSIGTERM(t *testing.T) {
+	c := start(t, "exec sleep 60")
+	exited, _ := c.Exited()
+	require.False(t, exited)
+	require.True(t, c.Stop(exitTimeout), "the child was running")
+	exited, err := c.Exited()
+	require.True(t, exited)
+	require.ErrorContains(t, err, "signal: terminated")
+}
+
+func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
+	// The shell says when its trap is set, so SIGTERM never comes first.
+	cmd := exec.Command("sh", "-c", `trap "" TERM; echo ready; while :; do sleep 1; done`)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	c, err := Start(cmd)
+	require.NoError(t, err)
+	t.Cleanup(c.Kill)
+	buf := make([]byte, len("ready\n"))
+	_, err = out.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(buf))
+
+	begun := time.Now()
+	require.True(t, c.Stop(200*time.Millisecond))
+	require.GreaterOrEqual(t, time.Since(begun), 200*time.Millisecond, "SIGKILL only after the grace period")
+	_, err = c.Exited()
+	require.ErrorContains(t, err, "signal: killed")
+}
+
+func TestStopAfterTheChildExitedOnItsOwn(t *testing.T) {
+	c := start(t, "exit 3")
+	select {
+	case <-c.Done():
+	case <-time.After(exitTimeout):
+		t.Fatal("the child did not exit")
+	}
+	require.False(t, c.Stop(exitTimeout), "nothing to stop")
+	exited, err := c.Exited()
+	require.True(t, exited)
+	require.ErrorContains(t, err, "exit status 3")
+}
+
+func TestKill(t *testing.T) {
+	c := start(t, "exec sleep 60")
+	c.Kill()
+	exited, err := c.Exited()
+	require.True(t, exited)
+	require.ErrorContains(t, err, "signal: killed")
+	c.Kill() // a second Kill of an exited child returns at once
+}

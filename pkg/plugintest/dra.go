@@ -1,0 +1,116 @@
+package plugintest
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
+	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+	"k8s.io/utils/ptr"
+)
+
+// newDRAManager builds the scheduler's DRA manager on the env's informers,
+// as kube-scheduler does when DynamicResourceAllocation is on (without
+// device taint rules): ResourceClaims through an assume cache, slices
+// through the slice tracker, DeviceClasses from their lister, and the
+// extended-resource mapping kept by a DeviceClass handler. The informers
+// start with the others; synced reports when the handlers that feed the
+// claim cache and the mapping have caught up with them.
+func (e *Env) newDRAManager() (m fwk.SharedDRAManager, synced func() bool) {
+	e.T.Helper()
+	claims := assumecache.NewAssumeCache(klog.FromContext(e.Ctx), e.Informers.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
+	claimsSynced := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSynced
+	slices, err := tracker.StartTracker(e.Ctx, tracker.Options{
+		SliceInformer: e.Informers.Resource().V1().ResourceSlices(),
+		KubeClient:    e.Client,
+	})
+	if err != nil {
+		e.T.Fatalf("starting the ResourceSlice tracker: %v", err)
+	}
+	manager := dynamicresources.NewDRAManager(e.Ctx, claims, slices, e.Informers)
+	classesSynced := func() bool { return true }
+	if resolver, ok := manager.DeviceClassResolver().(*extendedresourcecache.ExtendedResourceCache); ok && resolver != nil {
+		reg, err := e.Informers.Resource().V1().DeviceClasses().Informer().AddEventHandler(resolver)
+		if err != nil {
+			e.T.Fatalf("watching DeviceClasses: %v", err)
+		}
+		classesSynced = reg.HasSynced
+	}
+	return manager, func() bool { return claimsSynced() && classesSynced() }
+}
+
+// PublishSlice creates or replaces a ResourceSlice through the clientset
+// and waits until the DRA manager lists it so.
+func (e *Env) PublishSlice(s *resourceapi.ResourceSlice) {
+	e.T.Helper()
+	e.syncSliceWatch()
+	s = s.DeepCopy()
+	client := e.Client.ResourceV1().ResourceSlices()
+	have, err := client.Get(e.Ctx, s.Name, metav1.GetOptions{})
+	var done *resourceapi.ResourceSlice
+	if err == nil {
+		s.ResourceVersion = have.ResourceVersion
+		done, err = client.Update(e.Ctx, s, metav1.UpdateOptions{})
+	} else {
+		s.ResourceVersion = ""
+		done, err = client.Create(e.Ctx, s, metav1.CreateOptions{})
+	}
+	if err != nil {
+		e.T.Fatalf("publishing ResourceSlice %s: %v", s.Name, err)
+	}
+	// The fake clientset keeps no resource versions: compare contents.
+	e.eventually("the DRA manager never listed ResourceSlice "+s.Name, func() bool {
+		got := e.listedSlice(s.Name)
+		return got != nil && apiequality.Semantic.DeepEqual(got.Spec, done.Spec)
+	})
+}
+
+// WithdrawSlice deletes a ResourceSlice and waits until the DRA manager no
+// longer lists it.
+func (e *Env) WithdrawSlice(name string) {
+	e.T.Helper()
+	e.syncSliceWatch()
+	if err := e.Client.ResourceV1().ResourceSlices().Delete(e.Ctx, name, metav1.DeleteOptions{}); err != nil {
+		e.T.Fatalf("deleting ResourceSlice %s: %v", name, err)
+	}
+	e.eventually("the DRA manager still lists ResourceSlice "+name, func() bool { return e.listedSlice(name) == nil })
+}
+
+// listedSlice is the named slice as the DRA manager lists it, nil if not.
+func (e *Env) listedSlice(name string) *resourceapi.ResourceSlice {
+	list, err := e.DRA.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		e.T.Fatalf("listing ResourceSlices: %v", err)
+	}
+	for _, s := range list {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// syncSliceWatch is SyncWatch for the ResourceSlice informer. Its probes
+// publish no device, for no driver a test uses, on no node.
+func (e *Env) syncSliceWatch() {
+	e.T.Helper()
+	if e.DRA == nil {
+		e.T.Fatal("the environment has no DRA manager: set Config.DRA")
+	}
+	e.probe("ResourceSlice", func(name string) error {
+		_, err := e.Client.ResourceV1().ResourceSlices().Create(e.Ctx, &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:   "probe.plugintest.gpu-gang.x-k8s.io",
+				Pool:     resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
+				AllNodes: ptr.To(true),
+			},
+		}, metav1.CreateOptions{})
+		return err
+	}, func(name string) bool { return e.listedSlice(name) != nil })
+}
