@@ -370,3 +370,32 @@ func TestJointBoundCountsFreedMembersOnce(t *testing.T) {
 		})
 	}
 }
+
+// A gang never bound counts in the percentiles at its wait until the run's
+// end (censored) and against the joint bound as not at it: a profile that
+// leaves gangs unbound must not look faster or tighter for it. A gang due
+// after the run ended was never submitted and counts nowhere.
+func TestUnboundGangsAreCensored(t *testing.T) {
+	tr, err := NewTracker(smallLayout(t), Grace{Base: time.Second})
+	require.NoError(t, err)
+	tr.Expect([]scenario.Job{
+		{Name: "fast", Gang: true, Pods: 2, GPUsPerPod: 8},
+		{Name: "stuck", Gang: true, Pods: 2, GPUsPerPod: 8},
+		{Name: "late", Gang: true, Pods: 2, GPUsPerPod: 8, At: time.Hour},
+	})
+	tr.Start(t0)
+	tr.Submitted("fast", at(0))
+	tr.Submitted("stuck", at(1))
+	tr.Observe(bound(member("fast", 0, 8), "s0-l0-n0"), at(1))
+	tr.Observe(bound(member("fast", 1, 8), "s0-l0-n1"), at(1))
+	tr.Observe(bound(member("stuck", 0, 8), "s0-l1-n0"), at(2))
+	s := tr.Result(at(11), true).Summary
+	require.Equal(t, 3, s.Gangs)
+	require.Equal(t, 2, s.SubmittedGangs)
+	require.Equal(t, 1, s.BoundGangs)
+	require.Equal(t, 1, s.CensoredGangs)
+	require.InDelta(t, 1, s.GangLatencyP50, 1e-9, "fast: 1s")
+	require.InDelta(t, 10, s.GangLatencyP99, 1e-9, "stuck: submitted at 1s, still waiting at 11s")
+	require.Equal(t, 2, s.JointGangs, "stuck is judged too")
+	require.Equal(t, 1, s.AtJointBound)
+}

@@ -99,18 +99,25 @@ type Summary struct {
 	Gangs int `json:"gangs"`
 	Pods  int `json:"pods"`
 	// BoundPods and BoundGangs count pods bound and gangs with every
-	// member bound by the end of the run.
-	BoundPods  int `json:"boundPods"`
-	BoundGangs int `json:"boundGangs"`
+	// member bound by the end of the run; SubmittedGangs the gangs whose
+	// objects the run began to create (a gang due after the timeout is
+	// never submitted).
+	BoundPods      int `json:"boundPods"`
+	BoundGangs     int `json:"boundGangs"`
+	SubmittedGangs int `json:"submittedGangs"`
 	// PodsPerSecond is BoundPods over the time from the first submission
 	// to the last bind; GangsPerSecond is BoundGangs over the time to the
 	// last gang's completion.
 	PodsPerSecond  float64 `json:"podsPerSecond"`
 	GangsPerSecond float64 `json:"gangsPerSecond"`
 	// GangLatencyP50 and GangLatencyP99 are the submit→all-bound times of
-	// bound gangs, in seconds.
+	// every submitted gang, in seconds. A gang not bound by the end of the
+	// run is censored: it counts with its time until the end, a lower
+	// bound on its true latency, so that leaving a gang unbound can only
+	// raise a profile's percentiles. CensoredGangs counts those gangs.
 	GangLatencyP50 float64 `json:"gangLatencyP50"`
 	GangLatencyP99 float64 `json:"gangLatencyP99"`
+	CensoredGangs  int     `json:"censoredGangs"`
 	// PartialGangSeconds adds up every span in which a gang had some but
 	// not all members bound and which lasted longer than the gang's grace
 	// (see Settings and Grace). Once a gang is released, its binds are
@@ -158,9 +165,11 @@ type Summary struct {
 	// IdleHeldGPUSeconds is the GPU-seconds held by part-bound gangs over
 	// the window.
 	IdleHeldGPUSeconds float64 `json:"idleHeldGPUSeconds"`
-	// JointGangs counts gangs compared with the joint bound, and
-	// AtJointBound those whose spans, read loosest level first, were no
-	// worse than it.
+	// JointGangs counts the gangs judged against the joint bound: every
+	// submitted gang that requests GPUs, bound or not (one bound gang
+	// whose bound could not be computed is left out). AtJointBound counts
+	// those bound with spans, read loosest level first, no worse than it;
+	// a gang never bound is not at the bound.
 	JointGangs   int `json:"jointGangs"`
 	AtJointBound int `json:"atJointBound"`
 	// TimedOut is set when the run ended at the scenario's timeout with

@@ -102,6 +102,8 @@ func comparisonRows(run *Run) []comparisonRow {
 	ms := []metric{
 		{"pods bound", "higher", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.BoundPods) }},
 		{"gangs with every member bound", "higher", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.BoundGangs) }},
+		{"gangs submitted", "", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.SubmittedGangs) }},
+		{"gangs censored (submitted, never bound; in p50/p99 at the run's end)", "lower", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.CensoredGangs) }},
 		{"pods/s (bound / time to last bind)", "higher", "%.2f", func(r *metrics.Result) float64 { return r.Summary.PodsPerSecond }},
 		{"gangs/s", "higher", "%.3f", func(r *metrics.Result) float64 { return r.Summary.GangsPerSecond }},
 		{"gang submit→all-bound p50 (s)", "lower", "%.2f", func(r *metrics.Result) float64 { return r.Summary.GangLatencyP50 }},
