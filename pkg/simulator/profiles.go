@@ -112,10 +112,10 @@ func gatesFlag(gates []string) []string {
 }
 
 // schedulerConfig writes the profile's KubeSchedulerConfiguration into dir
-// and returns its path. gpu-gang's file is copied with only the client
-// limits changed; the stock profiles get a configuration with nothing but
-// the same client limits, so that every profile binds under the same QPS.
-func (p Profile) schedulerConfig(configFile, dir string, qps float32, burst int32) (string, error) {
+// and returns its path: gpu-gang's file, or for the stock profiles a
+// configuration with one default profile, with the shared knobs (see
+// Knobs.apply) set over whatever either says.
+func (p Profile) schedulerConfig(configFile, dir string, knobs Knobs) (string, error) {
 	cfg := map[string]any{
 		"apiVersion": "kubescheduler.config.k8s.io/v1",
 		"kind":       "KubeSchedulerConfiguration",
@@ -131,16 +131,7 @@ func (p Profile) schedulerConfig(configFile, dir string, qps float32, burst int3
 			return "", fmt.Errorf("parsing %s: %w", configFile, err)
 		}
 	}
-	conn, _ := cfg["clientConnection"].(map[string]any)
-	if conn == nil {
-		conn = map[string]any{}
-	}
-	conn["qps"] = qps
-	conn["burst"] = burst
-	cfg["clientConnection"] = conn
-	// In-process, kube-scheduler cannot lead: it ends the process when it
-	// stops leading.
-	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	knobs.apply(cfg)
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return "", err

@@ -186,7 +186,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	configFile, err := profile.schedulerConfig(opts.SchedulerConfig, dir, opts.SchedulerQPS, opts.SchedulerBurst)
+	configFile, err := profile.schedulerConfig(opts.SchedulerConfig, dir, Knobs{QPS: opts.SchedulerQPS, Burst: opts.SchedulerBurst})
 	if err != nil {
 		return nil, err
 	}
