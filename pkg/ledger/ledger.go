@@ -67,6 +67,30 @@ func (l *Ledger) HeldByOthers(self gang.Key, order QueueOrder) map[string]capaci
 	return held
 }
 
+// Held sums what every live claim and the head hold keep from other pods
+// with no pod of theirs reserved on it yet: a claim's slots are its members
+// still to reserve, and the head hold's its free places. Members already
+// reserved wait in Permit and are the scheduler's own to count. It reads
+// both parts in one step, as HeldByOthers does.
+func (l *Ledger) Held() capacity.Amounts {
+	l.Claims.mu.Lock()
+	defer l.Claims.mu.Unlock()
+	l.Head.mu.Lock()
+	defer l.Head.mu.Unlock()
+	now := l.Claims.clock.Now()
+	held := map[string]capacity.Amounts{}
+	l.Claims.addHeldLocked(held, gang.Key{}, now)
+	l.Head.settle(now)
+	if t := l.Head.turn; t != nil {
+		addSlots(held, t.slots)
+	}
+	total := capacity.Amounts{}
+	for _, a := range held {
+		total.Add(a)
+	}
+	return total
+}
+
 // SetClaim starts a new attempt of the gang holding slots until deadline,
 // for plan (whose fingerprint is fp). It reports whether the gang held as
 // the head until now: its whole plan now holds what the head hold did.
