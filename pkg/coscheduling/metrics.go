@@ -6,6 +6,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -149,7 +150,7 @@ var (
 	belowMinDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "running_gangs_below_min_member"),
 		"Running gangs with fewer than minMember members placed (bound, reserved or succeeded) because members were lost.",
 		nil, nil, metrics.ALPHA, "")
-	heldDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "held_capacity"),
+	heldDesc = metrics.NewDesc(scheduling.HeldCapacityMetric,
 		"Capacity that plans of gangs in flight and the head hold keep from other pods with no pod reserved on it yet, by resource. Members reserved and waiting in Permit are not in it.",
 		[]string{"resource"}, nil, metrics.ALPHA, "")
 )

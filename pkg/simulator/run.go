@@ -216,6 +216,10 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	submitErr := make(chan error, 1)
 	go func() { submitErr <- submitter.Run(runCtx, start, jobs) }()
 	go sample(runCtx, tracker, opts.SampleInterval)
+	inProcess, holdsRead := sched.(*controlplane.Scheduler)
+	if holdsRead {
+		go sampleHolds(runCtx, tracker, inProcess, holdsInterval)
+	}
 	progress := newProgress(opts.Progress, opts.ProgressTTY, profile.Name, tracker, start)
 	go progress.run(runCtx)
 
@@ -248,6 +252,7 @@ wait:
 	tracker.Sample(end)
 	progress.finish()
 	res = tracker.Result(end, timedOut)
+	res.Summary.HoldsUnread = !holdsRead
 	res.Claims = dra.claims.Summary()
 	if opts.Preemption != nil {
 		opts.Preemption(preemption.Summary(profile.Name))

@@ -399,3 +399,20 @@ func TestUnboundGangsAreCensored(t *testing.T) {
 	require.Equal(t, 2, s.JointGangs, "stuck is judged too")
 	require.Equal(t, 1, s.AtJointBound)
 }
+
+// What the scheduler holds with no pod bound, members waiting in Permit and
+// its own plans and holds, is idle-held like a part-bound gang's GPUs, from
+// one reading to the next.
+func TestObserveHeldCountsAsIdleHeld(t *testing.T) {
+	tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8})
+	waiting := bound(member("g", 0, 8), "s0-l0-n0")
+	tr.ObserveHeld([]*v1.Pod{waiting}, 0, at(1))
+	tr.ObserveHeld([]*v1.Pod{waiting, workload.PrefillPod("sim", 0, "s0-l0-n1", 8, false)}, 4, at(3))
+	tr.Sample(at(4))
+	tr.ObserveHeld(nil, 0, at(5))
+	r := tr.Result(at(6), false)
+	require.InDelta(t, 8*2+12*2, r.Summary.IdleHeldGPUSecondsToEnd, 1e-9, "8 GPUs 1s-3s, then 8 waiting + 4 planned 3s-5s; pre-fill is not the scheduler's")
+	require.Zero(t, r.Summary.EndIdleHeldGPUs)
+	require.Equal(t, 12, r.Samples[0].IdleHeldGPUs)
+	require.Zero(t, r.Summary.UsefulGPUSeconds)
+}

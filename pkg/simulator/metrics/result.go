@@ -149,9 +149,12 @@ type Summary struct {
 	UsefulGPUSeconds float64 `json:"usefulGPUSeconds"`
 	EndUsefulGPUs    int     `json:"endUsefulGPUs"`
 	// IdleHeldGPUSecondsToEnd integrates, over [0, EndSeconds], the GPUs
-	// held by members of gangs bound only in part: held, and idle, since a
-	// gang cannot start without all its members. Binds in flight count
-	// too; no grace applies. EndIdleHeldGPUs is what they hold at the end.
+	// kept from other work with nothing running on them: those of members
+	// of gangs bound only in part (a gang cannot start without all its
+	// members), and what the scheduler holds with no pod bound, members
+	// reserved and waiting in Permit and a gang scheduler's own plans and
+	// holds (Tracker.ObserveHeld). Binds in flight count too; no grace
+	// applies. EndIdleHeldGPUs is what is held at the end.
 	IdleHeldGPUSecondsToEnd float64 `json:"idleHeldGPUSecondsToEnd"`
 	EndIdleHeldGPUs         int     `json:"endIdleHeldGPUs"`
 	// WindowSeconds is the window the two figures below are taken over:
@@ -162,9 +165,13 @@ type Summary struct {
 	// UsefulOccupancy is UsefulGPUSeconds over the window, as a fraction
 	// of all GPUs.
 	UsefulOccupancy float64 `json:"usefulOccupancy"`
-	// IdleHeldGPUSeconds is the GPU-seconds held by part-bound gangs over
-	// the window.
+	// IdleHeldGPUSeconds is IdleHeldGPUSecondsToEnd over the window.
 	IdleHeldGPUSeconds float64 `json:"idleHeldGPUSeconds"`
+	// HoldsUnread is set when what the scheduler held with no pod bound
+	// (see Tracker.ObserveHeld) could not be read: its scheduler ran in a
+	// process of its own. Idle-held GPU-seconds then count part-bound
+	// gangs only.
+	HoldsUnread bool `json:"holdsUnread,omitempty"`
 	// JointGangs counts the gangs judged against the joint bound: every
 	// submitted gang that requests GPUs, bound or not (one bound gang
 	// whose bound could not be computed is left out). AtJointBound counts

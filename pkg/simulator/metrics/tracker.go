@@ -50,11 +50,12 @@ type Tracker struct {
 
 	// useful counts the GPUs workload pods hold now in complete gangs and
 	// as plain pods; idleHeld those held by members of gangs bound only in
-	// part, which cannot start. Their time integrals since start run up to
-	// lastChange.
+	// part, which cannot start, plus schedHeld (see ObserveHeld). Their
+	// time integrals since start run up to lastChange.
 	useful, idleHeld       int
 	usefulSec, idleHeldSec float64
 	lastChange             time.Time
+	schedHeld              int
 }
 
 type podState struct {

@@ -113,7 +113,7 @@ func comparisonRows(run *Run) []comparisonRow {
 		{"longest first→last bind of a gang (s)", "lower", "%.3f", func(r *metrics.Result) float64 { return r.Summary.BindSpreadMaxSeconds }},
 		{"makespan (s)", "lower", "%.1f", func(r *metrics.Result) float64 { return r.Summary.MakespanSeconds }},
 		{"useful GPU occupancy (complete gangs and plain pods, same window)", "higher", "%.1f%%", func(r *metrics.Result) float64 { return 100 * r.Summary.UsefulOccupancy }},
-		{"idle-held GPU-seconds (gangs bound in part, same window)", "lower", "%.0f", func(r *metrics.Result) float64 { return r.Summary.IdleHeldGPUSeconds }},
+		{"idle-held GPU-seconds (part-bound gangs, Permit waits, holds; same window)", "lower", "%.0f", func(r *metrics.Result) float64 { return r.Summary.IdleHeldGPUSeconds }},
 		{"gangs at the joint lower bound", "higher", "%.0f%%", func(r *metrics.Result) float64 {
 			if r.Summary.JointGangs == 0 {
 				return math.NaN()
