@@ -25,12 +25,20 @@ func runParent(ctx context.Context, o *options, in *simulator.Input, args []stri
 			profiles = append(profiles, p)
 		}
 	}
+	var applying []string
 	for _, p := range profiles {
-		if _, err := simulator.LookupProfile(p); err != nil {
+		profile, err := simulator.LookupProfile(p)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
+		if !profile.AppliesTo(in.Jobs) {
+			fmt.Fprintf(os.Stderr, "scenario %s: %s skipped: its configuration changes nothing here\n", in.Name, p)
+			continue
+		}
+		applying = append(applying, p)
 	}
+	profiles = applying
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

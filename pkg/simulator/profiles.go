@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
 )
 
@@ -21,10 +23,14 @@ const (
 	// profile runs: Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1),
 	// which pods name in spec.schedulingGroup.
 	ProfileGpuGangNative = "gpu-gang-native"
+	// ProfileInTreeTopology is in-tree set up as a careful user would for
+	// a scenario whose gangs prefer a topology level: the level as the
+	// PodGroup's topology key, which in-tree always enforces.
+	ProfileInTreeTopology = "in-tree-topology"
 )
 
 // ProfileNames lists the profiles in the order a run compares them.
-var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree, ProfileGpuGangNative}
+var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree, ProfileInTreeTopology, ProfileGpuGangNative}
 
 // Profile is a scheduler set-up to compare.
 type Profile struct {
@@ -47,6 +53,9 @@ type Profile struct {
 	// (Options.SchedulerCommand), so that its feature gates are its own:
 	// in this process they are the in-process kube-apiserver's.
 	SchedulerProcess bool
+	// PreferredAsKey maps a preferred topology level to a topology key
+	// (workload.Builder.PreferredAsKey).
+	PreferredAsKey bool
 }
 
 // inTreeGates are the gates the in-tree gang and topology plugins need, on
@@ -64,11 +73,12 @@ func LookupProfile(name string) (Profile, error) {
 		return Profile{Name: name, Flavor: workload.GangPlugin, SchedulerName: "gpu-gang", UseConfigFile: true}, nil
 	case ProfileDefault:
 		return Profile{Name: name, Flavor: workload.Plain, SchedulerName: "default-scheduler"}, nil
-	case ProfileInTree:
+	case ProfileInTree, ProfileInTreeTopology:
 		return Profile{
 			Name: name, Flavor: workload.Native, SchedulerName: "default-scheduler",
 			FeatureGates:   inTreeGates,
 			APIServerFlags: []string{workloadAPIFlag},
+			PreferredAsKey: name == ProfileInTreeTopology,
 		}, nil
 	case ProfileGpuGangNative:
 		// The API server serves the native API as for in-tree; gpu-gang's
@@ -82,6 +92,18 @@ func LookupProfile(name string) (Profile, error) {
 		}, nil
 	}
 	return Profile{}, fmt.Errorf("unknown profile %q; known profiles: %s", name, strings.Join(ProfileNames, ", "))
+}
+
+// AppliesTo reports whether the profile tells anything about jobs: a
+// configured baseline only where its configuration changes the objects
+// (in-tree-topology: some gang prefers a level).
+func (p Profile) AppliesTo(jobs []scenario.Job) bool {
+	if !p.PreferredAsKey {
+		return true
+	}
+	return slices.ContainsFunc(jobs, func(j scenario.Job) bool {
+		return j.Gang && j.Topology != nil && !j.Topology.Required
+	})
 }
 
 // gatesSummary says which feature gates the profile sets, and where.

@@ -164,6 +164,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	tracker.Expect(jobs)
 	builder := &workload.Builder{
 		Namespace: Namespace, Flavor: profile.Flavor, SchedulerName: profile.SchedulerName,
+		PreferredAsKey: profile.PreferredAsKey,
 		TierKeys: map[string]string{
 			scenario.TierClique: layout.TierKeys[fabric.Clique],
 			scenario.TierLeaf:   layout.TierKeys[fabric.Leaf],
