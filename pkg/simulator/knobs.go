@@ -1,5 +1,7 @@
 package simulator
 
+import "time"
+
 // Knobs are the limits every profile's scheduler runs with. Knobs.apply is
 // the one place that sets them, over whatever a profile's own
 // configuration says, so that a comparison measures scheduling and not a
@@ -50,3 +52,24 @@ func (k Knobs) apply(cfg map[string]any) {
 		}
 	}
 }
+
+// Defaults every run takes unless told otherwise: cmd/simulator's flags and
+// test/bench both start from them, so that their figures compare.
+const (
+	// DefaultSchedulerQPS and DefaultSchedulerBurst are every profile's
+	// scheduler client limits: high enough that the API server, not the
+	// rate limiter, bounds binding.
+	DefaultSchedulerQPS   = 5000
+	DefaultSchedulerBurst = 10000
+	// DefaultClientQPS and DefaultClientBurst are the simulator's own.
+	DefaultClientQPS   = 5000
+	DefaultClientBurst = 10000
+	// DefaultPartialGrace and DefaultPartialGracePerMember make
+	// metrics.Grace: once released, a gang's members bind through separate
+	// API calls, which land up to about 2s apart on a saturated 2-core
+	// machine.
+	DefaultPartialGrace          = 2 * time.Second
+	DefaultPartialGracePerMember = 20 * time.Millisecond
+	// DefaultSampleInterval is how often occupancy is sampled.
+	DefaultSampleInterval = 250 * time.Millisecond
+)
