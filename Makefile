@@ -30,6 +30,11 @@ VERSION_LDFLAGS   := -X github.com/gpu-gang/gpu-gang/pkg/version.version=$(VERSI
 # builder (go-containerregistry) and the Helm chart test (the Helm SDK).
 # Their dependencies would move versions the scheduler is built with.
 IMAGE_MODULE    := hack/image
+# How many times bench-scenarios runs each scenario.
+RUNS ?= 1
+# Build tags of the main module's files; make verify vets with all of them, so
+# that no tagged file rots unseen (hack/verify-build-tags.sh checks the list).
+VERIFY_TAGS     := bench
 HELMTEST_MODULE := hack/helmtest
 
 # The simulator's scenario for `make demo`; SCENARIOS for `make bench`.
@@ -122,24 +127,24 @@ bench-micro: ## Run the micro-benchmarks (QueueSort, capacity pre-check on exten
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 
 .PHONY: bench-scenarios
-bench-scenarios: simulator ## Run scenarios S1-S10 through every profile; reports go to _output/simulator/.
-	@for f in $(SCENARIOS); do echo "== $$f"; $(BIN)/simulator --scenario $$f || exit 1; done
+bench-scenarios: simulator ## Run scenarios S1-S10 through every profile, RUNS times each (median and range, with machine and date); reports go to _output/simulator/.
+	@for f in $(SCENARIOS); do echo "== $$f"; $(BIN)/simulator --scenario $$f --runs $(RUNS) || exit 1; done
 
 .PHONY: bench-soak
 bench-soak: test-binaries ## Run the fault suite's soak for 10 minutes (GPU_GANG_SOAK_DURATION, GPU_GANG_SOAK_SEED to change).
 	GPU_GANG_SOAK_DURATION=$${GPU_GANG_SOAK_DURATION:-10m} $(GO) test -count=1 -timeout 60m -run '^TestFaultSoak$$' -v ./test/integration
 
 .PHONY: bench-go
-bench-go: ## Run S1-S3 as go test benchmarks (benchstat-comparable; takes long).
-	@source hack/lib/tools.sh && tools::ensure kwok >/dev/null
+bench-go: test-binaries ## Run S1-S3 as go test benchmarks (benchstat-comparable; takes long).
 	$(GO) test -tags bench -run '^$$' -bench 'S[123]' -benchtime 1x -timeout 3h ./test/bench
 
 ##@ Code health
 
 .PHONY: verify
-verify: ## Check gofmt, go vet, go mod tidy and generated files.
+verify: ## Check gofmt, go vet (every build tag too), go mod tidy and generated files.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	hack/verify-build-tags.sh $(VERIFY_TAGS)
+	$(GO) vet -tags '$(VERIFY_TAGS)' ./...
 	$(GO) mod tidy -diff
 	@for m in $(IMAGE_MODULE) $(HELMTEST_MODULE); do echo "(cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff)"; (cd $$m && $(GO) vet ./... && $(GO) mod tidy -diff) || exit 1; done
 	hack/verify-generated.sh

@@ -51,6 +51,7 @@ type options struct {
 	graceMember     time.Duration
 	sampleInterval  time.Duration
 	timeout         time.Duration
+	runs            int
 	gangLines       int
 	gpuGangGates    string
 	rerender        string
@@ -83,21 +84,22 @@ func run() int {
 	fs.StringVar(&o.fromCluster, "from-cluster", "", "take the snapshot from the cluster this kubeconfig file points at, write it to <out>/snapshot.yaml, and run it")
 	fs.BoolVar(&o.keepNames, "keep-names", false, "with --snapshot or --from-cluster, keep node, label and job names; by default they are anonymized")
 	fs.StringVar(&o.profiles, "profiles", strings.Join(simulator.ProfileNames, ","),
-		"comma-separated profiles to run, one after another, each on a fresh control plane: gpu-gang, default (stock kube-scheduler, no gangs), in-tree (k8s 1.37 GangScheduling + TopologyPlacement), gpu-gang-native (gpu-gang on in-tree's very objects: scheduling.k8s.io/v1beta1 PodGroups)")
+		"comma-separated profiles to run, one after another, each on a fresh control plane: gpu-gang, default (stock kube-scheduler, no gangs), in-tree (k8s 1.37 GangScheduling + TopologyPlacement), in-tree-topology (in-tree with a preferred level as the PodGroup's topology key; skipped where no gang prefers one), gpu-gang-native (gpu-gang on in-tree's very objects: scheduling.k8s.io/v1beta1 PodGroups)")
 	fs.StringVar(&o.out, "out", "", "directory for the report, JSON results and logs (default _output/simulator/<scenario>)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "manifests/scheduler-config.yaml", "gpu-gang's KubeSchedulerConfiguration, used as written except for the client limits")
 	fs.StringVar(&o.crd, "crd", "manifests/crds/scheduling.x-k8s.io_podgroups.yaml", "the PodGroup CRD file to install")
 	fs.StringVar(&o.kwok, "kwok", "bin/kwok", "kwok binary (build it with: source hack/lib/tools.sh && tools::ensure kwok)")
-	fs.Float64Var(&o.schedulerQPS, "scheduler-qps", 5000, "client QPS of the scheduler, every profile alike; high enough that the API server, not the rate limiter, bounds binding")
-	fs.IntVar(&o.schedulerBurst, "scheduler-burst", 10000, "client burst of the scheduler, every profile alike")
-	fs.Float64Var(&o.clientQPS, "client-qps", 5000, "client QPS of the simulator's own submissions and set-up")
-	fs.IntVar(&o.clientBurst, "client-burst", 10000, "client burst of the simulator's own submissions and set-up")
-	fs.DurationVar(&o.partialGrace, "partial-grace", 2*time.Second,
+	fs.Float64Var(&o.schedulerQPS, "scheduler-qps", simulator.DefaultSchedulerQPS, "client QPS of the scheduler, every profile alike; high enough that the API server, not the rate limiter, bounds binding")
+	fs.IntVar(&o.schedulerBurst, "scheduler-burst", simulator.DefaultSchedulerBurst, "client burst of the scheduler, every profile alike")
+	fs.Float64Var(&o.clientQPS, "client-qps", simulator.DefaultClientQPS, "client QPS of the simulator's own submissions and set-up")
+	fs.IntVar(&o.clientBurst, "client-burst", simulator.DefaultClientBurst, "client burst of the simulator's own submissions and set-up")
+	fs.DurationVar(&o.partialGrace, "partial-grace", simulator.DefaultPartialGrace,
 		"a gang part-bound for at most this long, plus --partial-grace-per-member for each member, does not count as partial: once released, its members bind through separate API calls, which land up to about 2s apart on a saturated 2-core machine")
-	fs.DurationVar(&o.graceMember, "partial-grace-per-member", 20*time.Millisecond,
+	fs.DurationVar(&o.graceMember, "partial-grace-per-member", simulator.DefaultPartialGracePerMember,
 		"added to --partial-grace for each member of a gang: binding a large gang takes longer")
-	fs.DurationVar(&o.sampleInterval, "sample-interval", 250*time.Millisecond, "how often GPU occupancy and free leaves and cliques are sampled")
+	fs.DurationVar(&o.sampleInterval, "sample-interval", simulator.DefaultSampleInterval, "how often GPU occupancy and free leaves and cliques are sampled")
 	fs.DurationVar(&o.timeout, "timeout", 0, "bound on each profile's run, overriding the scenario's timeout (0 keeps the scenario's)")
+	fs.IntVar(&o.runs, "runs", 1, "run every profile this many times, each run's output in <out>/run-<i>, and report each figure's median and range over the runs with the machine and date (in <out>/runs.txt)")
 	fs.IntVar(&o.gangLines, "gang-lines", 20, "per profile, print at most this many per-gang lines (where and when each gang landed)")
 	fs.StringVar(&o.gpuGangGates, "gpu-gang-feature-gates", "", "extra feature gates (Name=true,...) for the gpu-gang profile's kube-apiserver and kube-scheduler, to try the plugin under other gates")
 	fs.StringVar(&o.rerender, "rerender", "", "render report.html and the summary again from this results.json, without running anything")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,12 +26,20 @@ func runParent(ctx context.Context, o *options, in *simulator.Input, args []stri
 			profiles = append(profiles, p)
 		}
 	}
+	var applying []string
 	for _, p := range profiles {
-		if _, err := simulator.LookupProfile(p); err != nil {
+		profile, err := simulator.LookupProfile(p)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
+		if !profile.AppliesTo(in.Jobs) {
+			fmt.Fprintf(os.Stderr, "scenario %s: %s skipped: its configuration changes nothing here\n", in.Name, p)
+			continue
+		}
+		applying = append(applying, p)
 	}
+	profiles = applying
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -44,21 +53,62 @@ func runParent(ctx context.Context, o *options, in *simulator.Input, args []stri
 	if o.snapshot != "" {
 		fmt.Fprintln(os.Stderr, in.Description)
 	}
+	if o.runs <= 1 {
+		_, code := runOnce(ctx, o, in, args, profiles, o.out, self)
+		return code
+	}
+	machine := thisMachine(time.Now())
+	var runs []*report.Run
+	code := 0
+	for i := 1; i <= o.runs; i++ {
+		out := filepath.Join(o.out, fmt.Sprintf("run-%d", i))
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "scenario %s: run %d of %d, output in %s\n", in.Name, i, o.runs, out)
+		run, c := runOnce(ctx, o, in, args, profiles, out, self)
+		if run != nil {
+			runs = append(runs, run)
+		}
+		code = max(code, c)
+		if ctx.Err() != nil {
+			return 1
+		}
+	}
+	f, err := os.Create(filepath.Join(o.out, "runs.txt"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = f.Close() }()
+	fmt.Println()
+	if err := report.WriteRuns(io.MultiWriter(os.Stdout, f), runs, machine); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
+}
+
+// runOnce runs every profile once, each in a child process with its
+// output in out, and writes the report there. It returns the run (nil if
+// it stopped early) and the exit code.
+func runOnce(ctx context.Context, o *options, in *simulator.Input, args, profiles []string, out, self string) (*report.Run, int) {
 	run := &report.Run{Scenario: in.Name, Description: in.Description}
 	var preemption []metrics.PreemptionSummary
 	failed := false
 	for _, p := range profiles {
-		resultFile := simulator.ResultFile(o.out, p)
+		resultFile := simulator.ResultFile(out, p)
 		_ = os.Remove(resultFile)
-		_ = os.Remove(simulator.PreemptionFile(o.out, p))
+		_ = os.Remove(simulator.PreemptionFile(out, p))
 		started := time.Now()
-		cmd := exec.CommandContext(ctx, self, append(append([]string{}, args...), "--child-profile="+p, "--child-result="+resultFile)...)
+		cmd := exec.CommandContext(ctx, self, append(append([]string{}, args...), "--out="+out, "--child-profile="+p, "--child-result="+resultFile)...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		childErr := cmd.Run()
 		res, err := readResult(resultFile)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "[%s] no result (%v); see %s\n", p, errors.Join(childErr, err), logFile(o.out, p))
+			fmt.Fprintf(os.Stderr, "[%s] no result (%v); see %s\n", p, errors.Join(childErr, err), logFile(out, p))
 			failed = true
 			res = &metrics.Result{Profile: p, Scenario: in.Name, Error: fmt.Sprint(errors.Join(childErr, err))}
 		} else if res.Error != "" {
@@ -73,36 +123,36 @@ func runParent(ctx context.Context, o *options, in *simulator.Input, args []stri
 			fmt.Fprintln(os.Stderr, err)
 		}
 		run.Results = append(run.Results, res)
-		if ps, err := readPreemption(simulator.PreemptionFile(o.out, p)); err == nil {
+		if ps, err := readPreemption(simulator.PreemptionFile(out, p)); err == nil {
 			preemption = append(preemption, *ps)
 		}
 		if ctx.Err() != nil {
-			return 1
+			return nil, 1
 		}
 	}
 	// Occupancy figures compare profiles over one window.
 	metrics.CommonWindow(run.Results)
-	if err := writeOutputs(o.out, run); err != nil {
+	if err := writeOutputs(out, run); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, 1
 	}
 	fmt.Println()
 	if err := report.WriteSummary(os.Stdout, run); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, 1
 	}
 	if hasUrgentJobs(preemption) {
 		fmt.Println()
 		if err := metrics.WritePreemption(os.Stdout, preemption); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			return 1
+			return nil, 1
 		}
 	}
-	fmt.Printf("report: %s\n", filepath.Join(o.out, "report.html"))
+	fmt.Printf("report: %s\n", filepath.Join(out, "report.html"))
 	if failed {
-		return 1
+		return run, 1
 	}
-	return 0
+	return run, 0
 }
 
 // readPreemption reads what a child wrote to simulator.PreemptionFile.

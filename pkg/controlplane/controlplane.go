@@ -29,11 +29,9 @@ var defaultAPIServerFlags = []string{
 
 // NativePodGroupAPIFlags returns the kube-apiserver flags that serve
 // Kubernetes' own gang API, scheduling.k8s.io/v1beta1 Workloads and
-// PodGroups, with topology constraints, and the hierarchies above them,
-// scheduling.k8s.io/v1alpha3 CompositePodGroups: the beta GenericWorkload
-// gate, the alpha TopologyAwareWorkloadScheduling and CompositePodGroup
-// gates, and both API group versions, which a beta or alpha API needs on
-// top of its gate. Without them the API is not
+// PodGroups, with topology constraints: the beta GenericWorkload gate, the
+// alpha TopologyAwareWorkloadScheduling gate, and the API group version,
+// which a beta API needs on top of its gate. Without them the API is not
 // served and the server drops spec.schedulingGroup from pods.
 //
 // The gates apply to the whole process (see Options.APIServerFlags): a
@@ -45,6 +43,17 @@ func NativePodGroupAPIFlags() []string {
 	return []string{
 		"--feature-gates=" + nativePodGroupGates,
 		nativePodGroupRuntimeConfig,
+	}
+}
+
+// CompositePodGroupAPIFlags is NativePodGroupAPIFlags with the hierarchies
+// above native PodGroups served as well: scheduling.k8s.io/v1alpha3
+// CompositePodGroups, behind the alpha CompositePodGroup gate (which needs
+// the two gates above) and their own API group version.
+func CompositePodGroupAPIFlags() []string {
+	return []string{
+		"--feature-gates=" + nativePodGroupGates + ",CompositePodGroup=true",
+		nativePodGroupRuntimeConfig + ",scheduling.k8s.io/v1alpha3=true",
 	}
 }
 
@@ -62,8 +71,8 @@ func NativePodGroupDRAAPIFlags() []string {
 }
 
 const (
-	nativePodGroupGates         = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
-	nativePodGroupRuntimeConfig = "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+	nativePodGroupGates         = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+	nativePodGroupRuntimeConfig = "--runtime-config=scheduling.k8s.io/v1beta1=true"
 )
 
 // Options configures a ControlPlane.

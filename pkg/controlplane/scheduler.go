@@ -6,16 +6,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/configz"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/yaml"
 
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
 )
 
 // schedulerReadyTimeout bounds the wait for the scheduler's informers and
@@ -50,6 +54,8 @@ type SchedulerOptions struct {
 
 // Scheduler is a kube-scheduler running in this process. Stop it with Stop.
 type Scheduler struct {
+	// sched is read only through its frameworks' thread-safe methods.
+	sched  *scheduler.Scheduler
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 	err    error
@@ -121,7 +127,7 @@ func StartScheduler(ctx context.Context, opts SchedulerOptions) (_ *Scheduler, e
 		return nil, errors.New("leader election cannot run in-process: kube-scheduler exits the process when it stops leading")
 	}
 
-	s := &Scheduler{cancel: cancel, done: make(chan struct{}), dir: dir}
+	s := &Scheduler{sched: sched, cancel: cancel, done: make(chan struct{}), dir: dir}
 	go func() {
 		defer close(s.done)
 		defer informerName.Release()
@@ -154,6 +160,21 @@ func StartScheduler(ctx context.Context, opts SchedulerOptions) (_ *Scheduler, e
 
 // Done is closed when the scheduler has stopped, after Stop or on its own.
 func (s *Scheduler) Done() <-chan struct{} { return s.done }
+
+// WaitingPods calls f with every pod that waits in Permit, in every profile
+// in name order: reserved on the node its spec.nodeName names, not bound.
+// Each framework's waiting pods are read under its own lock, so f must not
+// call back into the scheduler.
+func (s *Scheduler) WaitingPods(f func(*v1.Pod)) {
+	names := make([]string, 0, len(s.sched.Profiles))
+	for name := range s.sched.Profiles {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		s.sched.Profiles[name].IterateOverWaitingPods(func(wp fwk.WaitingPod) { f(wp.GetPod()) })
+	}
+}
 
 // Stop stops the scheduler and waits until its Run has returned. It returns
 // the error Run ended with, if it ended other than through Stop.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -20,8 +21,11 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // runGang schedules every member of a gang and lets them bind, and returns
@@ -377,6 +381,22 @@ func TestGangMetricsCoverEveryInstance(t *testing.T) {
 gpu_gang_waiting_gangs{state="members"} 2
 gpu_gang_waiting_gangs{state="placing"} 0
 `), "gpu_gang_waiting_gangs"))
+}
+
+// The held-capacity gauge sums what every instance's plans and head hold
+// keep, so that a benchmark can count it as held without a pod bound.
+func TestHeldCapacityGauge(t *testing.T) {
+	first := newTestEnv(t, gpuNodes(1), nil, nil)
+	second := newTestEnv(t, gpuNodes(1), nil, nil)
+	slot := func(uid string, gpus int64) ledger.Slot {
+		return ledger.Slot{UID: types.UID(uid), Node: "n0", Request: capacity.Amounts{"nvidia.com/gpu": gpus}}
+	}
+	first.pl.ledger.SetClaim(gang.Key{Namespace: testNS, Name: "a"}, []ledger.Slot{slot("a-0", 8), slot("a-1", 4)}, first.clock.Now().Add(time.Hour), &placement.Plan{}, 1)
+	second.pl.ledger.Head.Take(gang.Key{Namespace: testNS, Name: "b"}, ledger.QueueOrder{Group: "b"}, []ledger.Slot{slot("b-0", 2)}, time.Hour)
+	require.NoError(t, testutil.CustomCollectAndCompare(&gangCollector{}, strings.NewReader(`# HELP gpu_gang_held_capacity [ALPHA] Capacity that plans of gangs in flight and the head hold keep from other pods with no pod reserved on it yet, by resource. Members reserved and waiting in Permit are not in it.
+# TYPE gpu_gang_held_capacity gauge
+gpu_gang_held_capacity{resource="nvidia.com/gpu"} 14
+`), "gpu_gang_held_capacity"))
 }
 
 func TestReplacementStaysInsideRequiredLeaf(t *testing.T) {

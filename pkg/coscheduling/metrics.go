@@ -6,6 +6,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -148,17 +150,23 @@ var (
 	belowMinDesc = metrics.NewDesc(metrics.BuildFQName("", metricsSubsystem, "running_gangs_below_min_member"),
 		"Running gangs with fewer than minMember members placed (bound, reserved or succeeded) because members were lost.",
 		nil, nil, metrics.ALPHA, "")
+	heldDesc = metrics.NewDesc(scheduling.HeldCapacityMetric,
+		"Capacity that plans of gangs in flight and the head hold keep from other pods with no pod reserved on it yet, by resource. Members reserved and waiting in Permit are not in it.",
+		[]string{"resource"}, nil, metrics.ALPHA, "")
 )
 
 func (c *gangCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
 	ch <- waitingDesc
 	ch <- permitDesc
 	ch <- belowMinDesc
+	ch <- heldDesc
 }
 
 func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	var members, placing, reserved, below int
+	held := capacity.Amounts{}
 	instances.each(func(pl *Plugin) {
+		held.Add(pl.ledger.Held())
 		m, p, r := pl.ledger.Waiting()
 		members += m
 		placing += p
@@ -169,6 +177,9 @@ func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	ch <- metrics.NewLazyConstMetric(waitingDesc, metrics.GaugeValue, float64(placing), "placing")
 	ch <- metrics.NewLazyConstMetric(permitDesc, metrics.GaugeValue, float64(reserved))
 	ch <- metrics.NewLazyConstMetric(belowMinDesc, metrics.GaugeValue, float64(below))
+	for _, name := range held.Names() {
+		ch <- metrics.NewLazyConstMetric(heldDesc, metrics.GaugeValue, float64(held[name]), string(name))
+	}
 }
 
 // belowMinMember counts the running gangs that miss members to reach

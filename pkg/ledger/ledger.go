@@ -53,18 +53,46 @@ func New(c clock.WithTickerAndDelayedExecution) *Ledger {
 // whose plan replaces its head hold (SetClaim) is never seen holding
 // neither.
 func (l *Ledger) HeldByOthers(self gang.Key, order QueueOrder) map[string]capacity.Amounts {
-	l.Claims.mu.Lock()
-	defer l.Claims.mu.Unlock()
-	l.Head.mu.Lock()
-	defer l.Head.mu.Unlock()
-	now := l.Claims.clock.Now()
 	held := map[string]capacity.Amounts{}
-	l.Claims.addHeldLocked(held, self, now)
-	l.Head.addHeldLocked(held, self, order, now)
+	l.claimsAndHead(func(now time.Time) {
+		l.Claims.addHeldLocked(held, self, now)
+		l.Head.addHeldLocked(held, self, order, now)
+	})
 	if len(held) == 0 {
 		return nil
 	}
 	return held
+}
+
+// claimsAndHead runs f with the claims' and the head's locks held, in the
+// order doc.go gives, at the claims' clock's now.
+func (l *Ledger) claimsAndHead(f func(now time.Time)) {
+	l.Claims.mu.Lock()
+	defer l.Claims.mu.Unlock()
+	l.Head.mu.Lock()
+	defer l.Head.mu.Unlock()
+	f(l.Claims.clock.Now())
+}
+
+// Held sums what every live claim and the head hold keep from other pods
+// with no pod of theirs reserved on it yet: a claim's slots are its members
+// still to reserve, and the head hold's its free places. Members already
+// reserved wait in Permit and are the scheduler's own to count. It reads
+// both parts in one step, as HeldByOthers does.
+func (l *Ledger) Held() capacity.Amounts {
+	held := map[string]capacity.Amounts{}
+	l.claimsAndHead(func(now time.Time) {
+		l.Claims.addHeldLocked(held, gang.Key{}, now)
+		l.Head.settle(now)
+		if t := l.Head.turn; t != nil {
+			addSlots(held, t.slots)
+		}
+	})
+	total := capacity.Amounts{}
+	for _, a := range held {
+		total.Add(a)
+	}
+	return total
 }
 
 // SetClaim starts a new attempt of the gang holding slots until deadline,

@@ -63,6 +63,22 @@ func TestHeldByOthersSumsClaimsAndHead(t *testing.T) {
 	}
 }
 
+// Held counts every claim and the head hold, the holder's own included, and
+// forgets a claim past its deadline and a turn that ran out.
+func TestHeldSumsEveryClaimAndTheHead(t *testing.T) {
+	l, clk := newTestLedger()
+	require.Empty(t, l.Held())
+	l.SetClaim(key("a"), []Slot{slot("a-0", "n1", 4), slot("a-1", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Head.Take(key("h"), second, []Slot{slot("h-0", "n2", 8)}, 2*time.Minute)
+	require.Equal(t, capacity.Amounts{gpu: 20, "pods": 3}, l.Held())
+	l.Claims.Reserve(key("a"), "a-0", "n1", gpus(4))
+	require.Equal(t, capacity.Amounts{gpu: 16, "pods": 2}, l.Held(), "a reserved member is no longer held by the claim")
+	clk.Step(time.Minute)
+	require.Equal(t, capacity.Amounts{gpu: 8, "pods": 1}, l.Held(), "a's claim ran out")
+	clk.Step(time.Minute)
+	require.Empty(t, l.Held(), "the head's turn ran out")
+}
+
 func TestIdleKeepsTheBackoff(t *testing.T) {
 	l, c := newTestLedger()
 	k := key("job")

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
+	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
 )
 
@@ -22,10 +23,14 @@ const (
 	// profile runs: Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1),
 	// which pods name in spec.schedulingGroup.
 	ProfileGpuGangNative = "gpu-gang-native"
+	// ProfileInTreeTopology is in-tree set up as a careful user would for
+	// a scenario whose gangs prefer a topology level: the level as the
+	// PodGroup's topology key, which in-tree always enforces.
+	ProfileInTreeTopology = "in-tree-topology"
 )
 
 // ProfileNames lists the profiles in the order a run compares them.
-var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree, ProfileGpuGangNative}
+var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree, ProfileInTreeTopology, ProfileGpuGangNative}
 
 // Profile is a scheduler set-up to compare.
 type Profile struct {
@@ -48,6 +53,9 @@ type Profile struct {
 	// (Options.SchedulerCommand), so that its feature gates are its own:
 	// in this process they are the in-process kube-apiserver's.
 	SchedulerProcess bool
+	// PreferredAsKey maps a preferred topology level to a topology key
+	// (workload.Builder.PreferredAsKey).
+	PreferredAsKey bool
 }
 
 // inTreeGates are the gates the in-tree gang and topology plugins need, on
@@ -92,11 +100,12 @@ func LookupProfile(name string) (Profile, error) {
 		return Profile{Name: name, Flavor: workload.GangPlugin, SchedulerName: "gpu-gang", UseConfigFile: true}, nil
 	case ProfileDefault:
 		return Profile{Name: name, Flavor: workload.Plain, SchedulerName: "default-scheduler"}, nil
-	case ProfileInTree:
+	case ProfileInTree, ProfileInTreeTopology:
 		return Profile{
 			Name: name, Flavor: workload.Native, SchedulerName: "default-scheduler",
 			FeatureGates:   inTreeGates,
 			APIServerFlags: []string{workloadAPIFlag},
+			PreferredAsKey: name == ProfileInTreeTopology,
 		}, nil
 	case ProfileGpuGangNative:
 		// The API server serves the native API as for in-tree; gpu-gang's
@@ -110,6 +119,18 @@ func LookupProfile(name string) (Profile, error) {
 		}, nil
 	}
 	return Profile{}, fmt.Errorf("unknown profile %q; known profiles: %s", name, strings.Join(ProfileNames, ", "))
+}
+
+// AppliesTo reports whether the profile tells anything about jobs: a
+// configured baseline only where its configuration changes the objects
+// (in-tree-topology: some gang prefers a level).
+func (p Profile) AppliesTo(jobs []scenario.Job) bool {
+	if !p.PreferredAsKey {
+		return true
+	}
+	return slices.ContainsFunc(jobs, func(j scenario.Job) bool {
+		return j.Gang && j.Topology != nil && !j.Topology.Required
+	})
 }
 
 // gatesSummary says which feature gates the profile sets, and where.
@@ -140,10 +161,10 @@ func gatesFlag(gates []string) []string {
 }
 
 // schedulerConfig writes the profile's KubeSchedulerConfiguration into dir
-// and returns its path. gpu-gang's file is copied with only the client
-// limits changed; the stock profiles get a configuration with nothing but
-// the same client limits, so that every profile binds under the same QPS.
-func (p Profile) schedulerConfig(configFile, dir string, qps float32, burst int32) (string, error) {
+// and returns its path: gpu-gang's file, or for the stock profiles a
+// configuration with one default profile, with the shared knobs (see
+// Knobs.apply) set over whatever either says.
+func (p Profile) schedulerConfig(configFile, dir string, knobs Knobs) (string, error) {
 	cfg := map[string]any{
 		"apiVersion": "kubescheduler.config.k8s.io/v1",
 		"kind":       "KubeSchedulerConfiguration",
@@ -159,16 +180,7 @@ func (p Profile) schedulerConfig(configFile, dir string, qps float32, burst int3
 			return "", fmt.Errorf("parsing %s: %w", configFile, err)
 		}
 	}
-	conn, _ := cfg["clientConnection"].(map[string]any)
-	if conn == nil {
-		conn = map[string]any{}
-	}
-	conn["qps"] = qps
-	conn["burst"] = burst
-	cfg["clientConnection"] = conn
-	// In-process, kube-scheduler cannot lead: it ends the process when it
-	// stops leading.
-	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	knobs.apply(cfg)
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return "", err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
@@ -91,6 +92,59 @@ func TestWithComposites(t *testing.T) {
 		}
 		if diff := cmp.Diff(base.SchedulerFlags, got.SchedulerFlags); diff != "" {
 			t.Errorf("%s: scheduler flags changed (-want,+got):\n%s", tc.profile, diff)
+		}
+	}
+}
+
+// in-tree-topology is in-tree with a preferred level written as the
+// PodGroup's topology key, the one thing a careful in-tree user adds; it runs
+// only where some gang prefers a level.
+func TestInTreeTopologyKeysPreferredLevels(t *testing.T) {
+	plain, err := LookupProfile(ProfileInTree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := LookupProfile(ProfileInTreeTopology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiers := map[string]string{scenario.TierLeaf: "network.topology.nvidia.com/leaf"}
+	preferred := scenario.Job{Name: "train-00", Gang: true, Pods: 4, GPUsPerPod: 8, Topology: &scenario.Topology{Level: scenario.TierLeaf}}
+	build := func(p Profile) *workload.Objects {
+		o, err := (&workload.Builder{Namespace: Namespace, Flavor: p.Flavor, SchedulerName: p.SchedulerName, TierKeys: tiers, PreferredAsKey: p.PreferredAsKey}).Build(&preferred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	want := build(plain)
+	want.NativeGroup.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
+		Topology: []schedulingv1beta1.TopologyConstraint{{Key: "network.topology.nvidia.com/leaf"}},
+	}
+	if diff := cmp.Diff(want, build(keyed)); diff != "" {
+		t.Errorf("objects (-in-tree with the key added,+in-tree-topology):\n%s", diff)
+	}
+	if plain.gatesSummary() != keyed.gatesSummary() || plain.SchedulerName != keyed.SchedulerName {
+		t.Errorf("in-tree-topology runs another scheduler set-up: %+v against %+v", keyed, plain)
+	}
+
+	required := preferred
+	required.Topology = &scenario.Topology{Level: scenario.TierLeaf, Required: true}
+	single := scenario.Job{Name: "nb", Pods: 1, GPUsPerPod: 1, Topology: &scenario.Topology{Level: scenario.TierLeaf}}
+	for _, tc := range []struct {
+		name string
+		jobs []scenario.Job
+		want bool
+	}{
+		{"a gang prefers a level", []scenario.Job{required, preferred}, true},
+		{"every level is required", []scenario.Job{required}, false},
+		{"only a plain pod", []scenario.Job{single}, false},
+	} {
+		if got := keyed.AppliesTo(tc.jobs); got != tc.want {
+			t.Errorf("%s: AppliesTo = %v, want %v", tc.name, got, tc.want)
+		}
+		if !plain.AppliesTo(tc.jobs) {
+			t.Errorf("%s: in-tree does not apply", tc.name)
 		}
 	}
 }

@@ -167,6 +167,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	tracker.Expect(jobs)
 	builder := &workload.Builder{
 		Namespace: Namespace, Flavor: profile.Flavor, SchedulerName: profile.SchedulerName,
+		PreferredAsKey: profile.PreferredAsKey,
 		TierKeys: map[string]string{
 			scenario.TierClique: layout.TierKeys[fabric.Clique],
 			scenario.TierLeaf:   layout.TierKeys[fabric.Leaf],
@@ -190,7 +191,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	configFile, err := profile.schedulerConfig(opts.SchedulerConfig, dir, opts.SchedulerQPS, opts.SchedulerBurst)
+	configFile, err := profile.schedulerConfig(opts.SchedulerConfig, dir, Knobs{QPS: opts.SchedulerQPS, Burst: opts.SchedulerBurst})
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +221,10 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	submitErr := make(chan error, 1)
 	go func() { submitErr <- submitter.Run(runCtx, start, jobs) }()
 	go sample(runCtx, tracker, opts.SampleInterval)
+	inProcess, holdsRead := sched.(*controlplane.Scheduler)
+	if holdsRead {
+		go sampleHolds(runCtx, tracker, inProcess, holdsInterval)
+	}
 	progress := newProgress(opts.Progress, opts.ProgressTTY, profile.Name, tracker, start)
 	go progress.run(runCtx)
 
@@ -252,6 +257,7 @@ wait:
 	tracker.Sample(end)
 	progress.finish()
 	res = tracker.Result(end, timedOut)
+	res.Summary.HoldsUnread = !holdsRead
 	res.Claims = dra.claims.Summary()
 	res.Hierarchy = hierarchy.Summary(end, res.Gangs)
 	if opts.Preemption != nil {

@@ -13,7 +13,8 @@
 // an environment variable naming the scenario and profile), as
 // cmd/simulator does it: feature gates are process-wide, and the in-tree
 // profile's gates must not leak into the next benchmark. kwok must have been
-// built first (source hack/lib/tools.sh && tools::ensure kwok).
+// built first, and the scheduler binary gpu-gang-native runs (make
+// test-binaries builds both; make bench-go runs it first).
 //
 // ns/op is the run's makespan, from first submission to the last pod done,
 // not the wall time of the whole benchmark (control plane start-up and node
@@ -29,7 +30,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/klog/v2"
 
@@ -60,7 +60,18 @@ func BenchmarkS5KnownOptimum(b *testing.B)   { benchScenario(b, "s5-known-optimu
 func BenchmarkS6Churn(b *testing.B)          { benchScenario(b, "s6-churn") }
 
 func benchScenario(b *testing.B, name string) {
+	sc, err := scenario.Load(filepath.Join(repo, "scenarios", name+".yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	in, err := simulator.ScenarioInput(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, profile := range simulator.ProfileNames {
+		if p, err := simulator.LookupProfile(profile); err != nil || !p.AppliesTo(in.Jobs) {
+			continue
+		}
 		b.Run("profile="+profile, func(b *testing.B) {
 			var sum metrics.Summary
 			// excess sums extra domains per level, in the order the
@@ -161,12 +172,15 @@ func runChild(spec string) int {
 		SchedulerConfig: filepath.Join(repo, "manifests", "scheduler-config.yaml"),
 		CRDs:            []string{filepath.Join(repo, "manifests", "crds", "scheduling.x-k8s.io_podgroups.yaml")},
 		KwokBinary:      filepath.Join(repo, "bin", "kwok"),
-		SchedulerQPS:    5000,
-		SchedulerBurst:  10000,
-		ClientQPS:       5000,
-		ClientBurst:     10000,
-		PartialGrace:    metrics.Grace{Base: 2 * time.Second, PerMember: 20 * time.Millisecond},
-		SampleInterval:  500 * time.Millisecond,
+		SchedulerQPS:    simulator.DefaultSchedulerQPS,
+		SchedulerBurst:  simulator.DefaultSchedulerBurst,
+		ClientQPS:       simulator.DefaultClientQPS,
+		ClientBurst:     simulator.DefaultClientBurst,
+		PartialGrace:    metrics.Grace{Base: simulator.DefaultPartialGrace, PerMember: simulator.DefaultPartialGracePerMember},
+		SampleInterval:  simulator.DefaultSampleInterval,
+		// gpu-gang-native's scheduler runs in a process of its own, as
+		// the Deployment runs it; make test-binaries builds it.
+		SchedulerCommand: []string{filepath.Join(repo, "bin", "gpu-gang-scheduler")},
 	})
 	if res == nil {
 		res = &metrics.Result{Profile: profile, Scenario: name}

@@ -2,16 +2,19 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
 )
@@ -66,8 +69,8 @@ func (holdPlugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 }
 
 // withHoldPlugin runs the in-process scheduler, for the rest of the test,
-// with HoldForTest added to the shipped configuration.
-func withHoldPlugin(t *testing.T) {
+// with HoldForTest added to the shipped configuration, and returns it.
+func withHoldPlugin(t *testing.T) *controlplane.Scheduler {
 	t.Helper()
 	pauseInProcessScheduler(t)
 	config, err := controlplane.WriteSchedulerConfig(*schedulerConfig, t.TempDir(), func(cfg map[string]any) {
@@ -107,6 +110,7 @@ func withHoldPlugin(t *testing.T) {
 			t.Errorf("stopping the scheduler with %s: %v", holdPluginName, err)
 		}
 	})
+	return sched
 }
 
 // release removes the hold label from a pod and moves it to the active
@@ -129,4 +133,53 @@ func (env *testEnv) release(name string) {
 		env.t.Fatalf("the scheduler never saw pod %s released: %v", name, err)
 	}
 	holdHandle.Activate(klog.Background(), map[string]*v1.Pod{env.ns + "/" + name: pod})
+}
+
+// What the simulator reads to count a scheduler's holds as idle-held: the
+// members that reserved their nodes and wait in Permit, through the
+// scheduler's frameworks, and the capacity the gang's plan keeps for the
+// member still to come, through gpu_gang_held_capacity.
+func TestSchedulerHoldsAreReadable(t *testing.T) {
+	sched := withHoldPlugin(t)
+	env := newTestEnv(t)
+	env.gpuNodes(3, 8)
+	members := env.holdInPermit("job")
+	var waiting []string
+	sched.WaitingPods(func(p *v1.Pod) {
+		if p.Namespace == env.ns && p.Spec.NodeName != "" {
+			waiting = append(waiting, p.Name)
+		}
+	})
+	slices.Sort(waiting)
+	if want := []string{members[0].Name, members[1].Name}; !slices.Equal(want, waiting) {
+		t.Errorf("waiting in Permit: %v, want %v", waiting, want)
+	}
+	if got := labelledGauge(t, scheduling.HeldCapacityMetric, "resource", "nvidia.com/gpu"); got != 8 {
+		t.Errorf("%s{resource=nvidia.com/gpu} = %v, want 8: the plan's place for the member still held back", scheduling.HeldCapacityMetric, got)
+	}
+	env.release(members[2].Name)
+	env.waitForBound(bindTimeout, members...)
+}
+
+// labelledGauge reads the in-process scheduler's gauge name with label set
+// to value; 0 when it is not there.
+func labelledGauge(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

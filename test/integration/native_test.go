@@ -57,14 +57,14 @@ const (
 // once no active pod names the PodGroup.
 const protectionFinalizer = "scheduling.k8s.io/podgroup-protection"
 
-// useNativeControlPlane starts a control plane that serves the native API
-// and points the package's clients and helpers at it until t ends; the
+// useNativeControlPlane starts a control plane that serves the native API,
+// CompositePodGroups included, and points the package's clients and helpers at it until t ends; the
 // in-process scheduler is stopped meanwhile and started again, on the shared
 // control plane, after this one has stopped and given the process its
 // feature gates back.
 func useNativeControlPlane(t *testing.T) {
 	t.Helper()
-	useNativeControlPlaneWith(t, controlplane.NativePodGroupAPIFlags())
+	useNativeControlPlaneWith(t, controlplane.CompositePodGroupAPIFlags())
 }
 
 // useNativeControlPlaneWith is useNativeControlPlane with the given API

@@ -336,3 +336,83 @@ func TestSampleCountsFreeLeavesAndCliques(t *testing.T) {
 	require.Equal(t, Sample{T: 1, UsedGPUs: 1, UsefulGPUs: 1, FreeLeaves: 1, FreeCliques: 3, BoundPods: 1}, r.Samples[1])
 	require.Equal(t, []PodSlice{{Job: "g", GPUs: 1}}, r.Placement.Nodes[7].Pods, "the snapshot is taken at the new peak")
 }
+
+// A member that finished, or was deleted, before its gang completed gave its
+// GPUs back already: the bound must not count them free a second time. Here
+// member 0 runs out on n0 before the others bind on n1..n3 of the same leaf.
+// Counted twice, n0 would show 16 free GPUs, two members would fit on it,
+// and the gang's four nodes would look one worse than a three-node bound.
+func TestJointBoundCountsFreedMembersOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gone func(tr *Tracker, p *v1.Pod)
+	}{
+		{"finished", func(tr *Tracker, p *v1.Pod) { tr.Observe(finished(p, "s0-l0-n0"), at(2)) }},
+		{"deleted", func(tr *Tracker, p *v1.Pod) { tr.ObserveDelete(bound(p, "s0-l0-n0"), at(2)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 4, GPUsPerPod: 8, Duration: time.Second})
+			first := member("g", 0, 8)
+			tr.Observe(bound(first, "s0-l0-n0"), at(1))
+			tc.gone(tr, first)
+			for i, n := range []string{"s0-l0-n1", "s0-l0-n2", "s0-l0-n3"} {
+				tr.Observe(bound(member("g", i+1, 8), n), at(3))
+			}
+			r := tr.Result(at(4), false)
+			want := []Span{
+				{Level: "spine", Domains: 1, LowerBound: 1, JointBound: 1}, {Level: "leaf", Domains: 1, LowerBound: 1, JointBound: 1},
+				{Level: "NVLink domain", Domains: 2, LowerBound: 2, JointBound: 2}, {Level: "node", Domains: 4, LowerBound: 4, JointBound: 4},
+			}
+			if diff := cmp.Diff(want, r.Gangs[0].Spans); diff != "" {
+				t.Errorf("spans (-want,+got):\n%s", diff)
+			}
+			require.Equal(t, 1, r.Summary.AtJointBound)
+		})
+	}
+}
+
+// A gang never bound counts in the percentiles at its wait until the run's
+// end (censored) and against the joint bound as not at it: a profile that
+// leaves gangs unbound must not look faster or tighter for it. A gang due
+// after the run ended was never submitted and counts nowhere.
+func TestUnboundGangsAreCensored(t *testing.T) {
+	tr, err := NewTracker(smallLayout(t), Grace{Base: time.Second})
+	require.NoError(t, err)
+	tr.Expect([]scenario.Job{
+		{Name: "fast", Gang: true, Pods: 2, GPUsPerPod: 8},
+		{Name: "stuck", Gang: true, Pods: 2, GPUsPerPod: 8},
+		{Name: "late", Gang: true, Pods: 2, GPUsPerPod: 8, At: time.Hour},
+	})
+	tr.Start(t0)
+	tr.Submitted("fast", at(0))
+	tr.Submitted("stuck", at(1))
+	tr.Observe(bound(member("fast", 0, 8), "s0-l0-n0"), at(1))
+	tr.Observe(bound(member("fast", 1, 8), "s0-l0-n1"), at(1))
+	tr.Observe(bound(member("stuck", 0, 8), "s0-l1-n0"), at(2))
+	s := tr.Result(at(11), true).Summary
+	require.Equal(t, 3, s.Gangs)
+	require.Equal(t, 2, s.SubmittedGangs)
+	require.Equal(t, 1, s.BoundGangs)
+	require.Equal(t, 1, s.CensoredGangs)
+	require.InDelta(t, 1, s.GangLatencyP50, 1e-9, "fast: 1s")
+	require.InDelta(t, 10, s.GangLatencyP99, 1e-9, "stuck: submitted at 1s, still waiting at 11s")
+	require.Equal(t, 2, s.JointGangs, "stuck is judged too")
+	require.Equal(t, 1, s.AtJointBound)
+}
+
+// What the scheduler holds with no pod bound, members waiting in Permit and
+// its own plans and holds, is idle-held like a part-bound gang's GPUs, from
+// one reading to the next.
+func TestObserveHeldCountsAsIdleHeld(t *testing.T) {
+	tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8})
+	waiting := bound(member("g", 0, 8), "s0-l0-n0")
+	tr.ObserveHeld([]*v1.Pod{waiting}, 0, at(1))
+	tr.ObserveHeld([]*v1.Pod{waiting, workload.PrefillPod("sim", 0, "s0-l0-n1", 8, false)}, 4, at(3))
+	tr.Sample(at(4))
+	tr.ObserveHeld(nil, 0, at(5))
+	r := tr.Result(at(6), false)
+	require.InDelta(t, 8*2+12*2, r.Summary.IdleHeldGPUSecondsToEnd, 1e-9, "8 GPUs 1s-3s, then 8 waiting + 4 planned 3s-5s; pre-fill is not the scheduler's")
+	require.Zero(t, r.Summary.EndIdleHeldGPUs)
+	require.Equal(t, 12, r.Samples[0].IdleHeldGPUs)
+	require.Zero(t, r.Summary.UsefulGPUSeconds)
+}

@@ -102,18 +102,25 @@ type Summary struct {
 	Gangs int `json:"gangs"`
 	Pods  int `json:"pods"`
 	// BoundPods and BoundGangs count pods bound and gangs with every
-	// member bound by the end of the run.
-	BoundPods  int `json:"boundPods"`
-	BoundGangs int `json:"boundGangs"`
+	// member bound by the end of the run; SubmittedGangs the gangs whose
+	// objects the run began to create (a gang due after the timeout is
+	// never submitted).
+	BoundPods      int `json:"boundPods"`
+	BoundGangs     int `json:"boundGangs"`
+	SubmittedGangs int `json:"submittedGangs"`
 	// PodsPerSecond is BoundPods over the time from the first submission
 	// to the last bind; GangsPerSecond is BoundGangs over the time to the
 	// last gang's completion.
 	PodsPerSecond  float64 `json:"podsPerSecond"`
 	GangsPerSecond float64 `json:"gangsPerSecond"`
 	// GangLatencyP50 and GangLatencyP99 are the submit→all-bound times of
-	// bound gangs, in seconds.
+	// every submitted gang, in seconds. A gang not bound by the end of the
+	// run is censored: it counts with its time until the end, a lower
+	// bound on its true latency, so that leaving a gang unbound can only
+	// raise a profile's percentiles. CensoredGangs counts those gangs.
 	GangLatencyP50 float64 `json:"gangLatencyP50"`
 	GangLatencyP99 float64 `json:"gangLatencyP99"`
+	CensoredGangs  int     `json:"censoredGangs"`
 	// PartialGangSeconds adds up every span in which a gang had some but
 	// not all members bound and which lasted longer than the gang's grace
 	// (see Settings and Grace). Once a gang is released, its binds are
@@ -145,9 +152,12 @@ type Summary struct {
 	UsefulGPUSeconds float64 `json:"usefulGPUSeconds"`
 	EndUsefulGPUs    int     `json:"endUsefulGPUs"`
 	// IdleHeldGPUSecondsToEnd integrates, over [0, EndSeconds], the GPUs
-	// held by members of gangs bound only in part: held, and idle, since a
-	// gang cannot start without all its members. Binds in flight count
-	// too; no grace applies. EndIdleHeldGPUs is what they hold at the end.
+	// kept from other work with nothing running on them: those of members
+	// of gangs bound only in part (a gang cannot start without all its
+	// members), and what the scheduler holds with no pod bound, members
+	// reserved and waiting in Permit and a gang scheduler's own plans and
+	// holds (Tracker.ObserveHeld). Binds in flight count too; no grace
+	// applies. EndIdleHeldGPUs is what is held at the end.
 	IdleHeldGPUSecondsToEnd float64 `json:"idleHeldGPUSecondsToEnd"`
 	EndIdleHeldGPUs         int     `json:"endIdleHeldGPUs"`
 	// WindowSeconds is the window the two figures below are taken over:
@@ -158,12 +168,18 @@ type Summary struct {
 	// UsefulOccupancy is UsefulGPUSeconds over the window, as a fraction
 	// of all GPUs.
 	UsefulOccupancy float64 `json:"usefulOccupancy"`
-	// IdleHeldGPUSeconds is the GPU-seconds held by part-bound gangs over
-	// the window.
+	// IdleHeldGPUSeconds is IdleHeldGPUSecondsToEnd over the window.
 	IdleHeldGPUSeconds float64 `json:"idleHeldGPUSeconds"`
-	// JointGangs counts gangs compared with the joint bound, and
-	// AtJointBound those whose spans, read loosest level first, were no
-	// worse than it.
+	// HoldsUnread is set when what the scheduler held with no pod bound
+	// (see Tracker.ObserveHeld) could not be read: its scheduler ran in a
+	// process of its own. Idle-held GPU-seconds then count part-bound
+	// gangs only.
+	HoldsUnread bool `json:"holdsUnread,omitempty"`
+	// JointGangs counts the gangs judged against the joint bound: every
+	// submitted gang that requests GPUs, bound or not (one bound gang
+	// whose bound could not be computed is left out). AtJointBound counts
+	// those bound with spans, read loosest level first, no worse than it;
+	// a gang never bound is not at the bound.
 	JointGangs   int `json:"jointGangs"`
 	AtJointBound int `json:"atJointBound"`
 	// TimedOut is set when the run ended at the scenario's timeout with

@@ -50,7 +50,11 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 		for _, n := range js.nodes {
 			g.Nodes = append(g.Nodes, l.Nodes[n].Name)
 		}
-		if !js.allBound.IsZero() {
+		if !js.submitted.IsZero() {
+			s.SubmittedGangs++
+		}
+		switch {
+		case !js.allBound.IsZero():
 			g.AllBound = ptrTo(t.seconds(js.allBound))
 			s.BoundGangs++
 			latencies = append(latencies, js.allBound.Sub(js.submitted).Seconds())
@@ -58,6 +62,12 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 			if js.allBound.After(lastGang) {
 				lastGang = js.allBound
 			}
+		case !js.submitted.IsZero():
+			// Censored: all we know is that the gang waited at least
+			// until the run ended. Leaving it out would reward the
+			// profile that leaves gangs unbound with better percentiles.
+			s.CensoredGangs++
+			latencies = append(latencies, end.Sub(js.submitted).Seconds())
 		}
 		if js.partial > 0 {
 			s.PartialGangs++
@@ -86,14 +96,7 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 	s.UsefulGPUSeconds, s.EndUsefulGPUs = t.usefulSec, t.useful
 	s.IdleHeldGPUSecondsToEnd, s.EndIdleHeldGPUs = t.idleHeldSec, t.idleHeld
 	r.Levels = SummarizeLevels(r.Gangs)
-	for _, g := range r.Gangs {
-		if len(g.Spans) > 0 {
-			s.JointGangs++
-			if !worseThanJoint(g.Spans) {
-				s.AtJointBound++
-			}
-		}
-	}
+	s.JointGangs, s.AtJointBound = judgeJoint(t.order, r.Gangs)
 	CommonWindow([]*Result{r})
 	return r
 }
@@ -120,6 +123,36 @@ func CommonWindow(results []*Result) {
 			s.UsefulOccupancy = (s.UsefulGPUSeconds + float64(s.EndUsefulGPUs)*rest) / window / float64(r.Fabric.GPUs)
 		}
 	}
+}
+
+// judgeJoint counts the gangs judged against the joint bound and those at
+// it. Every submitted gang that requests GPUs is judged: one never bound
+// by the end is not at the bound, so that a profile that leaves gangs
+// unbound does not shrink the denominator. A bound gang whose bound could
+// not be computed (no spans) is left out. jobs and gangs list the gangs in
+// the same order.
+func judgeJoint(jobs []*jobState, gangs []Gang) (judged, atBound int) {
+	i := 0
+	for _, js := range jobs {
+		if !js.job.Gang {
+			continue
+		}
+		g := gangs[i]
+		i++
+		if js.submitted.IsZero() || js.job.GPUsPerPod == 0 {
+			continue
+		}
+		switch {
+		case g.AllBound == nil:
+			judged++
+		case len(g.Spans) > 0:
+			judged++
+			if !worseThanJoint(g.Spans) {
+				atBound++
+			}
+		}
+	}
+	return judged, atBound
 }
 
 // worseThanJoint reports whether spans, read loosest level first, compare

@@ -50,11 +50,12 @@ type Tracker struct {
 
 	// useful counts the GPUs workload pods hold now in complete gangs and
 	// as plain pods; idleHeld those held by members of gangs bound only in
-	// part, which cannot start. Their time integrals since start run up to
-	// lastChange.
+	// part, which cannot start, plus schedHeld (see ObserveHeld). Their
+	// time integrals since start run up to lastChange.
 	useful, idleHeld       int
 	usefulSec, idleHeldSec float64
 	lastChange             time.Time
+	schedHeld              int
 }
 
 type podState struct {
@@ -71,8 +72,10 @@ type jobState struct {
 	bound     int
 	// held is the GPUs the job's bound, unfinished members hold.
 	held int
-	// nodes[i] is the node of the i-th member to bind.
+	// nodes[i] is the node of the i-th member to bind, and members[i] that
+	// member.
 	nodes      []int
+	members    []*podState
 	firstBound time.Time
 	allBound   time.Time
 	// partialSince is when the gang became part-bound; zero when it is not.
@@ -261,6 +264,7 @@ func (t *Tracker) bind(ps *podState, n int, now time.Time) {
 		t.idleHeld += ps.gpus
 	}
 	js.nodes = append(js.nodes, n)
+	js.members = append(js.members, ps)
 	if js.bound == 1 {
 		js.firstBound = now
 		if js.job.Pods > 1 {
@@ -329,13 +333,20 @@ func (t *Tracker) closePartial(js *jobState, now time.Time) {
 // own members taken out again, on the nodes that can serve its GPUs (only
 // DRA nodes for a gang that claims them): per level on its own
 // (LowerBound), and jointly, loosest level first (JointLowerBound).
+//
+// Only members that still hold their GPUs are taken out: a member that
+// finished or was deleted while its gang was incomplete gave its GPUs back
+// in finish already, and taking them out again would show its node with
+// more free GPUs than it has, and lower the bound.
 func (t *Tracker) spansOf(js *jobState) []Span {
 	if js.job.GPUsPerPod == 0 {
 		return nil
 	}
 	used := slices.Clone(t.used)
-	for _, n := range js.nodes {
-		used[n] -= js.job.GPUsPerPod
+	for _, ps := range js.members {
+		if !ps.finished {
+			used[ps.node] -= ps.gpus
+		}
 	}
 	nodes := placementNodes(t.layout, used)
 	for i := range nodes {

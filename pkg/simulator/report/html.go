@@ -103,6 +103,8 @@ func comparisonRows(run *Run) []comparisonRow {
 	ms := []metric{
 		{"pods bound", "higher", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.BoundPods) }},
 		{"gangs with every member bound", "higher", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.BoundGangs) }},
+		{"gangs submitted", "", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.SubmittedGangs) }},
+		{"gangs censored (submitted, never bound; in p50/p99 at the run's end)", "lower", "%.0f", func(r *metrics.Result) float64 { return float64(r.Summary.CensoredGangs) }},
 		{"pods/s (bound / time to last bind)", "higher", "%.2f", func(r *metrics.Result) float64 { return r.Summary.PodsPerSecond }},
 		{"gangs/s", "higher", "%.3f", func(r *metrics.Result) float64 { return r.Summary.GangsPerSecond }},
 		{"gang submit→all-bound p50 (s)", "lower", "%.2f", func(r *metrics.Result) float64 { return r.Summary.GangLatencyP50 }},
@@ -112,7 +114,7 @@ func comparisonRows(run *Run) []comparisonRow {
 		{"longest first→last bind of a gang (s)", "lower", "%.3f", func(r *metrics.Result) float64 { return r.Summary.BindSpreadMaxSeconds }},
 		{"makespan (s)", "lower", "%.1f", func(r *metrics.Result) float64 { return r.Summary.MakespanSeconds }},
 		{"useful GPU occupancy (complete gangs and plain pods, same window)", "higher", "%.1f%%", func(r *metrics.Result) float64 { return 100 * r.Summary.UsefulOccupancy }},
-		{"idle-held GPU-seconds (gangs bound in part, same window)", "lower", "%.0f", func(r *metrics.Result) float64 { return r.Summary.IdleHeldGPUSeconds }},
+		{"idle-held GPU-seconds (part-bound gangs, Permit waits, holds; same window)", "lower", "%.0f", func(r *metrics.Result) float64 { return r.Summary.IdleHeldGPUSeconds }},
 		{"gangs at the joint lower bound", "higher", "%.0f%%", func(r *metrics.Result) float64 {
 			if r.Summary.JointGangs == 0 {
 				return math.NaN()

@@ -18,7 +18,7 @@ func sampleRun() *Run {
 			Profile:  profile,
 			Scenario: "tiny",
 			Fabric:   metrics.FabricSize{Spines: 1, Leaves: 2, Cliques: 4, Nodes: 8, GPUs: 64},
-			Summary: metrics.Summary{Jobs: 2, Gangs: 1, Pods: 3, BoundPods: 3, BoundGangs: 1, PodsPerSecond: pps,
+			Summary: metrics.Summary{Jobs: 3, Gangs: 2, Pods: 5, BoundPods: 3, BoundGangs: 1, SubmittedGangs: 2, CensoredGangs: 1, PodsPerSecond: pps,
 				GangLatencyP50: 1, GangLatencyP99: 2, PartialGangSeconds: partial, MakespanSeconds: 10, UsefulOccupancy: 0.5,
 				IdleHeldGPUSeconds: partial * 8, WindowSeconds: 10, JointGangs: 1, AtJointBound: 1},
 			Levels: []metrics.LevelSummary{{Level: "leaf", Gangs: 1, AtLowerBound: 1, MeanSpanned: 1, MeanLowerBound: 1, MeanJointBound: 1}},
@@ -42,6 +42,7 @@ func TestWriteHTML(t *testing.T) {
 		"<svg", "class=\"map\"", "All GPUs in use", "Free whole leaves", "Free whole NVLink cliques",
 		"a &lt;small&gt; test", "&lt;evil&gt;&amp;", "(×0.50)", "gangs at the joint lower bound", "fill=\"#9e9e9e\"",
 		"extra leaf domains vs the joint bound", "useful GPU occupancy", "idle-held GPU-seconds", "Useful GPU occupancy (%)",
+		"gangs censored",
 	} {
 		require.Contains(t, html, want)
 	}
@@ -57,6 +58,8 @@ func TestWriteSummary(t *testing.T) {
 	require.Contains(t, out, "gpu-gang vs default: pods/s x2.00")
 	require.Contains(t, out, "50.0%", "useful GPU use")
 	require.Contains(t, out, "same 10.0s window")
+	require.Regexp(t, `(?m)^ *gpu-gang +3/5 +1/2 +1 `, out, "gangs bound of submitted, then the censored count")
+	require.Contains(t, out, "(censored)")
 	lines := strings.Split(out, "\n")
 	require.GreaterOrEqual(t, len(lines), 4)
 }

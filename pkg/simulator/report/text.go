@@ -41,7 +41,7 @@ func WriteSummary(w io.Writer, run *Run) error {
 	s := run.Results[0].Summary
 	fmt.Fprintf(w, "; %d gangs and %d plain pods, %d pods in all\n", s.Gangs, s.Jobs-s.Gangs, s.Pods)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "profile\tbound pods\tgangs bound\tpods/s\tgangs/s\tp50 s\tp99 s\tpartial-gang s\tmakespan s\tuseful GPU use\tidle-held GPU·s\textra domains\t")
+	fmt.Fprintln(tw, "profile\tbound pods\tgangs bound/submitted\tcensored\tpods/s\tgangs/s\tp50 s\tp99 s\tpartial-gang s\tmakespan s\tuseful GPU use\tidle-held GPU·s\textra domains\t")
 	for _, r := range run.Results {
 		s := r.Summary
 		status := ""
@@ -51,8 +51,11 @@ func WriteSummary(w io.Writer, run *Run) error {
 		case s.TimedOut:
 			status = "  (timed out)"
 		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f%%\t%.0f\t%s\t%s\n",
-			r.Profile, s.BoundPods, s.Pods, s.BoundGangs, s.Gangs, s.PodsPerSecond, s.GangsPerSecond,
+		if s.HoldsUnread {
+			status += "  (scheduler's holds not read)"
+		}
+		fmt.Fprintf(tw, "%s\t%d/%d\t%d/%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f%%\t%.0f\t%s\t%s\n",
+			r.Profile, s.BoundPods, s.Pods, s.BoundGangs, s.SubmittedGangs, s.CensoredGangs, s.PodsPerSecond, s.GangsPerSecond,
 			s.GangLatencyP50, s.GangLatencyP99, s.PartialGangSeconds, s.MakespanSeconds, 100*s.UsefulOccupancy,
 			s.IdleHeldGPUSeconds, excess(r.Levels), status)
 	}
@@ -77,7 +80,8 @@ func WriteSummary(w io.Writer, run *Run) error {
 	}
 	window := run.Results[0].Summary.WindowSeconds
 	fmt.Fprintf(w, "useful GPU use: GPUs of complete gangs and plain pods, mean over the same %.1fs window for every profile, of all GPUs (pre-fill left out);\n", window)
-	fmt.Fprintln(w, "idle-held GPU·s: GPUs held by gangs bound only in part, over that window;")
+	fmt.Fprintln(w, "p50/p99: submit→all-bound of every submitted gang; a gang not bound by the run's end counts its wait until then (censored);")
+	fmt.Fprintln(w, "idle-held GPU·s: GPUs kept from other work with nothing running, over that window: gangs bound only in part, members reserved and waiting in Permit, and plan and head holds;")
 	_, err := fmt.Fprintln(w, "extra domains: per level (spine/leaf/NVLink domain/node), domains spanned beyond the joint lower bound (fewest spines, then leaves inside them, ...), summed over gangs.")
 	return err
 }

@@ -19,7 +19,9 @@
 //     spec.schedulingConstraints.topology = [{key: <the level's label
 //     key>}]; pods name it in spec.schedulingGroup.podGroupName. The
 //     in-tree constraint is always hard, so a preferred level maps to no
-//     constraint at all.
+//     constraint at all, unless the builder's PreferredAsKey is set (profile
+//     in-tree-topology): then it maps to the same key, as a careful in-tree
+//     user would write it.
 //
 // A job with segments (scenario.Segments) is hierarchical. Its members get
 // SegmentLabel in every flavor. GangPlugin's PodGroup then needs whole
@@ -104,6 +106,9 @@ type Builder struct {
 	SchedulerName string
 	// TierKeys maps scenario tiers (clique, leaf, spine) to label keys.
 	TierKeys map[string]string
+	// PreferredAsKey gives a Native gang with a preferred level that
+	// level as its topology key too, hard as every in-tree constraint is.
+	PreferredAsKey bool
 }
 
 // Objects are one job's objects, to create in order: the claim template
@@ -186,7 +191,7 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 				DisruptionMode: &schedulingv1beta1.DisruptionMode{All: &schedulingv1beta1.AllDisruptionMode{}},
 			},
 		}
-		if t := job.Topology; t != nil && t.Required {
+		if t := job.Topology; t != nil && (t.Required || b.PreferredAsKey) {
 			key, err := b.tierKey(job, t)
 			if err != nil {
 				return nil, err
