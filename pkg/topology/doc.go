@@ -30,7 +30,7 @@
 // (Request.Anchors) returns to the domain of its own subgroup: a required
 // subgroup stays in the domain of its level that runs most of its anchors,
 // and no domain tried for it or an ancestor, however tight, may leave that
-// domain out; a preferred one only starts there. The planner
+// domain out; a preferred one goes there when it can. The planner
 // finds such a plan by search: it gives each subgroup a domain, parents
 // first, trying the best-fit domain first and backing off to the next when
 // a later subgroup cannot fit (backtracking), so a sibling never keeps a

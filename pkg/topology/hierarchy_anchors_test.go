@@ -20,14 +20,7 @@ func TestPlanHierarchyAnchorsPinRequiredSegment(t *testing.T) {
 	// gang requires its spine, or prefers a tighter level, which s0-l0
 	// (most anchors) would give it with rank 3 on s0-l0-n1.
 	nodes := placementtest.MakeFabric().Spines(2).LeavesPerSpine(2).NodesPerLeaf(2).CliqueSize(2).Obj()
-	at := func(name string) int {
-		for i := range nodes {
-			if nodes[i].Name == name {
-				return i
-			}
-		}
-		panic(name)
-	}
+	at := func(name string) int { return nodeAt(nodes, name) }
 	nodes[at("s0-l0-n0")].Free[1] = 0
 	nodes[at("s0-l1-n0")].Free[1] = 4
 	for _, level := range []string{spineKey, leafKey, cliqueKey, scheduling.HostnameKey} {
