@@ -55,7 +55,7 @@ func TestSegmentedGangs(t *testing.T) {
 	}
 
 	t.Run("a returning member plans in its own segment, with its anchors", func(t *testing.T) {
-		// Ranks 0 and 1 run on node 0, rank 2 on node 2, rank 3 returns:
+		// Ranks 0 and 1 run on s0-l0-n0, rank 2 on s0-l1-n0, rank 3 returns:
 		// the request puts rank 3 with rank 2's anchor, in segment 1, and
 		// rank 0 and 1's anchors in segment 0.
 		job := members("back", 4, "4")
@@ -72,6 +72,17 @@ func TestSegmentedGangs(t *testing.T) {
 			{Name: "back segment 1 (ranks 2-3)", Policy: leaf, Members: []int{0}, Anchors: []int{2}},
 		}}
 		require.Equal(t, want, got)
+
+		// The plan keeps rank 3 in segment 1's leaf, though the gang
+		// requires only its spine and leaf s0-l0, which runs most of it,
+		// has room on s0-l0-n1.
+		job[0].Spec.NodeName, job[1].Spec.NodeName, job[2].Spec.NodeName = "s0-l0-n0", "s0-l0-n0", "s0-l1-n0"
+		env := newTestEnv(t, fabric(), job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("back", testNS).MinMember(4).
+			Annotation(scheduling.AnnotationTopologyRequired, spineLabel).
+			Annotation(scheduling.AnnotationSegmentSize, "2").
+			Annotation(scheduling.AnnotationSegmentTopologyRequired, leafLabel).Obj()}, withTopology(t))
+		node := plannedNodes(t, env, job[3:])[0]
+		require.Equal(t, "s0-l1", node[:len("s0-l1")], "rank 3 runs in segment 1's leaf, beside rank 2: %s", node)
 	})
 
 	for _, tc := range []struct {

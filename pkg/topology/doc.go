@@ -27,7 +27,10 @@
 //     they can, and new subgroups of a running gang near its running members.
 //
 // Members of a leaf subgroup are packed as a flat gang's, and a replacement
-// (Request.Anchors) returns to the domain of its own subgroup. The planner
+// (Request.Anchors) returns to the domain of its own subgroup: a required
+// subgroup stays in the domain of its level that runs most of its anchors,
+// and no domain tried for it or an ancestor, however tight, may leave that
+// domain out; a preferred one goes there when it can. The planner
 // finds such a plan by search: it gives each subgroup a domain, parents
 // first, trying the best-fit domain first and backing off to the next when
 // a later subgroup cannot fit (backtracking), so a sibling never keeps a

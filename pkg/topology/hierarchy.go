@@ -153,6 +153,19 @@ type subgroup struct {
 	// anchors are the depth-first positions of the subtree's anchors that
 	// lie in the group of nodes being planned, sorted.
 	anchors []int32
+	// pins are the domains the subtree's required subgroups with bound
+	// members and anchors must sit in (see pin); a domain of the subgroup
+	// that leaves one of them out is no candidate.
+	pins []pin
+}
+
+// pin is the domain a required subgroup with anchors must sit in: the
+// domain of its level that holds most of its anchors, as a position inside
+// it. The running members decided it, so a tighter or looser domain for the
+// subgroup or an ancestor must agree with it.
+type pin struct {
+	level int
+	pos   int32
 }
 
 // newHier prepares the search for req, the request narrowed to group k of
@@ -209,6 +222,16 @@ func newHier(ctx context.Context, p *Planner, t *Tree, req, orig *placement.Requ
 			}
 		}
 		slices.Sort(sg.anchors)
+	}
+	for g := range h.sg { // after every subgroup's anchors and totals are known
+		sg := &h.sg[g]
+		if !sg.required || sg.total == 0 || len(sg.anchors) == 0 {
+			continue
+		}
+		k, _ := h.home(g, t.top()+1, 0, sg.start)
+		for o := g; o >= 0; o = h.sg[o].parent {
+			h.sg[o].pins = append(h.sg[o].pins, pin{level: sg.start, pos: t.dom[sg.start][k].lo})
+		}
 	}
 	// Breadth first: a subgroup is preferred to its descendants, and
 	// siblings go in the order the caller gave.

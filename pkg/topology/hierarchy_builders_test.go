@@ -59,6 +59,17 @@ func (w *requestWrapper) hierarchy(root *subgroupWrapper) *requestWrapper {
 	return w
 }
 
+// nodeAt is the index of the node with the given name; it panics when
+// there is none, a mistake in the test.
+func nodeAt(nodes []placement.Node, name string) int {
+	for i := range nodes {
+		if nodes[i].Name == name {
+			return i
+		}
+	}
+	panic(name)
+}
+
 // reshuffled copies nodes in a random order, each with its label map rebuilt
 // in a random insertion order, for determinism tests: a plan must not depend
 // on either.

@@ -18,13 +18,14 @@ type cand struct {
 
 // candidates lists the domains of level l inside the parent's domain (pl,
 // pk) that have room for subgroup g, best first. A subgroup with anchors
-// inside the parent's domain has one: the domain holding most of them. For
+// inside the parent's domain has one: the domain holding most of them, when
+// it keeps the subtree's pins; otherwise any domain that keeps them. For
 // a member of a class with left members still to decide, domains above
 // level l come first by how they cover the class (see coverOrder).
 func (s *search) candidates(i, g, pl int, pk int32, l, left int) []cand {
 	t := s.h.t
 	var out []cand
-	if k, ok := s.home(g, pl, pk, l); ok {
+	if k, ok := s.homeOf(g, pl, pk, l); ok {
 		p := t.dom[l][k].lo
 		for m := l; m < min(pl, t.top()+1); m++ {
 			if !s.fits(g, m, t.anc[m][p]) {
@@ -35,7 +36,7 @@ func (s *search) candidates(i, g, pl int, pk int32, l, left int) []cand {
 	}
 	var descend func(m int, a int32)
 	descend = func(m int, a int32) {
-		if !s.fits(g, m, a) {
+		if !s.fits(g, m, a) || !s.keepsPins(g, m, a) {
 			return
 		}
 		if m == l {
@@ -96,17 +97,40 @@ func (s *search) isForbidden(i int, k int32) bool {
 	return slices.Contains(s.forbidden, forbid{class: s.class[i], k: k})
 }
 
+// homeOf is subgroup g's home (see home) when it keeps g's pins; false
+// when it has none or breaks one.
+func (s *search) homeOf(g, pl int, pk int32, l int) (int32, bool) {
+	k, ok := s.h.home(g, pl, pk, l)
+	return k, ok && s.keepsPins(g, l, k)
+}
+
+// keepsPins reports whether domain a of level m agrees with every pin of
+// subgroup g's subtree: it lies inside the pinned domain, or holds it when
+// it is looser. A domain that breaks a pin would put a required subgroup
+// apart from its running members.
+func (s *search) keepsPins(g, m int, a int32) bool {
+	t := s.h.t
+	for _, p := range s.h.sg[g].pins {
+		l := max(m, p.level)
+		if t.anc[l][t.dom[m][a].lo] != t.anc[l][p.pos] {
+			return false
+		}
+	}
+	return true
+}
+
 // home is the domain of level l, inside the parent's domain (pl, pk), that
 // holds most of subgroup g's anchors there, found level by level as
-// Tree.Homes does; false when none of them is inside.
-func (s *search) home(g, pl int, pk int32, l int) (int32, bool) {
-	t := s.h.t
+// Tree.Homes does; false when none of them is inside. Level top+1 stands
+// for the whole tree.
+func (h *hier) home(g, pl int, pk int32, l int) (int32, bool) {
+	t := h.t
 	m, k := pl, pk
 	if pl > t.top() {
 		m, k = t.top(), 0
 	}
 	var inside []int32
-	for _, p := range s.h.sg[g].anchors {
+	for _, p := range h.sg[g].anchors {
 		if t.anc[m][p] == k {
 			inside = append(inside, p)
 		}

@@ -31,6 +31,9 @@ type oracleGroup struct {
 	members []int // bound members of the subtree
 	level   int   // policy level 0..3, -1 for none
 	req     bool
+	// anchors are the nodes of the subtree's anchors: running members. A
+	// required group with bound members must share its domain with them.
+	anchors []int
 }
 
 type oracleRule struct{ group, level int }
@@ -64,11 +67,11 @@ func newHierOracle(req *placement.Request) *hierOracle {
 		}
 		return levelIndex(p.Level)
 	}
-	var subtree func(g *placement.Subgroup) []int
-	subtree = func(g *placement.Subgroup) []int {
-		out := slices.Clone(g.Members)
+	var subtree func(g *placement.Subgroup, of func(*placement.Subgroup) []int) []int
+	subtree = func(g *placement.Subgroup, of func(*placement.Subgroup) []int) []int {
+		out := slices.Clone(of(g))
 		for c := range g.Children {
-			out = append(out, subtree(&g.Children[c])...)
+			out = append(out, subtree(&g.Children[c], of)...)
 		}
 		return out
 	}
@@ -85,13 +88,18 @@ func newHierOracle(req *placement.Request) *hierOracle {
 			policy = req.Policy
 		}
 		var members []int
-		for _, m := range subtree(g) {
+		for _, m := range subtree(g, func(g *placement.Subgroup) []int { return g.Members }) {
 			if req.Members[m].Accelerated {
 				members = append(members, m)
 			}
 		}
 		slices.Sort(members)
-		o.groups = append(o.groups, oracleGroup{name: g.Name, members: members, level: levelOf(policy), req: policy.Required && policy.Level != ""})
+		var anchors []int
+		for _, a := range subtree(g, func(g *placement.Subgroup) []int { return g.Anchors }) {
+			anchors = append(anchors, req.Anchors[a])
+		}
+		o.groups = append(o.groups, oracleGroup{name: g.Name, members: members, level: levelOf(policy),
+			req: policy.Required && policy.Level != "", anchors: anchors})
 		o.required = o.required || i > 0 && policy.Required && policy.Level != ""
 		for c := range g.Children {
 			queue = append(queue, item{&g.Children[c], queue[i].depth + 1})
@@ -125,9 +133,14 @@ func (o *hierOracle) search() *hierBest {
 		free[n] = req.Nodes[n].Free.Clone()
 	}
 	nodeOf := make([]int, len(req.Members))
-	first := make([]int, len(o.groups)) // first[g]: node of g's first placed member, -1
-	for g := range first {
+	// first[g]: a node of g's domain at its required level once known:
+	// its anchors', or its first placed member's; -1 before.
+	first := make([]int, len(o.groups))
+	for g, og := range o.groups {
 		first[g] = -1
+		if og.req && len(og.anchors) > 0 {
+			first[g] = og.anchors[0]
+		}
 	}
 	perKind := map[[2]string]int{}
 	var best *hierBest
@@ -213,16 +226,38 @@ func (o *hierOracle) sameLeafAndKind(a, b int) bool {
 
 // common is the tightest level with one domain holding the members.
 func (o *hierOracle) common(members, nodeOf []int) int {
+	nodes := make([]int, len(members))
+	for i, m := range members {
+		nodes[i] = nodeOf[m]
+	}
+	return o.commonNodes(nodes)
+}
+
+// commonNodes is the tightest level with one domain holding the nodes.
+func (o *hierOracle) commonNodes(nodes []int) int {
 	for l := range 5 {
 		same := true
-		for _, m := range members {
-			same = same && o.dom[nodeOf[m]][l] == o.dom[nodeOf[members[0]]][l]
+		for _, n := range nodes {
+			same = same && o.dom[n][l] == o.dom[nodes[0]][l]
 		}
 		if same {
 			return l
 		}
 	}
 	return 4
+}
+
+// anchorsAgree reports whether every required group with bound members has
+// its anchors in one domain of its level, as a gang the planner placed has:
+// the oracle then knows that group's domain without guessing which of its
+// anchors' domains the planner would keep.
+func (o *hierOracle) anchorsAgree() bool {
+	for _, og := range o.groups {
+		if og.req && len(og.members) > 0 && len(og.anchors) > 0 && o.commonNodes(og.anchors) > og.level {
+			return false
+		}
+	}
+	return true
 }
 
 // keys is key1 then key2 (see the test's doc comment).
@@ -241,10 +276,30 @@ func (o *hierOracle) keys(nodeOf []int) []int {
 	return k
 }
 
-// valid reports whether every required level holds in a plan.
+// pins counts the required groups with bound members and anchors: those
+// the anchors hold to a domain.
+func (o *hierOracle) pins() int {
+	n := 0
+	for _, og := range o.groups {
+		if og.req && len(og.members) > 0 && len(og.anchors) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// valid reports whether every required level holds in a plan, anchors
+// counted with the members they run beside.
 func (o *hierOracle) valid(nodeOf []int) bool {
 	for _, og := range o.groups {
-		if og.req && len(og.members) > 0 && o.common(og.members, nodeOf) > og.level {
+		if !og.req || len(og.members) == 0 {
+			continue
+		}
+		nodes := slices.Clone(og.anchors)
+		for _, m := range og.members {
+			nodes = append(nodes, nodeOf[m])
+		}
+		if o.commonNodes(nodes) > og.level {
 			return false
 		}
 	}
@@ -283,7 +338,7 @@ func (o *hierOracle) checkReported(t *testing.T, res *Result) {
 func (o *hierOracle) describe() string {
 	s := describeRequest(o.req)
 	for g, og := range o.groups {
-		s += fmt.Sprintf("  subgroup %d %q level %d required %v members %v\n", g, og.name, og.level, og.req, og.members)
+		s += fmt.Sprintf("  subgroup %d %q level %d required %v members %v anchors on nodes %v\n", g, og.name, og.level, og.req, og.members, og.anchors)
 	}
 	return s
 }

@@ -232,7 +232,7 @@ func (s *search) placedBefore(depth int) int {
 func (s *search) noteNoRoom(i, g, pl int, pk int32, l int) {
 	s.noteAt(i, func() string {
 		t := s.h.t
-		if k, ok := s.home(g, pl, pk, l); ok {
+		if k, ok := s.homeOf(g, pl, pk, l); ok {
 			var r int64
 			for sh, n := range s.h.sg[g].demand {
 				r += min(n, max(s.h.u.slots[sh][l][k]-s.h.reserved[sh][l][k], 0))

@@ -286,14 +286,7 @@ func TestPlanHierarchyAnchors(t *testing.T) {
 	// runs four pods on s0-l0-n0 and n1; seg-1 runs three on s0-l1-n0 and
 	// n1, and lost the one on s0-l1-n1.
 	nodes := placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(4).CliqueSize(2).Obj()
-	at := func(name string) int {
-		for i := range nodes {
-			if nodes[i].Name == name {
-				return i
-			}
-		}
-		panic(name)
-	}
+	at := func(name string) int { return nodeAt(nodes, name) }
 	for _, n := range []string{"s0-l0-n0", "s0-l0-n1", "s0-l1-n0"} {
 		nodes[at(n)].Free[1] = 0
 	}
