@@ -104,6 +104,28 @@ func TestPartialGangSeconds(t *testing.T) {
 	}
 }
 
+// An elastic gang (segments, of which minCount must start together) is
+// whole once its quorum is bound: members beyond it join a running gang, so
+// they neither keep it part-bound nor count as idle-held.
+func TestElasticGangCompletesAtItsQuorum(t *testing.T) {
+	tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 6, GPUsPerPod: 8,
+		Segments: &scenario.Segments{Size: 2, Level: scenario.TierClique, MinCount: 2}})
+	names := smallLayout(t).Nodes
+	for i, s := range []float64{1, 1, 3, 3, 7, -1} {
+		p := member("g", i, 8)
+		tr.Observe(p, at(0))
+		if s >= 0 {
+			tr.Observe(bound(p, names[i].Name), at(s))
+		}
+	}
+	r := tr.Result(at(10), false)
+	require.NotNil(t, r.Gangs[0].AllBound, "4 of 6 members are the quorum")
+	require.InDelta(t, 2, r.Summary.PartialGangSeconds, 1e-9, "part-bound from 1s until the quorum at 3s, never after")
+	require.InDelta(t, 16*2, r.Summary.IdleHeldGPUSecondsToEnd, 1e-9, "two members' GPUs idle from 1s to 3s")
+	require.InDelta(t, 32*4+40*3, r.Summary.UsefulGPUSeconds, 1e-9, "the quorum's GPUs from 3s, the fifth member's from 7s")
+	require.Equal(t, 1, r.Summary.BoundGangs)
+}
+
 // TestDeletedMemberStillCountsAsBound: a member deleted after it bound does
 // not reopen its gang's partial span.
 func TestDeletedMemberStillCountsAsBound(t *testing.T) {

@@ -77,7 +77,10 @@ type jobState struct {
 	nodes      []int
 	members    []*podState
 	firstBound time.Time
-	allBound   time.Time
+	// allBound is when the gang reached its quorum (every member, or the
+	// whole segments an elastic job needs: scenario.Job.Quorum); members
+	// beyond it join a running gang.
+	allBound time.Time
 	// partialSince is when the gang became part-bound; zero when it is not.
 	partialSince time.Time
 	partial      time.Duration
@@ -253,11 +256,13 @@ func (t *Tracker) bind(ps *podState, n int, now time.Time) {
 	t.advance(now)
 	js.bound++
 	js.held += ps.gpus
+	need := js.job.Quorum()
 	switch {
-	case !js.job.Gang:
+	case !js.job.Gang || js.bound > need:
 		t.useful += ps.gpus
-	case js.bound == js.job.Pods:
-		// The last member: what the others held idle becomes useful.
+	case js.bound == need:
+		// The member that completes the quorum: what the others held idle
+		// becomes useful.
 		t.idleHeld -= js.held - ps.gpus
 		t.useful += js.held
 	default:
@@ -267,11 +272,11 @@ func (t *Tracker) bind(ps *podState, n int, now time.Time) {
 	js.members = append(js.members, ps)
 	if js.bound == 1 {
 		js.firstBound = now
-		if js.job.Pods > 1 {
+		if need > 1 {
 			js.partialSince = now
 		}
 	}
-	if js.bound == js.job.Pods {
+	if js.bound == need {
 		js.allBound = now
 		if !js.partialSince.IsZero() {
 			t.closePartial(js, now)
@@ -297,7 +302,7 @@ func (t *Tracker) finish(ps *podState, now time.Time) {
 	js := ps.job
 	if ps.node >= 0 {
 		js.held -= ps.gpus
-		if !js.job.Gang || js.bound == js.job.Pods {
+		if !js.job.Gang || js.bound >= js.job.Quorum() {
 			t.useful -= ps.gpus
 		} else {
 			t.idleHeld -= ps.gpus
@@ -322,7 +327,7 @@ func (t *Tracker) settle() {
 func (t *Tracker) closePartial(js *jobState, now time.Time) {
 	d := now.Sub(js.partialSince)
 	js.raw += d
-	if d > t.grace.For(js.job.Pods) {
+	if d > t.grace.For(js.job.Quorum()) {
 		js.partial += d
 	}
 	js.partialSince = time.Time{}
@@ -358,7 +363,7 @@ func (t *Tracker) spansOf(js *jobState) []Span {
 		Gang:      js.job.Name,
 		Resources: []string{string(fabric.GPU)},
 		Nodes:     nodes,
-		Members:   make([]placement.Member, js.job.Pods),
+		Members:   make([]placement.Member, len(js.members)),
 	}
 	for i := range req.Members {
 		req.Members[i] = placement.Member{
