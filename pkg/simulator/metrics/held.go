@@ -28,7 +28,17 @@ func (t *Tracker) ObserveHeld(waiting []*v1.Pod, planned int, now time.Time) {
 			gpus += t.claimSpecs.podGPUs(p, t.layout.Nodes[n].GPUs)
 		}
 	}
+	if t.boundPods >= t.expect {
+		// Every workload pod is bound: nothing is kept from other work any
+		// more, whatever a reading taken before the last binds still says.
+		gpus = 0
+	}
 	t.advance(now)
+	t.setSchedHeld(gpus)
+}
+
+// setSchedHeld replaces what the scheduler holds with no pod bound.
+func (t *Tracker) setSchedHeld(gpus int) {
 	t.idleHeld += gpus - t.schedHeld
 	t.schedHeld = gpus
 }

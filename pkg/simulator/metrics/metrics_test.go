@@ -104,6 +104,21 @@ func TestPartialGangSeconds(t *testing.T) {
 	}
 }
 
+// Once every workload pod is bound nothing is kept from other work: a
+// reading of the scheduler's holds taken before the last binds, or one that
+// lags them, does not count on to the end of the window.
+func TestNothingIsHeldOnceEveryPodIsBound(t *testing.T) {
+	tr := newTracker(t, scenario.Job{Name: "g", Gang: true, Pods: 2, GPUsPerPod: 8})
+	a, b := member("g", 0, 8), member("g", 1, 8)
+	tr.ObserveHeld(nil, 16, at(1))
+	tr.Observe(bound(a, "s0-l0-n0"), at(2))
+	tr.Observe(bound(b, "s0-l0-n1"), at(2))
+	tr.ObserveHeld(nil, 16, at(3))
+	r := tr.Result(at(10), false)
+	require.InDelta(t, 16, r.Summary.IdleHeldGPUSecondsToEnd, 1e-9, "16 planned GPUs from 1s to 2s only")
+	require.Zero(t, r.Summary.EndIdleHeldGPUs)
+}
+
 // An elastic gang (segments, of which minCount must start together) is
 // whole once its quorum is bound: members beyond it join a running gang, so
 // they neither keep it part-bound nor count as idle-held.

@@ -254,6 +254,9 @@ func (t *Tracker) bind(ps *podState, n int, now time.Time) {
 		t.lastBind = now
 	}
 	t.advance(now)
+	if t.boundPods >= t.expect {
+		t.setSchedHeld(0) // the last bind: see ObserveHeld
+	}
 	js.bound++
 	js.held += ps.gpus
 	need := js.job.Quorum()
