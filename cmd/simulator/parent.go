@@ -33,7 +33,12 @@ func runParent(ctx context.Context, o *options, in *simulator.Input, args []stri
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		if !profile.AppliesTo(in.Jobs) {
+		applies, err := profile.AppliesTo(in)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scenario %s: %s: %v\n", in.Name, p, err)
+			return 2
+		}
+		if !applies {
 			fmt.Fprintf(os.Stderr, "scenario %s: %s skipped: its configuration changes nothing here\n", in.Name, p)
 			continue
 		}

@@ -29,6 +29,10 @@ const (
 	InexpressibleDeviceFacts Inexpressible = "versions that only DRA device attributes state"
 )
 
+// InexpressibleRules lists every Inexpressible, in the order NodeAffinity
+// reports them.
+var InexpressibleRules = []Inexpressible{InexpressibleUniform, InexpressibleUniformCapacity, InexpressibleDeviceFacts}
+
 // Affinity is a gang's node-by-node policy as the required node affinity a
 // careful user of a stock scheduler would write for it.
 type Affinity struct {
@@ -60,7 +64,7 @@ type Affinity struct {
 //     that read as that type, the earlier labels unset; on-demand also
 //     matches a node no capacity label is set on;
 //   - whole GPUs: the sharing-strategy label NotIn the sharing strategies
-//     present, and the MIG strategy not single.
+//     present, and the MIG strategy NotIn single where a node has it.
 //
 // Values "present" are those of the fleet's nodes: a label value no node
 // had when the affinity was written is not listed, as a user reading the
@@ -99,12 +103,16 @@ func (fl *Fleet) NodeAffinity(r Requirements, d Demand) Affinity {
 		rules = append(rules, fl.capacityTerms(CapacityType(r.Capacity)))
 	}
 	if d.Whole && !r.AllowSharedGPUs {
-		shared := fl.presentValues(scheduling.LabelGPUSharingStrategy, func(v string) bool { return v != scheduling.SharingStrategyNone })
-		t := term{notIn(scheduling.LabelMIGStrategy, []string{scheduling.MIGStrategySingle})}
-		if len(shared) > 0 {
-			t = append(term{notIn(scheduling.LabelGPUSharingStrategy, shared)}, t...)
+		var t term
+		if shared := fl.presentValues(scheduling.LabelGPUSharingStrategy, func(v string) bool { return v != scheduling.SharingStrategyNone }); len(shared) > 0 {
+			t = append(t, notIn(scheduling.LabelGPUSharingStrategy, shared))
 		}
-		rules = append(rules, []term{t})
+		if single := fl.presentValues(scheduling.LabelMIGStrategy, func(v string) bool { return v == scheduling.MIGStrategySingle }); len(single) > 0 {
+			t = append(t, notIn(scheduling.LabelMIGStrategy, single))
+		}
+		if len(t) > 0 {
+			rules = append(rules, []term{t})
+		}
 	}
 	if len(rules) == 0 {
 		return a

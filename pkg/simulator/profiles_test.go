@@ -140,10 +140,10 @@ func TestInTreeTopologyKeysPreferredLevels(t *testing.T) {
 		{"every level is required", []scenario.Job{required}, false},
 		{"only a plain pod", []scenario.Job{single}, false},
 	} {
-		if got := keyed.AppliesTo(tc.jobs); got != tc.want {
-			t.Errorf("%s: AppliesTo = %v, want %v", tc.name, got, tc.want)
+		if got, err := keyed.AppliesTo(&Input{Jobs: tc.jobs}); err != nil || got != tc.want {
+			t.Errorf("%s: AppliesTo = %v, %v, want %v", tc.name, got, err, tc.want)
 		}
-		if !plain.AppliesTo(tc.jobs) {
+		if got, err := plain.AppliesTo(&Input{Jobs: tc.jobs}); err != nil || !got {
 			t.Errorf("%s: in-tree does not apply", tc.name)
 		}
 	}

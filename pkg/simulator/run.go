@@ -168,6 +168,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	builder := &workload.Builder{
 		Namespace: Namespace, Flavor: profile.Flavor, SchedulerName: profile.SchedulerName,
 		PreferredAsKey: profile.PreferredAsKey,
+		NodeAffinity:   profile.nodeAffinity(layout),
 		TierKeys: map[string]string{
 			scenario.TierClique: layout.TierKeys[fabric.Clique],
 			scenario.TierLeaf:   layout.TierKeys[fabric.Leaf],
@@ -258,6 +259,11 @@ wait:
 	progress.finish()
 	res = tracker.Result(end, timedOut)
 	res.Summary.HoldsUnread = !holdsRead
+	if profile.FleetAffinity {
+		if res.Summary.NotExpressed, err = notExpressed(layout, jobs); err != nil {
+			return nil, err
+		}
+	}
 	res.Claims = dra.claims.Summary()
 	res.Hierarchy = hierarchy.Summary(end, res.Gangs)
 	if opts.Preemption != nil {

@@ -74,6 +74,12 @@ func WriteSummary(w io.Writer, run *Run) error {
 		}
 		fmt.Fprintf(w, "%s %s\n", ref.Profile, strings.Join(parts, "; "))
 	}
+	for _, r := range run.Results {
+		if len(r.Summary.NotExpressed) > 0 {
+			fmt.Fprintf(w, "%s: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: %s\n",
+				r.Profile, strings.Join(r.Summary.NotExpressed, "; "))
+		}
+	}
 	writeClaims(w, run.Results)
 	if err := writeHierarchy(w, run.Results); err != nil {
 		return err
