@@ -1,6 +1,7 @@
 package childproc
 
 import (
+	"io"
 	"os/exec"
 	"testing"
 	"time"
@@ -69,4 +70,26 @@ func TestKill(t *testing.T) {
 	require.True(t, exited)
 	require.ErrorContains(t, err, "signal: killed")
 	c.Kill() // a second Kill of an exited child returns at once
+}
+
+// PeakRSS sees memory the child holds, while it runs (VmHWM) and after it
+// has exited (rusage); a shell that holds a 40 MB string is the child.
+func TestPeakRSSWhileRunningAndAfterExit(t *testing.T) {
+	const held = 40 << 20
+	cmd := exec.Command("sh", "-c", `x=$(head -c 41943040 /dev/zero | tr '\0' a); echo ready; while :; do sleep 1; done`)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	c, err := Start(cmd)
+	require.NoError(t, err)
+	t.Cleanup(c.Kill)
+	buf := make([]byte, len("ready\n"))
+	_, err = io.ReadFull(out, buf)
+	require.NoError(t, err)
+	running, err := c.PeakRSS()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, running, int64(held), "peak RSS while running")
+	c.Stop(exitTimeout)
+	exited, err := c.PeakRSS()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, exited, int64(held), "peak RSS after exit")
 }

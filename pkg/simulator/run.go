@@ -122,6 +122,9 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		}
 	}
 	layout, jobs := in.Layout, in.Jobs
+	if in.SchedulerProcess {
+		profile.SchedulerProcess = true
+	}
 	if slices.ContainsFunc(jobs, func(j scenario.Job) bool { return j.Segments != nil }) {
 		profile = profile.withComposites()
 	}
@@ -259,6 +262,12 @@ wait:
 	progress.finish()
 	res = tracker.Result(end, timedOut)
 	res.Summary.HoldsUnread = !holdsRead
+	if p, ok := sched.(*controlplane.SchedulerProcess); ok {
+		// Read before Stop: the peak so far is the run's, scheduling done.
+		if res.Summary.SchedulerPeakRSSBytes, err = p.PeakRSS(); err != nil {
+			return nil, fmt.Errorf("reading the scheduler process's peak memory: %w", err)
+		}
+	}
 	if profile.FleetAffinity {
 		if res.Summary.NotExpressed, err = notExpressed(layout, jobs); err != nil {
 			return nil, err
