@@ -77,9 +77,9 @@ type Pod struct {
 	Namespace, Name string
 	GPUs            int
 	// Claims is set when its GPUs come through its ResourceClaims.
-	Claims bool
-	Priority        int32
-	Created         time.Time
+	Claims   bool
+	Priority int32
+	Created  time.Time
 }
 
 // Gang is a PodGroup with pending members, read as the scheduler reads it

@@ -21,7 +21,9 @@ import (
 // H100s of driver 550.54.15 (CUDA 12.4), one pool.
 func draSlice(node string, gpus int) *resourceapi.ResourceSlice {
 	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: ptr.To(s)} }
-	ver := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{VersionValue: ptr.To(s)} }
+	ver := func(s string) resourceapi.DeviceAttribute {
+		return resourceapi.DeviceAttribute{VersionValue: ptr.To(s)}
+	}
 	sl := &resourceapi.ResourceSlice{
 		TypeMeta:   metav1.TypeMeta{APIVersion: resourceapi.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
 		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + scheduling.DRADriverGPU},
@@ -111,7 +113,7 @@ func TestInputReplaysDRA(t *testing.T) {
 		jobs[j.Name] = fmt.Sprintf("gang=%v pods=%d gpus=%d request=%q", j.Gang, j.Pods, j.GPUsPerPod, j.GPURequest)
 	}
 	require.Equal(t, map[string]string{
-		"train.big":     fmt.Sprintf("gang=true pods=2 gpus=8 request=%q", scenario.GPURequestClaim),
+		"train.big":    fmt.Sprintf("gang=true pods=2 gpus=8 request=%q", scenario.GPURequestClaim),
 		"serve.mapped": `gang=false pods=1 gpus=8 request=""`,
 	}, jobs)
 	require.Contains(t, in.Description, "32 of the GPUs on 4 nodes that publish them through DRA")
