@@ -83,8 +83,8 @@ func run() int {
 	fs.StringVar(&o.snapshot, "snapshot", "", "run a snapshot of a real cluster instead of a scenario: the file `"+snapshot.Command+"` writes (see scenarios/README.md)")
 	fs.StringVar(&o.fromCluster, "from-cluster", "", "take the snapshot from the cluster this kubeconfig file points at, write it to <out>/snapshot.yaml, and run it")
 	fs.BoolVar(&o.keepNames, "keep-names", false, "with --snapshot or --from-cluster, keep node, label and job names; by default they are anonymized")
-	fs.StringVar(&o.profiles, "profiles", strings.Join(simulator.ProfileNames, ","),
-		"comma-separated profiles to run, one after another, each on a fresh control plane: gpu-gang, default (stock kube-scheduler, no gangs), in-tree (k8s 1.37 GangScheduling + TopologyPlacement), in-tree-topology (in-tree with a preferred level as the PodGroup's topology key; skipped where no gang prefers one), gpu-gang-native (gpu-gang on in-tree's very objects: scheduling.k8s.io/v1beta1 PodGroups)")
+	fs.StringVar(&o.profiles, "profiles", "",
+		"comma-separated profiles to run, one after another, each on a fresh control plane (default: the scenario's `profiles`, or else all of "+strings.Join(simulator.ProfileNames, ",")+"): gpu-gang, default (stock kube-scheduler, no gangs), default-affinity (default with node affinity from each gang's GPU fleet policy; skipped where it gives none), in-tree (k8s 1.37 GangScheduling + TopologyPlacement), in-tree-topology (in-tree with a preferred level as the PodGroup's topology key; skipped where no gang prefers one), gpu-gang-native (gpu-gang on in-tree's very objects: scheduling.k8s.io/v1beta1 PodGroups)")
 	fs.StringVar(&o.out, "out", "", "directory for the report, JSON results and logs (default _output/simulator/<scenario>)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "manifests/scheduler-config.yaml", "gpu-gang's KubeSchedulerConfiguration, used as written except for the client limits")
 	fs.StringVar(&o.crd, "crd", "manifests/crds/scheduling.x-k8s.io_podgroups.yaml", "the PodGroup CRD file to install")

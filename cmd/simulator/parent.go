@@ -21,7 +21,14 @@ import (
 // runParent runs every profile in a child process, then writes the report.
 func runParent(ctx context.Context, o *options, in *simulator.Input, args []string) int {
 	var profiles []string
-	for _, p := range strings.Split(o.profiles, ",") {
+	names := o.profiles
+	if names == "" {
+		names = strings.Join(simulator.ProfileNames, ",")
+		if len(in.Profiles) > 0 {
+			names = strings.Join(in.Profiles, ",")
+		}
+	}
+	for _, p := range strings.Split(names, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			profiles = append(profiles, p)
 		}
@@ -33,7 +40,12 @@ func runParent(ctx context.Context, o *options, in *simulator.Input, args []stri
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		if !profile.AppliesTo(in.Jobs) {
+		applies, err := profile.AppliesTo(in)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "scenario %s: %s: %v\n", in.Name, p, err)
+			return 2
+		}
+		if !applies {
 			fmt.Fprintf(os.Stderr, "scenario %s: %s skipped: its configuration changes nothing here\n", in.Name, p)
 			continue
 		}

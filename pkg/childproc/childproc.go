@@ -6,7 +6,13 @@
 package childproc
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -73,4 +79,43 @@ func (c *Child) Stop(grace time.Duration) (wasRunning bool) {
 		c.Kill()
 	}
 	return true
+}
+
+// PeakRSS is the most resident memory the child has used so far, in bytes:
+// while it runs, VmHWM from /proc/<pid>/status; once it has exited, the
+// maximum resident set size the kernel reported for it at exit.
+func (c *Child) PeakRSS() (int64, error) {
+	if exited, _ := c.Exited(); exited {
+		usage, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		if !ok || usage == nil {
+			return 0, errors.New("the exited process's resource usage is not available")
+		}
+		return usage.Maxrss * 1024, nil // Linux reports kilobytes
+	}
+	return vmHWM(fmt.Sprintf("/proc/%d/status", c.Pid()))
+}
+
+// vmHWM reads the VmHWM line ("VmHWM:   123456 kB") of a status file.
+func vmHWM(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: VmHWM %q: %w", path, rest, err)
+		}
+		return kb * 1024, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s has no VmHWM line", path)
 }

@@ -146,6 +146,10 @@ func StartSchedulerProcess(ctx context.Context, opts SchedulerProcessOptions) (_
 // Done is closed when the process has exited.
 func (p *SchedulerProcess) Done() <-chan struct{} { return p.child.Done() }
 
+// PeakRSS is the most resident memory the scheduler process has used so
+// far, in bytes (childproc.Child.PeakRSS).
+func (p *SchedulerProcess) PeakRSS() (int64, error) { return p.child.PeakRSS() }
+
 // Stop ends the process with SIGTERM, or SIGKILL if it takes longer than
 // processStopTimeout, waits for it and removes its files. It returns the
 // error the process ended with, if it did not end on the signal.

@@ -52,7 +52,7 @@ func readCapacity(labels map[string]string, keys []string, problems *[]*LabelErr
 		if raw == "" {
 			continue
 		}
-		if t, ok := capacityValues[strings.ReplaceAll(strings.ToLower(raw), "_", "-")]; ok {
+		if t := readCapacityValue(raw); t != CapacityUnknown {
 			return t, key
 		}
 		*problems = append(*problems, &LabelError{Label: key, Value: raw,
@@ -61,6 +61,15 @@ func readCapacity(labels map[string]string, keys []string, problems *[]*LabelErr
 		return CapacityUnknown, key
 	}
 	return CapacityOnDemand, ""
+}
+
+// readCapacityValue reads one capacity label value; CapacityUnknown for a
+// value no convention names.
+func readCapacityValue(raw string) CapacityType {
+	if t, ok := capacityValues[strings.ReplaceAll(strings.ToLower(raw), "_", "-")]; ok {
+		return t
+	}
+	return CapacityUnknown
 }
 
 // CapacityLabelValue returns the value key conventionally holds on a node of

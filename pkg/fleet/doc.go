@@ -38,6 +38,17 @@
 // and, under the default uniform capacity policy, its capacity type. A
 // gang's GPU members all go to one group.
 //
+// # As node affinity
+//
+// Fleet.NodeAffinity writes the node-by-node rules as the required node
+// affinity a careful user of a stock scheduler would write over the labels
+// of a node set: In-lists over the version values present, Gt and Lt on
+// whole-number labels, NotIn for the upgrade and sharing states present. A
+// node matches it exactly when Admits admits the member (a property test
+// holds them to that). What no node affinity can say, one product, driver
+// or capacity type per gang, is listed as Inexpressible. The simulator
+// gives it to its default-affinity baseline.
+//
 // # Who calls it
 //
 // The GPUFleet scheduler plugin (pkg/gpufleet) applies these rules:

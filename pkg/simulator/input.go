@@ -23,6 +23,12 @@ type Input struct {
 	Jobs []scenario.Job
 	// Timeout bounds the run after the first submission.
 	Timeout time.Duration
+	// SchedulerProcess runs every profile's scheduler in a process of its
+	// own (scenario.Scenario.SchedulerProcess).
+	SchedulerProcess bool
+	// Profiles are the profiles to run when the command line names none;
+	// nil for all (scenario.Scenario.Profiles).
+	Profiles []string
 }
 
 // ScenarioInput draws a scenario's fabric, pre-fill and jobs.
@@ -37,5 +43,8 @@ func ScenarioInput(sc *scenario.Scenario) (*Input, error) {
 		Prefill: layout.Prefill(sc.Seed),
 		Jobs:    scenario.Expand(sc),
 		Timeout: sc.Timeout.Duration,
+
+		SchedulerProcess: sc.SchedulerProcess,
+		Profiles:         sc.Profiles,
 	}, nil
 }

@@ -27,10 +27,14 @@ const (
 	// a scenario whose gangs prefer a topology level: the level as the
 	// PodGroup's topology key, which in-tree always enforces.
 	ProfileInTreeTopology = "in-tree-topology"
+	// ProfileDefaultAffinity is the stock scheduler set up as a careful
+	// user would for a fleet with GPU policies: each gang member gets the
+	// required node affinity pkg/fleet writes for its gang's policy.
+	ProfileDefaultAffinity = "default-affinity"
 )
 
 // ProfileNames lists the profiles in the order a run compares them.
-var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileInTree, ProfileInTreeTopology, ProfileGpuGangNative}
+var ProfileNames = []string{ProfileGpuGang, ProfileDefault, ProfileDefaultAffinity, ProfileInTree, ProfileInTreeTopology, ProfileGpuGangNative}
 
 // Profile is a scheduler set-up to compare.
 type Profile struct {
@@ -56,6 +60,9 @@ type Profile struct {
 	// PreferredAsKey maps a preferred topology level to a topology key
 	// (workload.Builder.PreferredAsKey).
 	PreferredAsKey bool
+	// FleetAffinity gives each GPU gang member the required node affinity
+	// of its gang's fleet policy (fleetAffinity).
+	FleetAffinity bool
 }
 
 // inTreeGates are the gates the in-tree gang and topology plugins need, on
@@ -98,8 +105,8 @@ func LookupProfile(name string) (Profile, error) {
 	switch name {
 	case ProfileGpuGang:
 		return Profile{Name: name, Flavor: workload.GangPlugin, SchedulerName: "gpu-gang", UseConfigFile: true}, nil
-	case ProfileDefault:
-		return Profile{Name: name, Flavor: workload.Plain, SchedulerName: "default-scheduler"}, nil
+	case ProfileDefault, ProfileDefaultAffinity:
+		return Profile{Name: name, Flavor: workload.Plain, SchedulerName: "default-scheduler", FleetAffinity: name == ProfileDefaultAffinity}, nil
 	case ProfileInTree, ProfileInTreeTopology:
 		return Profile{
 			Name: name, Flavor: workload.Native, SchedulerName: "default-scheduler",
@@ -121,16 +128,30 @@ func LookupProfile(name string) (Profile, error) {
 	return Profile{}, fmt.Errorf("unknown profile %q; known profiles: %s", name, strings.Join(ProfileNames, ", "))
 }
 
-// AppliesTo reports whether the profile tells anything about jobs: a
+// AppliesTo reports whether the profile tells anything about the input: a
 // configured baseline only where its configuration changes the objects
-// (in-tree-topology: some gang prefers a level).
-func (p Profile) AppliesTo(jobs []scenario.Job) bool {
-	if !p.PreferredAsKey {
-		return true
+// (in-tree-topology: some gang prefers a level; default-affinity: some
+// gang's fleet policy gives its members node affinity on these nodes).
+func (p Profile) AppliesTo(in *Input) (bool, error) {
+	switch {
+	case p.PreferredAsKey:
+		return slices.ContainsFunc(in.Jobs, func(j scenario.Job) bool {
+			return j.Gang && j.Topology != nil && !j.Topology.Required
+		}), nil
+	case p.FleetAffinity:
+		affinity := fleetAffinity(in.Layout)
+		for i := range in.Jobs {
+			if !in.Jobs[i].Gang || in.Jobs[i].GPUsPerPod == 0 {
+				continue
+			}
+			a, err := affinity(&in.Jobs[i])
+			if err != nil || a.Required != nil {
+				return err == nil, err
+			}
+		}
+		return false, nil
 	}
-	return slices.ContainsFunc(jobs, func(j scenario.Job) bool {
-		return j.Gang && j.Topology != nil && !j.Topology.Required
-	})
+	return true, nil
 }
 
 // gatesSummary says which feature gates the profile sets, and where.

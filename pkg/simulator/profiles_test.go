@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -140,11 +141,39 @@ func TestInTreeTopologyKeysPreferredLevels(t *testing.T) {
 		{"every level is required", []scenario.Job{required}, false},
 		{"only a plain pod", []scenario.Job{single}, false},
 	} {
-		if got := keyed.AppliesTo(tc.jobs); got != tc.want {
-			t.Errorf("%s: AppliesTo = %v, want %v", tc.name, got, tc.want)
+		if got, err := keyed.AppliesTo(&Input{Jobs: tc.jobs}); err != nil || got != tc.want {
+			t.Errorf("%s: AppliesTo = %v, %v, want %v", tc.name, got, err, tc.want)
 		}
-		if !plain.AppliesTo(tc.jobs) {
+		if got, err := plain.AppliesTo(&Input{Jobs: tc.jobs}); err != nil || !got {
 			t.Errorf("%s: in-tree does not apply", tc.name)
+		}
+	}
+}
+
+// Every shipped scenario that names its profiles names known ones, and
+// the scale scenarios run their scheduler in a process of their own (so
+// that the report gives its peak memory) with the profiles issue 18 asks
+// for.
+func TestShippedScenarioProfiles(t *testing.T) {
+	files, err := filepath.Glob("../../scenarios/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios: %v", err)
+	}
+	for _, f := range files {
+		sc, err := scenario.Load(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, p := range sc.Profiles {
+			if _, err := LookupProfile(p); err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+		}
+	}
+	for _, f := range []string{"s11-scale-5k.yaml", "s11-scale-20k.yaml"} {
+		in := loadInput(t, "../../scenarios/"+f)
+		if !in.SchedulerProcess || !slices.Equal(in.Profiles, []string{ProfileGpuGang, ProfileDefault, ProfileInTree}) {
+			t.Errorf("%s: scheduler process %v, profiles %v", f, in.SchedulerProcess, in.Profiles)
 		}
 	}
 }

@@ -122,6 +122,9 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		}
 	}
 	layout, jobs := in.Layout, in.Jobs
+	if in.SchedulerProcess {
+		profile.SchedulerProcess = true
+	}
 	if slices.ContainsFunc(jobs, func(j scenario.Job) bool { return j.Segments != nil }) {
 		profile = profile.withComposites()
 	}
@@ -168,6 +171,7 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	builder := &workload.Builder{
 		Namespace: Namespace, Flavor: profile.Flavor, SchedulerName: profile.SchedulerName,
 		PreferredAsKey: profile.PreferredAsKey,
+		NodeAffinity:   profile.nodeAffinity(layout),
 		TierKeys: map[string]string{
 			scenario.TierClique: layout.TierKeys[fabric.Clique],
 			scenario.TierLeaf:   layout.TierKeys[fabric.Leaf],
@@ -258,6 +262,17 @@ wait:
 	progress.finish()
 	res = tracker.Result(end, timedOut)
 	res.Summary.HoldsUnread = !holdsRead
+	if p, ok := sched.(*controlplane.SchedulerProcess); ok {
+		// Read before Stop: the peak so far is the run's, scheduling done.
+		if res.Summary.SchedulerPeakRSSBytes, err = p.PeakRSS(); err != nil {
+			return nil, fmt.Errorf("reading the scheduler process's peak memory: %w", err)
+		}
+	}
+	if profile.FleetAffinity {
+		if res.Summary.NotExpressed, err = notExpressed(layout, jobs); err != nil {
+			return nil, err
+		}
+	}
 	res.Claims = dra.claims.Summary()
 	res.Hierarchy = hierarchy.Summary(end, res.Gangs)
 	if opts.Preemption != nil {

@@ -44,7 +44,7 @@ type FleetCounts struct {
 // saw.
 func CountFleet(layout *fabric.Layout, jobs []scenario.Job, gangs []Gang) (FleetCounts, error) {
 	c := FleetCounts{ByRule: map[fleet.Rule]int{}}
-	fl := fleet.New(placementNodes(layout, nil), fleet.DefaultOptions())
+	fl := LayoutFleet(layout)
 	index := layout.Index()
 	byName := make(map[string]*scenario.Job, len(jobs))
 	for i := range jobs {
@@ -63,11 +63,10 @@ func CountFleet(layout *fabric.Layout, jobs []scenario.Job, gangs []Gang) (Fleet
 		if !job.Gang || job.GPUsPerPod == 0 || len(g.Nodes) == 0 {
 			continue
 		}
-		req, err := job.GPU.Requirements()
+		req, demand, err := FleetPolicy(job)
 		if err != nil {
 			return c, fmt.Errorf("gang %s: %w", g.Name, err)
 		}
-		demand := fleet.Demand{Whole: true} // simulated members ask for nvidia.com/gpu
 		c.Gangs++
 
 		broken := map[fleet.Rule]string{}
@@ -105,6 +104,22 @@ func CountFleet(layout *fabric.Layout, jobs []scenario.Job, gangs []Gang) (Fleet
 		}
 	}
 	return c, nil
+}
+
+// LayoutFleet reads the GPU facts of the layout's nodes from their labels,
+// with the GPUFleet plugin's default args: the fleet every profile is
+// judged on, and the one the default-affinity baseline's node affinity is
+// written for.
+func LayoutFleet(layout *fabric.Layout) *fleet.Fleet {
+	return fleet.New(placementNodes(layout, nil), fleet.DefaultOptions())
+}
+
+// FleetPolicy is what gpu-gang reads of job's GPU policy and what its
+// members demand, as the judge of every profile sees them.
+func FleetPolicy(job *scenario.Job) (fleet.Requirements, fleet.Demand, error) {
+	req, err := job.GPU.Requirements()
+	// Simulated members are judged as asking for whole nvidia.com/gpu.
+	return req, fleet.Demand{Whole: true}, err
 }
 
 func containsKey(keys []fleet.GroupKey, k fleet.GroupKey) bool {

@@ -175,6 +175,14 @@ type Summary struct {
 	// process of its own. Idle-held GPU-seconds then count part-bound
 	// gangs only.
 	HoldsUnread bool `json:"holdsUnread,omitempty"`
+	// NotExpressed names, for a baseline given node affinity for the
+	// gangs' GPU fleet policies (default-affinity), the rules of those
+	// policies that node affinity cannot state (fleet.Inexpressible).
+	NotExpressed []string `json:"notExpressed,omitempty"`
+	// SchedulerPeakRSSBytes is the scheduler's peak resident memory
+	// (VmHWM) at the end of the run, read where it ran in a process of its
+	// own; 0 where it shared the simulator's process with kube-apiserver.
+	SchedulerPeakRSSBytes int64 `json:"schedulerPeakRSSBytes,omitempty"`
 	// JointGangs counts the gangs judged against the joint bound: every
 	// submitted gang that requests GPUs, bound or not (one bound gang
 	// whose bound could not be computed is left out). AtJointBound counts

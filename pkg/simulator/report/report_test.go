@@ -139,3 +139,23 @@ func TestWriteHTMLHierarchy(t *testing.T) {
 		require.Contains(t, html, want)
 	}
 }
+
+// The summary names the rules a configured baseline could not be given,
+// and each scheduler's peak memory where it was read, and says neither
+// where nothing was recorded.
+func TestWriteSummaryNotExpressedAndPeakRSS(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteSummary(&b, sampleRun()))
+	require.NotContains(t, b.String(), "not expressible")
+	require.NotContains(t, b.String(), "peak RSS")
+
+	run := sampleRun()
+	run.Results[0].Summary.SchedulerPeakRSSBytes = 1536 << 20
+	run.Results[1].Profile = "default-affinity"
+	run.Results[1].Summary.NotExpressed = []string{"one product/driver per gang (uniform)", "one capacity type per gang (capacity-type: uniform)"}
+	b.Reset()
+	require.NoError(t, WriteSummary(&b, run))
+	out := b.String()
+	require.Contains(t, out, "scheduler peak RSS (VmHWM of its own process): gpu-gang 1536 MiB\n")
+	require.Contains(t, out, "default-affinity: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: one product/driver per gang (uniform); one capacity type per gang (capacity-type: uniform)\n")
+}

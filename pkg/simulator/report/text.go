@@ -74,6 +74,21 @@ func WriteSummary(w io.Writer, run *Run) error {
 		}
 		fmt.Fprintf(w, "%s %s\n", ref.Profile, strings.Join(parts, "; "))
 	}
+	var rss []string
+	for _, r := range run.Results {
+		if b := r.Summary.SchedulerPeakRSSBytes; b > 0 {
+			rss = append(rss, fmt.Sprintf("%s %.0f MiB", r.Profile, float64(b)/(1<<20)))
+		}
+	}
+	if len(rss) > 0 {
+		fmt.Fprintf(w, "scheduler peak RSS (VmHWM of its own process): %s\n", strings.Join(rss, ", "))
+	}
+	for _, r := range run.Results {
+		if len(r.Summary.NotExpressed) > 0 {
+			fmt.Fprintf(w, "%s: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: %s\n",
+				r.Profile, strings.Join(r.Summary.NotExpressed, "; "))
+		}
+	}
 	writeClaims(w, run.Results)
 	if err := writeHierarchy(w, run.Results); err != nil {
 		return err

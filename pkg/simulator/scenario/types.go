@@ -22,6 +22,16 @@ type Scenario struct {
 	Fabric Fabric `json:"fabric"`
 	// Workload is what is submitted to it.
 	Workload Workload `json:"workload"`
+	// SchedulerProcess runs every profile's scheduler in a process of its
+	// own, as gpu-gang-native's always runs, so that the report can give
+	// each scheduler's peak memory (its VmHWM). The scheduler's holds,
+	// read from an in-process scheduler, are then not read, for any
+	// profile.
+	SchedulerProcess bool `json:"schedulerProcess,omitempty"`
+	// Profiles are the profiles the simulator runs when its command line
+	// names none (--profiles); empty for every profile. A scenario whose
+	// every run is costly names the ones its question needs.
+	Profiles []string `json:"profiles,omitempty"`
 }
 
 // Fabric describes a three-tier GPU fabric: spines hold leaves, leaves hold

@@ -38,9 +38,17 @@
 //
 // On a cluster whose GPUs reach pods through Dynamic Resource Allocation,
 // DRACommand also lists ResourceSlices, DeviceClasses, ResourceClaims and
-// ResourceClaimTemplates; Parse keeps them in Snapshot.DRA, and a note says
-// that their devices are not replayed yet: the simulator places
-// nvidia.com/gpu allocatable only.
+// ResourceClaimTemplates; Parse keeps them in Snapshot.DRA and replays them
+// (see replay): a node that publishes whole GPUs of NVIDIA's driver and
+// advertises no nvidia.com/gpu becomes a DRA node of as many GPUs of the
+// same hardware, a running pod holds the GPU devices allocated to its
+// claims, and a pending pod whose claims ask for an exact count of the GPU
+// DeviceClass becomes a job that claims as many (scenario.GPURequestClaim).
+//
+// A gang whose members join a ComputeDomain is read with gang.PolicyOf
+// alone: the plugin's tightening of such a gang to one NVLink clique lives
+// in pkg/coscheduling with the plugin's state, so the simulator does not
+// apply it to the snapshot's job.
 //
 // FetchList takes the same List, DRA objects included, from a live cluster
 // through client-go.

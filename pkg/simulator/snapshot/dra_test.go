@@ -101,5 +101,6 @@ func TestFetchListKeepsDRAObjects(t *testing.T) {
 	if diff := cmp.Diff(want, &s.DRA); diff != "" {
 		t.Errorf("DRA objects after the round trip (-want,+got):\n%s", diff)
 	}
-	require.Contains(t, s.Notes, "4 DRA objects (ResourceSlices, DeviceClasses, claims and templates), kept in the snapshot; the simulator replays nvidia.com/gpu allocatable only")
+	require.Len(t, s.Nodes, 1)
+	require.False(t, s.Nodes[0].DRA, "a node that advertises nvidia.com/gpu stays a device-plugin node")
 }

@@ -38,7 +38,7 @@ const arrivalGap = 10 * time.Millisecond
 func (s *Snapshot) Input(o Options) (*simulator.Input, error) {
 	nodes := make([]fabric.NodeInfo, len(s.Nodes))
 	for i, n := range s.Nodes {
-		nodes[i] = fabric.NodeInfo{Name: n.Name, Labels: n.Labels, GPUs: n.GPUs}
+		nodes[i] = fabric.NodeInfo{Name: n.Name, Labels: n.Labels, GPUs: n.GPUs, DRA: n.DRA, Hardware: n.Hardware}
 	}
 	layout, err := fabric.FromNodes(o.Preset, o.Levels, nodes)
 	if err != nil {
@@ -80,6 +80,9 @@ func (s *Snapshot) Input(o Options) (*simulator.Input, error) {
 		for _, m := range g.Members {
 			job.GPUsPerPod = max(job.GPUsPerPod, m.GPUs)
 			job.Priority = max(job.Priority, m.Priority)
+			if m.Claims {
+				job.GPURequest = scenario.GPURequestClaim
+			}
 		}
 		topo, err := topologyOf(g, tiers)
 		if err != nil {
@@ -89,7 +92,11 @@ func (s *Snapshot) Input(o Options) (*simulator.Input, error) {
 		in.Jobs = append(in.Jobs, job)
 	}
 	for _, p := range s.Pending {
-		in.Jobs = append(in.Jobs, scenario.Job{Name: jobNames.pod(p.Namespace, p.Name), Pods: 1, GPUsPerPod: p.GPUs, Priority: p.Priority})
+		job := scenario.Job{Name: jobNames.pod(p.Namespace, p.Name), Pods: 1, GPUsPerPod: p.GPUs, Priority: p.Priority}
+		if p.Claims {
+			job.GPURequest = scenario.GPURequestClaim
+		}
+		in.Jobs = append(in.Jobs, job)
 	}
 	// Gangs and pods in one creation order.
 	order := make([]time.Time, 0, len(in.Jobs))
@@ -110,6 +117,10 @@ func (s *Snapshot) Input(o Options) (*simulator.Input, error) {
 	}
 	in.Description = fmt.Sprintf("Snapshot %s: %d nodes with %d GPUs, %d of them held by %d running pods; %d pending gangs and %d pending pods.",
 		s.sourceName(o.KeepNames), len(layout.Nodes), gpus, bound, len(in.Prefill), len(s.Gangs), len(s.Pending))
+	if draNodes, draGPUs := layout.DRANodes(); draNodes > 0 {
+		in.Description += fmt.Sprintf(" %d of the GPUs on %d nodes that publish them through DRA, replayed as ResourceSlices of as many devices of the same product, compute capability, driver and CUDA version, with NVIDIA's DeviceClass %s and its extended-resource mapping.",
+			draGPUs, draNodes, scheduling.DeviceClassGPU)
+	}
 	if len(s.Notes) > 0 {
 		in.Description += " Left out: " + strings.Join(s.Notes, "; ") + "."
 	}
@@ -223,7 +234,7 @@ func anonymize(o Options, l *fabric.Layout) (*fabric.Layout, map[string]string, 
 			}
 		}
 		names[n.Name] = name
-		nodes = append(nodes, fabric.NodeInfo{Name: name, Labels: labels, GPUs: n.GPUs})
+		nodes = append(nodes, fabric.NodeInfo{Name: name, Labels: labels, GPUs: n.GPUs, DRA: n.DRA, Hardware: n.Hardware})
 	}
 	out, err := fabric.FromNodes(o.Preset, o.Levels, nodes)
 	return out, names, err

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/fabric"
@@ -55,8 +56,14 @@ type Snapshot struct {
 type Node struct {
 	Name   string
 	Labels map[string]string
-	// GPUs is its allocatable nvidia.com/gpu.
+	// GPUs is its allocatable nvidia.com/gpu, or on a DRA node the whole
+	// GPUs its ResourceSlices publish.
 	GPUs int
+	// DRA is set on a node that publishes its GPUs through NVIDIA's DRA
+	// driver and advertises no nvidia.com/gpu; Hardware is what its
+	// devices say they are (see replay).
+	DRA      bool
+	Hardware fabric.Hardware
 }
 
 // BoundPod is a GPU pod on a node.
@@ -69,8 +76,10 @@ type BoundPod struct {
 type Pod struct {
 	Namespace, Name string
 	GPUs            int
-	Priority        int32
-	Created         time.Time
+	// Claims is set when its GPUs come through its ResourceClaims.
+	Claims   bool
+	Priority int32
+	Created  time.Time
 }
 
 // Gang is a PodGroup with pending members, read as the scheduler reads it
@@ -148,21 +157,18 @@ func Parse(data []byte) (*Snapshot, error) {
 			}
 		}
 	}
-	if n := s.DRA.Len(); n > 0 {
-		// Their devices are not simulated yet: say so, as for other
-		// accelerators.
-		s.Notes = append(s.Notes, fmt.Sprintf("%d DRA objects (ResourceSlices, DeviceClasses, claims and templates), kept in the snapshot; the simulator replays %s allocatable only", n, fabric.GPU))
-	}
-	errs = append(errs, s.readNodes(nodes)...)
-	errs = append(errs, s.readPods(pods, groups)...)
+	dra := newReplay(&s.DRA)
+	errs = append(errs, s.readNodes(nodes, dra)...)
+	errs = append(errs, s.readPods(pods, groups, dra)...)
+	s.Notes = append(s.Notes, dra.notes()...)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	if len(s.Nodes) == 0 {
-		return nil, fmt.Errorf("no node has allocatable %s; the simulator places GPU pods only", fabric.GPU)
+		return nil, fmt.Errorf("no node has allocatable %s or publishes GPUs of %s through ResourceSlices; the simulator places GPU pods only", fabric.GPU, scheduling.DRADriverGPU)
 	}
 	if len(s.Gangs) == 0 && len(s.Pending) == 0 {
-		return nil, fmt.Errorf("no pending pod asks for %s: there is nothing to schedule; take the snapshot while jobs wait", fabric.GPU)
+		return nil, fmt.Errorf("no pending pod asks for %s or claims GPUs: there is nothing to schedule; take the snapshot while jobs wait", fabric.GPU)
 	}
 	return s, nil
 }

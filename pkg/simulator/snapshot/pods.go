@@ -15,7 +15,7 @@ import (
 )
 
 // readNodes keeps the nodes with GPUs.
-func (s *Snapshot) readNodes(nodes []*v1.Node) []error {
+func (s *Snapshot) readNodes(nodes []*v1.Node, dra *replay) []error {
 	var errs []error
 	seen := map[string]bool{}
 	var cpuOnly int
@@ -33,16 +33,20 @@ func (s *Snapshot) readNodes(nodes []*v1.Node) []error {
 			continue
 		}
 		seen[n.Name] = true
+		labels := n.Labels
+		if labels == nil {
+			labels = map[string]string{}
+		}
 		gpus := n.Status.Allocatable.Name(fabric.GPU, "").Value()
 		if gpus <= 0 {
+			if devices, hw := dra.node(n.Name); devices > 0 {
+				s.Nodes = append(s.Nodes, Node{Name: n.Name, Labels: labels, GPUs: devices, DRA: true, Hardware: hw})
+				continue
+			}
 			if !other.add(n.Status.Allocatable) {
 				cpuOnly++
 			}
 			continue
-		}
-		labels := n.Labels
-		if labels == nil {
-			labels = map[string]string{}
 		}
 		s.Nodes = append(s.Nodes, Node{Name: n.Name, Labels: labels, GPUs: int(gpus)})
 	}
@@ -71,7 +75,7 @@ type pendingGang struct {
 // honoured (Spec.Validate), and a gang's topology policy (gang.PolicyOf,
 // with its first pending member in rank order). Accelerators are what
 // fleet.IsAccelerator says; only nvidia.com/gpu is simulated.
-func (s *Snapshot) readPods(pods []*v1.Pod, groups []*gang.Spec) []error {
+func (s *Snapshot) readPods(pods []*v1.Pod, groups []*gang.Spec, dra *replay) []error {
 	var errs []error
 	gpuNodes := map[string]bool{}
 	for _, n := range s.Nodes {
@@ -112,8 +116,9 @@ func (s *Snapshot) readPods(pods []*v1.Pod, groups []*gang.Spec) []error {
 			finished++
 			continue
 		}
-		gpus := fabric.GPUsOf(p)
+		gpus, claimed := fabric.GPUsOf(p), 0
 		if p.Spec.NodeName != "" {
+			gpus += dra.boundGPUs(p)
 			if gpus == 0 {
 				leftOut(p, &cpuOnly)
 				continue
@@ -126,7 +131,15 @@ func (s *Snapshot) readPods(pods []*v1.Pod, groups []*gang.Spec) []error {
 			s.Bound = append(s.Bound, BoundPod{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, GPUs: gpus})
 			continue
 		}
-		pod := Pod{Namespace: p.Namespace, Name: p.Name, GPUs: gpus, Created: p.CreationTimestamp.Time}
+		if len(p.Spec.ResourceClaims) > 0 {
+			claimed = dra.pendingGPUs(p)
+		}
+		// A pod that asks for nvidia.com/gpu too keeps that form: the
+		// simulator gives a job one way to ask.
+		if gpus == 0 && claimed > 0 {
+			gpus = claimed
+		}
+		pod := Pod{Namespace: p.Namespace, Name: p.Name, GPUs: gpus, Claims: claimed > 0 && fabric.GPUsOf(p) == 0, Created: p.CreationTimestamp.Time}
 		if p.Spec.Priority != nil {
 			pod.Priority = *p.Spec.Priority
 		}

@@ -33,9 +33,12 @@
 // per segment instead of the single PodGroup (see Builder.composite); Plain
 // has no form for it.
 //
-// Neither baseline can express a GPU fleet policy (node affinity compares
-// only whole numbers, so "CUDA >= 12.4" has no form), so a job's GPU
-// policy reaches gpu-gang alone.
+// A job's GPU fleet policy reaches gpu-gang as annotations. The baselines
+// see none of it, except that a Builder with NodeAffinity (profile
+// default-affinity) gives each member of a GPU gang the required node
+// affinity a careful user would write for the policy's node-by-node rules
+// (fleet.Fleet.NodeAffinity); one product, driver or capacity type per gang
+// has no such form.
 //
 // Plain single pods of the workload are the same pods without any group in
 // every profile.
@@ -109,6 +112,9 @@ type Builder struct {
 	// PreferredAsKey gives a Native gang with a preferred level that
 	// level as its topology key too, hard as every in-tree constraint is.
 	PreferredAsKey bool
+	// NodeAffinity, when set, returns the required node affinity of a GPU
+	// gang's members, nil for none.
+	NodeAffinity func(job *scenario.Job) (*v1.NodeSelector, error)
 }
 
 // Objects are one job's objects, to create in order: the claim template
@@ -144,6 +150,17 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 	}
 	if !job.Gang {
 		return out, nil
+	}
+	if b.NodeAffinity != nil && job.GPUsPerPod > 0 {
+		required, err := b.NodeAffinity(job)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", job.Name, err)
+		}
+		if required != nil {
+			for _, p := range out.Pods {
+				p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}}
+			}
+		}
 	}
 	if job.Segments != nil {
 		labelSegments(job, out)
