@@ -33,7 +33,8 @@
 // per segment instead of the single PodGroup (see Builder.composite); Plain
 // has no form for it.
 //
-// A job's GPU fleet policy reaches gpu-gang as annotations. The baselines
+// A job's GPU fleet policy reaches gpu-gang as annotations on its PodGroup,
+// of either API. The baselines
 // see none of it, except that a Builder with NodeAffinity (profile
 // default-affinity) gives each member of a GPU gang the required node
 // affinity a careful user would write for the policy's node-by-node rules
@@ -216,6 +217,12 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 			pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
 				Topology: []schedulingv1beta1.TopologyConstraint{{Key: key}},
 			}
+		}
+		// The fleet policy has no field in the native API; gpu-gang reads
+		// it from the PodGroup's annotations whichever API carries them,
+		// and the in-tree scheduler ignores them.
+		if a := job.GPU.Annotations(); len(a) > 0 {
+			pg.Annotations = a
 		}
 		out.NativeGroup = pg
 		for _, p := range out.Pods {

@@ -118,5 +118,9 @@ func TestBuildGPURequirements(t *testing.T) {
 		for _, p := range o.Pods {
 			require.NotContains(t, p.Annotations, scheduling.AnnotationMinCUDA, "baselines cannot express a GPU policy")
 		}
+		if flavor == Native {
+			require.Equal(t, "12.4", o.NativeGroup.Annotations[scheduling.AnnotationMinCUDA],
+				"gpu-gang reads the policy from a native PodGroup's annotations too")
+		}
 	}
 }
