@@ -19,6 +19,8 @@ type cycleState struct {
 	demand fleet.Demand
 	// nodes is the plugin's node cache, shared; NodeGroups reads it.
 	nodes *nodeCache
+	// groupings is the plugin's memo of groupings, shared.
+	groupings *groupings
 	// devices are the devices ResourceSlices published when PreFilter
 	// ran, shared read-only with every cycle that read the same; nil when
 	// the plugin reads labels only. Filter and NodeGroups judge nodes by
