@@ -39,6 +39,10 @@ type nodeView struct {
 	dims []v1.ResourceName
 	vecs []nodeVectors
 	base []placement.Node
+	// verdicts are the Filter verdicts kept per template (verdicts.go),
+	// made on first use.
+	verdictsOnce sync.Once
+	verdicts     *verdicts
 }
 
 // nodeVectors are one node's vectors, as read from ni at generation gen.
