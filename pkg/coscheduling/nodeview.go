@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,9 +34,15 @@ type nodeView struct {
 	input  []fwk.NodeInfo
 	gen    uint64
 	sorted []fwk.NodeInfo
-	// dims are the dimensions vecs hold; vecs[i] is sorted[i]'s.
+	// dims are the dimensions vecs hold; vecs[i] is sorted[i]'s, and
+	// base[i] the node as the planner reads it, with vecs[i] and no holds.
 	dims []v1.ResourceName
 	vecs []nodeVectors
+	base []placement.Node
+	// verdicts are the Filter verdicts kept per template (verdicts.go),
+	// made on first use.
+	verdictsOnce sync.Once
+	verdicts     *verdicts
 }
 
 // nodeVectors are one node's vectors, as read from ni at generation gen.
@@ -58,54 +65,64 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	}
 	v.input, v.gen = slices.Clone(nodeInfos), gen
 	v.sorted = pl.liveNodes(nodeInfos)
-	v.dims, v.vecs = nil, nil
+	v.dims, v.vecs, v.base = nil, nil, nil
 	return v.sorted
 }
 
-// vectors returns the allocatable and free vectors of nodeInfos (the
-// sorted live nodes) in dims, the free ones less held. cols are the
-// dimensions' columns; with a device column, or nodes other than the
-// view's, it reads every node afresh.
-func (v *nodeView) vectors(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []column,
-	held map[string]capacity.Amounts) (alloc, free []placement.Vector) {
-	alloc = make([]placement.Vector, len(nodeInfos))
-	free = make([]placement.Vector, len(nodeInfos))
+// nodes returns nodeInfos (the sorted live nodes) as the planner reads
+// them, with allocatable and free vectors in dims, the free ones less held.
+// cols are the dimensions' columns; with a device column, or nodes other
+// than the view's, it reads every node afresh. Otherwise it copies the
+// view's nodes, read again where the NodeInfo changed, and subtracts held
+// from the held nodes alone: a plan pays per node a generation compare and
+// a copy.
+func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []column,
+	held map[string]capacity.Amounts) []placement.Node {
+	out := make([]placement.Node, len(nodeInfos))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	cached := !slices.ContainsFunc(cols, func(c column) bool { return c.devices }) &&
 		len(nodeInfos) > 0 && len(nodeInfos) == len(v.sorted) && &nodeInfos[0] == &v.sorted[0]
 	if !cached {
 		for i, ni := range nodeInfos {
-			alloc[i], free[i] = make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
+			n := ni.Node()
+			out[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: make(placement.Vector, len(cols)), Free: make(placement.Vector, len(cols))}
 			for c := range cols {
-				alloc[i][c] = cols[c].allocatable(ctx, ni)
-				free[i][c] = cols[c].free(ctx, ni, held[ni.Node().Name])
+				out[i].Allocatable[c] = cols[c].allocatable(ctx, ni)
+				out[i].Free[c] = cols[c].free(ctx, ni, held[n.Name])
 			}
 		}
-		return alloc, free
+		return out
 	}
 	if v.vecs == nil || !slices.Equal(dims, v.dims) {
-		v.dims, v.vecs = slices.Clone(dims), make([]nodeVectors, len(nodeInfos))
+		v.dims, v.vecs, v.base = slices.Clone(dims), make([]nodeVectors, len(nodeInfos)), make([]placement.Node, len(nodeInfos))
 	}
 	for i, ni := range nodeInfos {
 		nv := &v.vecs[i]
-		if nv.ni != ni || nv.gen != ni.GetGeneration() {
-			*nv = nodeVectors{ni: ni, gen: ni.GetGeneration(), alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
-			for c := range cols {
-				nv.alloc[c] = cols[c].allocatable(ctx, ni)
-				nv.free[c] = cols[c].free(ctx, ni, nil)
-			}
-		}
-		alloc[i], free[i] = nv.alloc, nv.free
-		h := held[ni.Node().Name]
-		if len(h) == 0 {
+		if nv.ni == ni && nv.gen == ni.GetGeneration() {
 			continue
 		}
-		f := nv.free.Clone()
+		*nv = nodeVectors{ni: ni, gen: ni.GetGeneration(), alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
+		for c := range cols {
+			nv.alloc[c] = cols[c].allocatable(ctx, ni)
+			nv.free[c] = cols[c].free(ctx, ni, nil)
+		}
+		n := ni.Node()
+		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free}
+	}
+	copy(out, v.base)
+	// Each held node is patched on its own: the order of held's keys
+	// decides nothing.
+	for name, h := range held {
+		i, found := slices.BinarySearchFunc(out, name, func(n placement.Node, name string) int { return strings.Compare(n.Name, name) })
+		if !found || len(h) == 0 {
+			continue
+		}
+		f := out[i].Free.Clone()
 		for c := range cols {
 			f[c] -= h[cols[c].name]
 		}
-		free[i] = f
+		out[i].Free = f
 	}
-	return alloc, free
+	return out
 }

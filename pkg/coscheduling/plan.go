@@ -214,12 +214,7 @@ func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.
 	templates []*template, of []int) *placement.Request {
 	dims := dimensions(d.reqs)
 	cols := d.columns(dims)
-	nodes := make([]placement.Node, len(nodeInfos))
-	alloc, free := pl.view.vectors(ctx, nodeInfos, dims, cols, held)
-	for i, ni := range nodeInfos {
-		n := ni.Node()
-		nodes[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: alloc[i], Free: free[i]}
-	}
+	nodes := pl.view.nodes(ctx, nodeInfos, dims, cols, held)
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))
 	for i, p := range members {

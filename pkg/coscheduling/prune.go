@@ -34,7 +34,7 @@ import (
 // Filter, a template whose plans are verified, or no node to spare.
 func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, req *placement.Request) (rest func()) {
 	if pl.noPrune || !prunable(templates) {
-		pl.filterTemplates(ctx, templates, nodeInfos, nil)
+		pl.filterKnown(ctx, templates, nodeInfos, nil)
 		return nil
 	}
 	room := roomy(req)
@@ -45,12 +45,12 @@ func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInf
 		}
 	}
 	if spare == 0 {
-		pl.filterTemplates(ctx, templates, nodeInfos, nil)
+		pl.filterKnown(ctx, templates, nodeInfos, nil)
 		return nil
 	}
-	pl.filterTemplates(ctx, templates, nodeInfos, func(i int) bool { return room[i] })
+	pl.filterKnown(ctx, templates, nodeInfos, func(i int) bool { return room[i] })
 	return func() {
-		pl.filterTemplates(ctx, templates, nodeInfos, func(i int) bool { return !room[i] })
+		pl.filterKnown(ctx, templates, nodeInfos, func(i int) bool { return !room[i] })
 	}
 }
 

@@ -47,7 +47,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		// Only an edit fixes it; the pod is tried again when one is made.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.reportRequirements(pod, group, err))
 	}
-	s := &cycleState{req: req, demand: d, nodes: pl.nodes, devices: devices}
+	s := &cycleState{req: req, demand: d, nodes: pl.nodes, groupings: pl.groupings, devices: devices}
 	cs.Write(stateKey, s)
 	cs.Write(placement.GroupsStateKey, s)
 	if len(nodes) > 0 && !pl.anyAdmits(s, nodes) {

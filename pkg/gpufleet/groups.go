@@ -17,27 +17,14 @@ var _ placement.Grouper = &cycleState{}
 // type) come from the PodGroup and that member, as pkg/fleet prescribes.
 // It returns nil when the requirements, or the nodes, leave one group.
 //
-// Each node's key comes from the plugin's node cache, which keeps the last
-// one per node: gangs mostly ask for the same grouping.
+// The plugin keeps the last grouping per policy and reads again only the
+// nodes that changed (groupmemo.go); each node's key comes from the node
+// cache, which keeps the last one per node.
 func (s *cycleState) NodeGroups(nodes []placement.Node) *placement.Groups {
 	if s.req.Uniform.IsNone() && s.req.Capacity != fleet.CapacityPolicyUniform {
 		return nil
 	}
-	keys := make([]fleet.GroupKey, len(nodes))
-	fromDevices := false
-	for i := range nodes {
-		keys[i] = s.nodes.groupKey(nodes[i].Name, nodes[i].Labels, s.nodeDevices(nodes[i].Name), s.req)
-		fromDevices = fromDevices || keys[i].FromDevices()
-	}
-	g := fleet.NewGrouping(keys)
-	if g.Trivial() {
-		return nil
-	}
-	out := &placement.Groups{Of: g.Of, Names: make([]string, len(g.Groups)), Rule: groupRule(s.req, fromDevices), Relax: relaxGroups(s.req)}
-	for k := range g.Groups {
-		out.Names[k] = g.Groups[k].Key.String()
-	}
-	return out
+	return s.groupings.groups(s, nodes)
 }
 
 // groupRule says what the nodes of one group share, and which annotations

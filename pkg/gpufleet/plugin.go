@@ -80,10 +80,12 @@ type Plugin struct {
 	// lastDevices is the matcher the last PreFilter read, for hints.
 	lastDevices atomic.Pointer[capacity.Matcher]
 	// kinds remembers which device kinds select GPUs.
-	kinds  *gpuKinds
-	nodes  *nodeCache
-	events *eventRecorder
-	logger klog.Logger
+	kinds *gpuKinds
+	nodes *nodeCache
+	// groupings keeps the last uniform groups per policy (groupmemo.go).
+	groupings *groupings
+	events    *eventRecorder
+	logger    klog.Logger
 }
 
 // Option configures the plugin beyond its args.
@@ -134,6 +136,7 @@ func newPlugin(ctx context.Context, args *config.GPUFleetArgs, handle fwk.Handle
 		pl.devices = nil // no DRA, no devices
 	}
 	pl.nodes = newNodeCache(&pl.opts, pl.reportProblems)
+	pl.groupings = newGroupings()
 	// A PodGroup that arrives or changes activates its members, found by
 	// the same index the gang plugin reads (added by whichever is built
 	// first).

@@ -11,6 +11,10 @@ import (
 
 const stateKey fwk.StateKey = "PreFilter" + Name
 
+// FilterStateKey is where PreFilter leaves, in a pod's CycleState, what
+// the plugin's Filter reads besides the node (FilterInputs).
+const FilterStateKey = stateKey
+
 // cycleState is what PreFilter read of a pod that asks for NVIDIA GPUs, for
 // Filter, and for the gang plugin's planner as a placement.Grouper (see
 // groups.go). Nothing writes it after PreFilter.
@@ -19,11 +23,29 @@ type cycleState struct {
 	demand fleet.Demand
 	// nodes is the plugin's node cache, shared; NodeGroups reads it.
 	nodes *nodeCache
+	// groupings is the plugin's memo of groupings, shared.
+	groupings *groupings
 	// devices are the devices ResourceSlices published when PreFilter
 	// ran, shared read-only with every cycle that read the same; nil when
 	// the plugin reads labels only. Filter and NodeGroups judge nodes by
 	// these, so one cycle sees one set of devices.
 	devices *capacity.Matcher
+}
+
+// filterInputs is everything Filter reads besides the node's labels and
+// devices: equal inputs give every node the same verdict. It is comparable.
+type filterInputs struct {
+	req     fleet.Requirements
+	demand  fleet.Demand
+	devices *capacity.Matcher
+}
+
+// FilterInputs returns a comparable value that stands for everything the
+// plugin's Filter reads of the pod and its gang (requirements, demand) and
+// of the devices it judges nodes by: a caller may keep a node's verdict for
+// as long as the node and these inputs stay the same.
+func (s *cycleState) FilterInputs() any {
+	return filterInputs{req: s.req, demand: s.demand, devices: s.devices}
 }
 
 // nodeDevices returns a node's devices as PreFilter saw them.

@@ -3,8 +3,10 @@ package topology
 import (
 	"cmp"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -25,9 +27,14 @@ type Tree struct {
 	levels []scheduling.Level
 	// generation, names and values identify the node set the tree was
 	// built from: values[j][i] is node i's label of label level j+1.
+	// labels[i] is node i's labels map, by identity: the scheduler
+	// replaces a node object rather than edit it, so a node that brings
+	// the same map brings the same values, and matches reads its values
+	// only when the map is another one.
 	generation uint64
 	names      []string
 	values     [][]string
+	labels     []unsafe.Pointer
 	// dom[l] are the domains of level l in depth-first order.
 	dom [][]domain
 	// anc[l][p] is the index in dom[l] of the domain holding the node at
@@ -85,6 +92,7 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 		generation: generation,
 		names:      make([]string, len(nodes)),
 		values:     make([][]string, nl),
+		labels:     make([]unsafe.Pointer, len(nodes)),
 		dom:        make([][]domain, top+1),
 		anc:        make([][]int32, top+1),
 		node:       make([]int32, len(nodes)),
@@ -109,6 +117,7 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 	}
 	for i := range nodes {
 		t.names[i] = nodes[i].Name
+		t.labels[i] = mapPointer(nodes[i].Labels)
 		parent := int32(0)
 		for l := nl; l >= 1; l-- {
 			t.values[l-1][i] = nodes[i].Labels[t.levels[l].Key]
@@ -249,16 +258,21 @@ func (t *Tree) matches(nodes []placement.Node) bool {
 		if nodes[i].Name != t.names[i] {
 			return false
 		}
-	}
-	for j, vals := range t.values {
-		key := t.levels[j+1].Key
-		for i := range nodes {
-			if nodes[i].Labels[key] != vals[i] {
+		if mapPointer(nodes[i].Labels) == t.labels[i] {
+			continue
+		}
+		for j, vals := range t.values {
+			if nodes[i].Labels[t.levels[j+1].Key] != vals[i] {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// mapPointer is the identity of a map, nil for a nil map.
+func mapPointer(m map[string]string) unsafe.Pointer {
+	return reflect.ValueOf(m).UnsafePointer()
 }
 
 // levelOf maps a policy's label key to a tree level. The tree numbers its

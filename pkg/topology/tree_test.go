@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -212,6 +213,12 @@ func TestPlannerCachesTree(t *testing.T) {
 	third := p.Tree(&placement.Request{Nodes: relabelled, NodeGeneration: 8})
 	require.NotSame(t, second, third, "a node relabelled under one generation must rebuild: the generation may run ahead of the labels")
 	require.Same(t, third, p.Tree(&placement.Request{Nodes: relabelled, NodeGeneration: 8}))
+	replaced := append([]placement.Node(nil), relabelled...)
+	replaced[1].Labels = maps.Clone(replaced[1].Labels)
+	require.Same(t, third, p.Tree(&placement.Request{Nodes: replaced, NodeGeneration: 8}), "a node object replaced with the same labels keeps the tree")
+	replaced[2].Labels = maps.Clone(replaced[2].Labels)
+	replaced[2].Labels[leafKey] = "moved"
+	require.NotSame(t, third, p.Tree(&placement.Request{Nodes: replaced, NodeGeneration: 8}), "nor does a relabelled node's new map")
 
 	req.Nodes = req.Nodes[1:]
 	require.NotSame(t, third, p.Tree(req), "different nodes under one generation must rebuild")

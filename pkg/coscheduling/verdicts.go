@@ -1,0 +1,188 @@
+package coscheduling
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
+)
+
+// Most of what Filter costs a plan is spent again on nodes that did not
+// change since the last plan of the same template (issue 18). Some Filter
+// plugins judge a node by the pod and the node's NodeInfo alone: the node
+// object (labels, taints, spec) and the pods on it, all of which move the
+// scheduler cache's generation for the node. Their verdict on a node holds
+// for as long as that generation does. So when every Filter plugin a
+// template runs is one of those (staticFilters), the verdicts that let the
+// template use a node are kept per template and node, stamped with the
+// NodeInfo and its generation, and the node is not Filtered again until
+// the stamp moves. Only passes are kept: a node that turns a template away
+// is Filtered each time, so that the explanation counts its reason.
+
+// staticFilters are the Filter plugins whose verdict on a node depends on
+// the pod and the node's NodeInfo only, or, for GPUFleet, also on what its
+// PreFilter read, which then joins the key (FilterInputs). Plugins that
+// read other nodes (spread, inter-pod affinity), volumes, claims or holds
+// are not among them.
+var staticFilters = sets.New(names.NodeName, names.NodeUnschedulable, names.TaintToleration,
+	names.NodeAffinity, names.NodePorts, names.NodeResourcesFit, gpufleet.Name)
+
+// maxVerdictKeys bounds the templates kept: each costs a stamp per node
+// (24 bytes: some 8 MB for 16 templates on 20,000 nodes). When a new one
+// would pass it, all are dropped, and the templates planned next fill it
+// again.
+const maxVerdictKeys = 16
+
+// verdicts keeps, per template, the nodes its static Filter plugins let it
+// use. Safe for concurrent use.
+type verdicts struct {
+	mu sync.Mutex
+	// filters are the profile's Filter plugins, nil when the handle does
+	// not say (no verdict is kept then).
+	filters []string
+	byKey   map[verdictKey][]stamp
+}
+
+// verdictKey is a template as its static Filter plugins see it: the pod's
+// signature, the plugins it runs, and what GPUFleet's PreFilter read.
+type verdictKey struct {
+	sig    string
+	runs   string
+	inputs any
+}
+
+// stamp is a node on which a template passed Filter, as the NodeInfo was
+// then; the zero stamp knows nothing.
+type stamp struct {
+	ni  fwk.NodeInfo
+	gen int64
+}
+
+func newVerdicts(handle fwk.Handle) *verdicts {
+	v := &verdicts{byKey: map[verdictKey][]stamp{}}
+	if l, ok := handle.(interface{ ListPlugins() *config.Plugins }); ok {
+		if ps := l.ListPlugins(); ps != nil {
+			for _, p := range ps.Filter.Enabled {
+				v.filters = append(v.filters, p.Name)
+			}
+		}
+	}
+	return v
+}
+
+// keyOf returns t's key, and false when a Filter plugin t runs is not
+// static, or the inputs it reads cannot be told.
+func (v *verdicts) keyOf(t *template) (verdictKey, bool) {
+	if t.state == nil || v.filters == nil {
+		return verdictKey{}, false
+	}
+	skip := t.state.GetSkipFilterPlugins()
+	k := verdictKey{sig: t.sig}
+	for _, name := range v.filters { // in the profile's order
+		if skip.Has(name) {
+			continue
+		}
+		if !staticFilters.Has(name) {
+			return verdictKey{}, false
+		}
+		k.runs += name + ","
+		if name != gpufleet.Name {
+			continue
+		}
+		data, err := t.state.Read(gpufleet.FilterStateKey)
+		if err != nil {
+			return verdictKey{}, false
+		}
+		in, ok := data.(interface{ FilterInputs() any })
+		if !ok {
+			return verdictKey{}, false
+		}
+		k.inputs = in.FilterInputs()
+	}
+	return k, true
+}
+
+// verdictsOf returns the view's verdicts, made on first use.
+func (v *nodeView) verdictsOf(handle fwk.Handle) *verdicts {
+	v.verdictsOnce.Do(func() { v.verdicts = newVerdicts(handle) })
+	return v.verdicts
+}
+
+// filterKnown is the plugin's filterTemplates, less the nodes whose
+// kept verdict still holds for a template, which it marks eligible; it
+// keeps the new passes. only selects the nodes as there.
+func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, only func(i int) bool) {
+	for _, t := range templates {
+		if !t.pending {
+			continue
+		}
+		vs := pl.view.verdictsOf(pl.handle)
+		key, ok := vs.keyOf(t)
+		if !ok {
+			pl.filterTemplates(ctx, []*template{t}, nodeInfos, only)
+			continue
+		}
+		known := vs.known(key, t, nodeInfos, only)
+		pl.filterTemplates(ctx, []*template{t}, nodeInfos, func(i int) bool {
+			return (only == nil || only(i)) && !known[i]
+		})
+		vs.keep(key, t, nodeInfos, func(i int) bool { return (only == nil || only(i)) && !known[i] })
+	}
+}
+
+// known marks eligible for t the selected nodes on which its kept verdict
+// holds, and returns which they are. Nodes the gang's lessons exclude, or a
+// PreFilter plugin left out, are never known: filterTemplates says why.
+func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, only func(i int) bool) []bool {
+	out := make([]bool, len(nodeInfos))
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	stamps := v.byKey[key]
+	if len(stamps) != len(nodeInfos) {
+		return out
+	}
+	for i, ni := range nodeInfos {
+		s := stamps[i]
+		if s.ni != ni || s.gen != ni.GetGeneration() || (only != nil && !only(i)) {
+			continue
+		}
+		if t.excluded.Len() > 0 || t.nodes != nil {
+			name := ni.Node().Name
+			if t.excluded.Has(name) || (t.nodes != nil && !t.nodes.Has(name)) {
+				continue
+			}
+		}
+		out[i], t.eligible[i] = true, true
+	}
+	return out
+}
+
+// keep stamps the nodes filtered now (ran) with t's verdict: a pass is
+// kept, anything else forgotten.
+func (v *verdicts) keep(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, ran func(i int) bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	stamps := v.byKey[key]
+	if len(stamps) != len(nodeInfos) {
+		if _, ok := v.byKey[key]; !ok && len(v.byKey) >= maxVerdictKeys {
+			clear(v.byKey)
+		}
+		stamps = make([]stamp, len(nodeInfos))
+		v.byKey[key] = stamps
+	}
+	for i, ni := range nodeInfos {
+		if !ran(i) {
+			continue
+		}
+		if t.eligible[i] {
+			stamps[i] = stamp{ni: ni, gen: ni.GetGeneration()}
+		} else {
+			stamps[i] = stamp{}
+		}
+	}
+}

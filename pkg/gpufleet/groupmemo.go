@@ -1,0 +1,134 @@
+package gpufleet
+
+import (
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/fleet"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// groupings keeps, per grouping policy, the last grouping NodeGroups made,
+// node by node, so that the next plan pays a pointer comparison per node
+// rather than a cache lookup, a key and a map insert (issue 18: rebuilt for
+// every attempt, the groups cost more than the plan on a 20,000-node
+// cluster). A node's key is read again only when its labels are another
+// map (the scheduler replaces node objects, never edits them: the node
+// changed, or got a new status), the devices are another set, or the node
+// at that position is another one; the groups are rebuilt only when some
+// key did change. Safe for concurrent use.
+type groupings struct {
+	mu sync.Mutex
+	// byPolicy holds one memo per grouping policy (fleet.Requirements'
+	// GroupPolicy); a cluster's gangs ask for a handful.
+	byPolicy map[fleet.Requirements]*groupingMemo
+}
+
+// maxPolicies bounds byPolicy: a memo per policy costs a key per node.
+const maxPolicies = 8
+
+// groupingMemo is one policy's last grouping. Its slices are indexed like
+// the nodes it was made for.
+type groupingMemo struct {
+	mu sync.Mutex
+	// devices is the matcher the keys were read with (nil: labels only).
+	devices *capacity.Matcher
+	names   []string
+	labels  []unsafe.Pointer // each node's labels map, by identity
+	keys    []fleet.GroupKey
+	// groups is what NodeGroups returned for keys, nil when trivial. Its
+	// slices are shared with every caller, which only read them.
+	groups *placement.Groups
+}
+
+func newGroupings() *groupings {
+	return &groupings{byPolicy: map[fleet.Requirements]*groupingMemo{}}
+}
+
+// memo returns the policy's memo, making it (and dropping every other when
+// there are too many) on first use.
+func (g *groupings) memo(policy fleet.Requirements) *groupingMemo {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m, ok := g.byPolicy[policy]
+	if !ok {
+		if len(g.byPolicy) >= maxPolicies {
+			clear(g.byPolicy)
+		}
+		m = &groupingMemo{}
+		g.byPolicy[policy] = m
+	}
+	return m
+}
+
+// groups returns s's groups of nodes (see NodeGroups), from the memo where
+// the nodes did not change.
+func (g *groupings) groups(s *cycleState, nodes []placement.Node) *placement.Groups {
+	m := g.memo(s.req.GroupPolicy())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.devices != s.devices || len(m.keys) != len(nodes) {
+		m.devices = s.devices
+		m.names = make([]string, len(nodes))
+		m.labels = make([]unsafe.Pointer, len(nodes))
+		m.keys = make([]fleet.GroupKey, len(nodes))
+		for i := range nodes {
+			m.names[i], m.labels[i] = nodes[i].Name, mapPointer(nodes[i].Labels)
+			m.keys[i] = s.nodes.groupKey(nodes[i].Name, nodes[i].Labels, s.nodeDevices(nodes[i].Name), s.req)
+		}
+		m.groups = groupsOf(s.req, m.keys)
+		return shallow(m.groups)
+	}
+	changed := false
+	for i := range nodes {
+		n := &nodes[i]
+		p := mapPointer(n.Labels)
+		if n.Name == m.names[i] && p == m.labels[i] {
+			continue
+		}
+		k := s.nodes.groupKey(n.Name, n.Labels, s.nodeDevices(n.Name), s.req)
+		m.names[i], m.labels[i] = n.Name, p
+		if k != m.keys[i] {
+			m.keys[i] = k
+			changed = true
+		}
+	}
+	if changed {
+		m.groups = groupsOf(s.req, m.keys)
+	}
+	return shallow(m.groups)
+}
+
+// groupsOf groups nodes by their keys; nil when they form one group.
+func groupsOf(r fleet.Requirements, keys []fleet.GroupKey) *placement.Groups {
+	g := fleet.NewGrouping(keys)
+	if g.Trivial() {
+		return nil
+	}
+	fromDevices := false
+	for _, k := range keys {
+		fromDevices = fromDevices || k.FromDevices()
+	}
+	out := &placement.Groups{Of: g.Of, Names: make([]string, len(g.Groups)), Rule: groupRule(r, fromDevices), Relax: relaxGroups(r)}
+	for k := range g.Groups {
+		out.Names[k] = g.Groups[k].Key.String()
+	}
+	return out
+}
+
+// shallow returns a copy of g that shares its slices: a caller may replace
+// its fields without touching the memo.
+func shallow(g *placement.Groups) *placement.Groups {
+	if g == nil {
+		return nil
+	}
+	c := *g
+	return &c
+}
+
+// mapPointer is the identity of a map, nil for a nil map.
+func mapPointer(m map[string]string) unsafe.Pointer {
+	return reflect.ValueOf(m).UnsafePointer()
+}
