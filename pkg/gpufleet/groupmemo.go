@@ -1,7 +1,6 @@
 package gpufleet
 
 import (
-	"reflect"
 	"sync"
 	"unsafe"
 
@@ -75,7 +74,7 @@ func (g *groupings) groups(s *cycleState, nodes []placement.Node) *placement.Gro
 		m.labels = make([]unsafe.Pointer, len(nodes))
 		m.keys = make([]fleet.GroupKey, len(nodes))
 		for i := range nodes {
-			m.names[i], m.labels[i] = nodes[i].Name, mapPointer(nodes[i].Labels)
+			m.names[i], m.labels[i] = nodes[i].Name, nodes[i].LabelsID()
 			m.keys[i] = s.nodes.groupKey(nodes[i].Name, nodes[i].Labels, s.nodeDevices(nodes[i].Name), s.req)
 		}
 		m.groups = groupsOf(s.req, m.keys)
@@ -84,7 +83,7 @@ func (g *groupings) groups(s *cycleState, nodes []placement.Node) *placement.Gro
 	changed := false
 	for i := range nodes {
 		n := &nodes[i]
-		p := mapPointer(n.Labels)
+		p := n.LabelsID()
 		if n.Name == m.names[i] && p == m.labels[i] {
 			continue
 		}
@@ -126,9 +125,4 @@ func shallow(g *placement.Groups) *placement.Groups {
 	}
 	c := *g
 	return &c
-}
-
-// mapPointer is the identity of a map, nil for a nil map.
-func mapPointer(m map[string]string) unsafe.Pointer {
-	return reflect.ValueOf(m).UnsafePointer()
 }

@@ -3,7 +3,9 @@ package placement
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
+	"unsafe"
 )
 
 // Vector holds one quantity per resource dimension. The dimensions, and so the
@@ -60,6 +62,13 @@ type Node struct {
 	// Free is the capacity this gang may use now: allocatable, minus what
 	// running and assumed pods request, minus what other gangs have claimed.
 	Free Vector
+}
+
+// LabelsID is the identity of n's labels map (nil for none). The scheduler
+// cache replaces a node's objects rather than editing them, so caches keyed
+// by node read a node's labels again only when this changes.
+func (n *Node) LabelsID() unsafe.Pointer {
+	return reflect.ValueOf(n.Labels).UnsafePointer()
 }
 
 // Member is one gang member still to be placed.

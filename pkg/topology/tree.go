@@ -3,7 +3,6 @@ package topology
 import (
 	"cmp"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"unsafe"
@@ -117,7 +116,7 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 	}
 	for i := range nodes {
 		t.names[i] = nodes[i].Name
-		t.labels[i] = mapPointer(nodes[i].Labels)
+		t.labels[i] = nodes[i].LabelsID()
 		parent := int32(0)
 		for l := nl; l >= 1; l-- {
 			t.values[l-1][i] = nodes[i].Labels[t.levels[l].Key]
@@ -258,7 +257,7 @@ func (t *Tree) matches(nodes []placement.Node) bool {
 		if nodes[i].Name != t.names[i] {
 			return false
 		}
-		if mapPointer(nodes[i].Labels) == t.labels[i] {
+		if nodes[i].LabelsID() == t.labels[i] {
 			continue
 		}
 		for j, vals := range t.values {
@@ -268,11 +267,6 @@ func (t *Tree) matches(nodes []placement.Node) bool {
 		}
 	}
 	return true
-}
-
-// mapPointer is the identity of a map, nil for a nil map.
-func mapPointer(m map[string]string) unsafe.Pointer {
-	return reflect.ValueOf(m).UnsafePointer()
 }
 
 // levelOf maps a policy's label key to a tree level. The tree numbers its
