@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -74,25 +72,7 @@ func TestGangScheduledNamesFirstAvailableChoice(t *testing.T) {
 	}}}}
 	env, job := draGang(t, "job", 2, spec, "H100", "H100")
 
-	var waits []<-chan *fwk.Status
-	for i, p := range job {
-		node, status := env.schedule(p)
-		require.NotEmpty(t, node, "member %d found no node: %v", i, status)
-		if i < len(job)-1 {
-			require.Equal(t, fwk.Wait, status.Code(), "member %d: %v", i, status)
-			waits = append(waits, env.waitAsync(p, node))
-		} else {
-			require.True(t, status.IsSuccess(), "last member: %v", status)
-		}
-	}
-	for i, w := range waits {
-		select {
-		case s := <-w:
-			require.True(t, s.IsSuccess(), "waiting member %d: %v", i, s)
-		case <-time.After(wait.ForeverTestTimeout):
-			t.Fatalf("waiting member %d was never allowed", i)
-		}
-	}
+	env.runGang(job)
 	events := env.recorded()
 	require.True(t, hasEvent(events, ReasonGangScheduled, "firstAvailable: job-0-gpus/gpus: h100"), "events: %q", events)
 	require.False(t, hasEvent(events, ReasonGangScheduled, ": h200"), "events: %q", events)
