@@ -2,14 +2,12 @@ package capacity
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
-	"io"
-	"reflect"
+	"hash/maphash"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
@@ -58,22 +56,22 @@ func (c *Inventories) Current() (*Matcher, error) {
 // fingerprint identifies a list of slices in any order: a slice that is
 // replaced, updated, added or removed changes it.
 func fingerprint(slices []*resourceapi.ResourceSlice) uint64 {
-	// It runs on every planning pass, over every slice: one hash, reset,
-	// and no formatting.
+	// It runs on every planning pass, over every slice: one hash per
+	// slice, no formatting.
+	type identity struct {
+		object          *resourceapi.ResourceSlice
+		uid             types.UID
+		resourceVersion string
+	}
 	var sum uint64
-	h := fnv.New64a()
-	var ptr [8]byte
 	for _, s := range slices {
-		h.Reset()
-		binary.LittleEndian.PutUint64(ptr[:], uint64(reflect.ValueOf(s).Pointer()))
-		_, _ = h.Write(ptr[:])
-		_, _ = io.WriteString(h, string(s.UID))
-		_, _ = h.Write([]byte{0})
-		_, _ = io.WriteString(h, s.ResourceVersion)
-		sum += h.Sum64()
+		sum += maphash.Comparable(sliceSeed, identity{s, s.UID, s.ResourceVersion})
 	}
 	return sum ^ uint64(len(slices))
 }
+
+// sliceSeed is the hash seed of fingerprints, one per process.
+var sliceSeed = maphash.MakeSeed()
 
 // SharedInventories hands every plugin of a scheduler the same
 // Inventories: the plugins of all its profiles list slices from one DRA

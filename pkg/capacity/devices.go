@@ -64,10 +64,12 @@ type Devices struct {
 }
 
 // NewDevices returns the device source of a pass. allocated is the set of
-// allocated devices (the DRA manager's ListAllAllocatedDevices). resolver
-// may be nil when no DeviceClass maps extended resources.
+// allocated devices (the DRA manager's ListAllAllocatedDevices); the
+// matcher remembers where the last such set sits, so an unchanged set costs
+// a hash per device. resolver may be nil when no DeviceClass maps extended
+// resources.
 func NewDevices(m *Matcher, registry *Registry, resolver ExtendedResolver, allocated sets.Set[structured.DeviceID]) *Devices {
-	return &Devices{matcher: m, registry: registry, resolver: resolver, allocated: m.Inventory().Allocated(allocated)}
+	return &Devices{matcher: m, registry: registry, resolver: resolver, allocated: m.allocated.get(m.Inventory(), allocated)}
 }
 
 // WithAllocated returns a copy of d that sees allocated instead: what would

@@ -96,6 +96,9 @@ type Matcher struct {
 	byKind map[v1.ResourceName]map[string]Bits
 	// errs are the CEL errors met, per kind dimension; guarded by mu.
 	errs map[v1.ResourceName]error
+	// allocated is where the inventory's allocated devices sit, as last
+	// asked (NewDevices).
+	allocated allocatedCache
 }
 
 // NewMatcher returns a matcher for inv. celCache may be shared with other

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
@@ -37,9 +38,13 @@ const (
 // the same gang, and every run has the scheduler's DRA manager and
 // DynamicResources, as the default profile of a 1.37 cluster does; only
 // where the GPUs come from differs. The target (issue 16) is DRA within
-// 1.5× of the extended resource.
+// 1.5× of the extended resource: each DRA source reports x-extended, its
+// CPU per op over the extended resource's at the same gang size. The gang
+// sizes are BenchmarkCapacityPreCheck's.
 func BenchmarkCapacityPreCheckDRA(b *testing.B) {
 	for _, size := range []int{8, 64, 512} {
+		// extendedCPU is the extended resource's CPU per op at this size.
+		var extendedCPU float64
 		for _, source := range []string{gpusExtended, gpusClaims, gpusMapped} {
 			b.Run(fmt.Sprintf("planner=topology/nodes=5000/gang=%d/gpus=%s", size, source), func(b *testing.B) {
 				nodes, running, objects := benchDRAFabric(5000, source)
@@ -55,9 +60,13 @@ func BenchmarkCapacityPreCheckDRA(b *testing.B) {
 					[]*v1alpha1.PodGroup{gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()},
 					withTopology(b), withDRA(), withObjects(objects...))
 				key := gang.Key{Namespace: testNS, Name: "big"}
+				// The scheduler's own logger, at its verbosity, as
+				// BenchmarkCapacityPreCheck has it: the test logger logs
+				// every V(5) line, which a scheduler does not pay for.
+				ctx := klog.NewContext(env.ctx, klog.Background())
 				preCheck := func() {
 					env.pl.ledger.ForgetGang(key)
-					_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0].pod)
+					_, status, _ := env.fh.RunPreFilterPlugins(ctx, framework.NewCycleState(), job[0].pod)
 					if !status.IsSuccess() {
 						b.Fatalf("pre-check failed: %v", status)
 					}
@@ -68,8 +77,16 @@ func BenchmarkCapacityPreCheckDRA(b *testing.B) {
 				preCheck()
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu := startCPU(b)
 				for b.Loop() {
 					preCheck()
+				}
+				perOp := cpu.report(b)
+				switch {
+				case source == gpusExtended:
+					extendedCPU = perOp
+				case extendedCPU > 0:
+					b.ReportMetric(perOp/extendedCPU, "x-extended")
 				}
 			})
 		}

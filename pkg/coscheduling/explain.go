@@ -56,6 +56,7 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 	fitErr *placement.FitError, othersHold bool) *fwk.Status {
 	key := spec.Key
 	demand := describeDemand(req, d)
+	fitErr = d.describeFit(req, fitErr)
 	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
@@ -84,6 +85,7 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 		if !errors.As(err, &never) {
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
 		}
+		never = d.describeFit(req, never)
 		if status := pl.explainUnpublished(spec, req, d); status != nil {
 			return status
 		}
@@ -250,4 +252,35 @@ func describeDemand(req *placement.Request, d *demand) string {
 		parts[i] = fmt.Sprintf("%d × {%s}", count[s], s)
 	}
 	return strings.Join(parts, " + ")
+}
+
+// describeFit returns err with the pass's device dimensions in its reason
+// named as describe names them: the planner writes a request's shape with
+// the dimension names it was given, and people never wrote those.
+func (d *demand) describeFit(req *placement.Request, err *placement.FitError) *placement.FitError {
+	out := *err
+	out.Reason = d.describeText(req, err.Reason)
+	return &out
+}
+
+// describeText replaces, in text, every device dimension of req by its
+// description (describe).
+func (d *demand) describeText(req *placement.Request, text string) string {
+	var dims []string
+	for _, name := range req.Resources {
+		if capacity.IsDeviceDimension(v1.ResourceName(name)) && strings.Contains(text, name) {
+			dims = append(dims, name)
+		}
+	}
+	if len(dims) == 0 {
+		return text
+	}
+	// An "all" dimension extends its kind's name: the longer name is
+	// replaced first.
+	sort.SliceStable(dims, func(i, j int) bool { return len(dims[i]) > len(dims[j]) })
+	pairs := make([]string, 0, 2*len(dims))
+	for _, name := range dims {
+		pairs = append(pairs, name, d.describe(name))
+	}
+	return strings.NewReplacer(pairs...).Replace(text)
 }

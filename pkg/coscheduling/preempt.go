@@ -104,7 +104,7 @@ func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statu
 	if !pl.anyBelow(p.priority) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: no running pod has a priority below the %d of %s", p.priority, p.name))
 	}
-	req, reqs, cands, status := pl.preemptionRequest(ctx, p, s.held, statuses)
+	req, dem, cands, status := pl.preemptionRequest(ctx, p, s.held, statuses)
 	if status != nil {
 		return nil, status
 	}
@@ -117,14 +117,16 @@ func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statu
 			if no.Reason == preemption.ReasonFits {
 				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s fits once the pods already leaving are gone; it evicts nothing and waits for them", p.name))
 			}
-			return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+no.Message)
+			// The engine quotes the planner, which names device kinds by
+			// their dimensions.
+			return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+dem.describeText(&req.Request, no.Message))
 		case errors.Is(err, topology.ErrUnknownLevel):
 			// PreFilter explained it with an Event already.
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("preemption for %s: %v", p.name, err))
 		}
 		return nil, fwk.AsStatus(fmt.Errorf("deciding preemption for %s: %w", p.name, err))
 	}
-	return pl.carryOut(ctx, p, req, reqs, cands, d)
+	return pl.carryOut(ctx, p, req, dem.reqs, cands, d)
 }
 
 // anyBelow reports whether any pod in the snapshot has a priority below
@@ -179,8 +181,9 @@ func (p *preemptor) preemptionPolicy() *v1.PreemptionPolicy {
 }
 
 // preemptionRequest describes the preemptor and its candidate victims to
-// the engine (see the comment at the top of this file).
-func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, []capacity.Amounts, *candidates, *fwk.Status) {
+// the engine (see the comment at the top of this file), with the members'
+// demand it read.
+func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, *demand, *candidates, *fwk.Status) {
 	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, nil, nil, fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
@@ -193,8 +196,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	if status != nil {
 		return nil, nil, nil, status
 	}
-	reqs := d.reqs
-	templates, of := templatesOf(p.members, reqs)
+	templates, of := templatesOf(p.members, d.reqs)
 	d.markCounted(templates, of)
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
 	if p.spec != nil {
@@ -225,7 +227,7 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 		preq.PreemptionPolicy = *pp
 	}
 	cands := pl.addUnits(ctx, preq, p, sorted, leaving, d)
-	return preq, reqs, cands, nil
+	return preq, d, cands, nil
 }
 
 // preemptibleNodes are the nodes on which evicting pods could make room for
