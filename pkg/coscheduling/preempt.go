@@ -81,8 +81,8 @@ type preemptor struct {
 
 // preemptorName names a preemptor for people: its PodGroup's or its own
 // namespace/name.
-func preemptorName(pod *v1.Pod) string {
-	if key, ok := gang.Of(pod); ok {
+func (pl *Plugin) preemptorName(pod *v1.Pod) string {
+	if key, ok := pl.unitOf(pod); ok {
 		return key.String()
 	}
 	return pod.Namespace + "/" + pod.Name
@@ -153,7 +153,7 @@ func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preemptor, bool) {
 	if pl.decider == nil {
 		return nil, false
 	}
-	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: ledger.Owner(pod), name: preemptorName(pod),
+	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: pl.ownerOf(pod), name: pl.preemptorName(pod),
 		priority: corev1helpers.PodPriority(pod)}
 	if _, isMember := gang.Of(pod); isMember {
 		if len(s.unplaced) == 0 || s.unplacedStatus.Code() != fwk.Unschedulable {
@@ -323,7 +323,7 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 	for _, ni := range nodeInfos {
 		for _, pi := range ni.GetPods() {
 			q := pl.boundPod(pi.GetPod())
-			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || ledger.Owner(q) == p.id {
+			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || pl.ownerOf(q) == p.id {
 				continue
 			}
 			if key, member := gang.Of(q); member {
