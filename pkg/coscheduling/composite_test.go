@@ -1,6 +1,8 @@
 package coscheduling
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,8 +10,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
@@ -201,4 +206,63 @@ func TestCompositeBadInput(t *testing.T) {
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 		require.True(t, hasEvent(env.recorded(), ReasonInvalidPodGroup, "minGroupCount 3: create the missing children"))
 	})
+}
+
+// runningChild is a child PodGroup's members bound to nodes, one 8-GPU
+// member per node, at priority 0.
+func runningChild(group string, nodes ...string) []*v1.Pod {
+	pods := make([]*v1.Pod, len(nodes))
+	for i, n := range nodes {
+		p := nativeMember(group, fmt.Sprintf("%s-%d", group, i), "8")
+		p.Spec.NodeName = n
+		p.Spec.Priority = ptr.To[int32](0)
+		p.Status.Phase = v1.PodRunning
+		p.Status.StartTime = ptr.To(metav1.NewTime(t0))
+		pods[i] = p
+	}
+	return pods
+}
+
+// A running composite is a victim as its disruptionMode and minGroupCount
+// say: whole when no child is above minGroupCount or its mode is all;
+// otherwise its children above minGroupCount may go, each whole, and the
+// rest stays.
+func TestCompositeVictim(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		minGroupCount int32
+		all           bool
+		units         []string // name:pods
+		evicted       int
+	}{
+		{"no child above minGroupCount: whole", 2, false, []string{"job:4"}, 4},
+		{"disruptionMode all: whole", 1, true, []string{"job:4"}, 4},
+		{"a child above minGroupCount goes alone", 1, false, []string{"b:2", "job:2"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := gpuNodes(4)
+			running := append(runningChild("a", nodes[0].Name, nodes[1].Name), runningChild("b", nodes[2].Name, nodes[3].Name)...)
+			plain := st.MakePod().Namespace("other").Name("urgent").UID("other/urgent").SchedulerName(testScheduler).
+				Priority(100).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+			c := composite("job", tc.minGroupCount)
+			if tc.all {
+				c.DisruptAll()
+			}
+			env := newTestEnv(t, nodes, append(running, plain), nil, withTopology(t), withComposites(
+				[]*schedulingv1alpha3.CompositePodGroup{c.Obj()},
+				child("a", "job", 2).Created(t0).Obj(), child("b", "job", 2).Created(t0.Add(time.Minute)).Obj()))
+			rec := env.record()
+			env.syncWatch()
+
+			_, status := env.attempt(plain)
+			require.True(t, status.IsSuccess(), "%v", status)
+			var units []string
+			for _, u := range rec.last().Units {
+				name := u.Name[len(testNS)+1:]
+				units = append(units, fmt.Sprintf("%s:%d", name[:strings.IndexByte(name, ' ')], len(u.Pods)))
+			}
+			require.Equal(t, tc.units, units)
+			require.Len(t, env.deleted(), tc.evicted)
+		})
+	}
 }
