@@ -217,6 +217,33 @@ func TestCompositePodGroups(t *testing.T) {
 		w.expectNeverPartial()
 	})
 
+	// (c) A running composite whose children are all needed for its
+	// minGroupCount is one victim: a pod that needs one node evicts all of
+	// it, never one child, which would leave it running in part.
+	t.Run("a composite victim of preemption goes whole", func(t *testing.T) {
+		env := newTestEnv(t)
+		env.gpuNodes(4, 8)
+		low, high := env.priorityClass("low", 10), env.priorityClass("high", 1000)
+		shape := compositeShape{minGroupCount: 2, children: map[string]int{"a": 2, "b": 2}}
+		victim := prioritized(low, allPods(env.createTree("job", shape, 8)))
+		env.createPods(victim...)
+		env.waitForBound(bindTimeout, victim...)
+		evictions := env.watchEvictions()
+
+		hot := prioritized(high, []*v1.Pod{env.pod("hot").Res(gpuRequest(8)).Obj()})[0]
+		env.createPods(hot)
+		env.waitForBound(bindTimeout, hot)
+		// Native members carry no gang label: the watcher counts them
+		// under "".
+		if got := evictions.evicted(); len(got) != 1 || got[""] != len(victim) {
+			t.Fatalf("evicted %v; want all %d members of the composite", got, len(victim))
+		}
+		ev := env.waitForEvent("CompositePodGroup", "job", coscheduling.ReasonPreempted)
+		if !strings.Contains(ev.Note, fmt.Sprintf("all %d of its running pods evicted", len(victim))) {
+			t.Errorf("the Event on the composite says %q", ev.Note)
+		}
+	})
+
 	// (d) A PodGroup that names a parent that does not exist: its members
 	// wait with an Event on it that names the fix, and start once the
 	// parent is made.
