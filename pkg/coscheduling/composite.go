@@ -378,3 +378,17 @@ func (pl *Plugin) ownerOf(pod *v1.Pod) string {
 	}
 	return ledger.PodOwner(pod)
 }
+
+// reportLostChild is reportLostMember for a running composite: its quorum
+// counts children at their own quorum, against minGroupCount.
+func (pl *Plugin) reportLostChild(spec *gang.Spec, pod *v1.Pod, how string, q gang.GroupQuorum) {
+	_, placed := q.Counted(q.Need)
+	if q.Placed {
+		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberLost,
+			"member %s on node %s %s; %d of minGroupCount %d child groups still have their quorum placed", pod.Name, pod.Spec.NodeName, how, placed, q.Need)
+		return
+	}
+	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberLost,
+		"member %s on node %s %s: the composite runs below minGroupCount with %d of %d child groups at quorum (%d members running, %d waiting); replacements schedule next to it as they appear",
+		pod.Name, pod.Spec.NodeName, how, placed, q.Need, q.Census.Bound+q.Census.Reserved, q.Census.Waiting)
+}

@@ -113,6 +113,7 @@ func TestCompositeMinGroupCountBelowChildren(t *testing.T) {
 	require.True(t, env.pl.PreEnqueue(env.ctx, a[0]).IsSuccess())
 	bound := env.runGang(a)
 	require.Len(t, bound, 2)
+	require.True(t, hasEvent(env.recorded(), ReasonGangScheduled, "child groups placed whole, at least minGroupCount 1"))
 
 	status := preFilterStatus(env, b[0])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "b has 1 of its 2 members: %v", status)
@@ -125,6 +126,13 @@ func TestCompositeMinGroupCountBelowChildren(t *testing.T) {
 	if waits[0] != nil {
 		require.True(t, outcome(t, waits[0]).IsSuccess())
 	}
+
+	// A running composite that loses a member says what it has left, in
+	// child groups.
+	env.delete(bound[0])
+	require.Eventually(t, func() bool {
+		return hasEvent(env.recorded(), ReasonMemberLost, "1 of minGroupCount 1 child groups still have their quorum placed")
+	}, wait.ForeverTestTimeout, 10*time.Millisecond)
 }
 
 // A failure anywhere in the tree rejects every waiting member of every

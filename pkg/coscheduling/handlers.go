@@ -147,6 +147,10 @@ func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod)
 	if pod.Status.Phase == v1.PodFailed {
 		how = "failed"
 	}
+	if key.API == gang.Composite {
+		pl.reportLostChild(spec, pod, how, q)
+		return
+	}
 	if q.Placed {
 		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberLost,
 			"member %s on node %s %s; the gang still has %d of minMember %d placed", pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember)

@@ -7,6 +7,7 @@ package integration
 // starting them is most of a test's time.
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -16,9 +17,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/gpu-gang/gpu-gang/pkg/controller/podgroup"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
@@ -126,6 +129,25 @@ func (w *compositeWatcher) expectNeverPartial() {
 	}
 }
 
+// waitForCompositeCondition waits until composite name's status has the
+// condition with the given status.
+func (env *testEnv) waitForCompositeCondition(name, condType string, status metav1.ConditionStatus) {
+	env.t.Helper()
+	var conds []metav1.Condition
+	err := waitFor(env.t.Context(), statusTimeout, func(ctx context.Context) (bool, error) {
+		cpg, err := kubeClient.SchedulingV1alpha3().CompositePodGroups(env.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds = cpg.Status.Conditions
+		c := meta.FindStatusCondition(conds, condType)
+		return c != nil && c.Status == status, nil
+	})
+	if err != nil {
+		env.t.Fatalf("waiting %s for CompositePodGroup %s to show %s=%s: %v; conditions: %+v", statusTimeout, name, condType, status, err, conds)
+	}
+}
+
 // createComposite creates a CompositePodGroup in env's namespace.
 func (env *testEnv) createComposite(cpg *schedulingv1alpha3.CompositePodGroup) {
 	env.t.Helper()
@@ -167,6 +189,7 @@ func allPods(byChild map[string][]*v1.Pod) []*v1.Pod {
 
 func TestCompositePodGroups(t *testing.T) {
 	useNativeControlPlane(t)
+	startPodGroupController(t, podgroup.DefaultMissingMembersGrace)
 	startNativeScheduler(t)
 
 	// (a) Two composites that each need the whole cluster: one starts
@@ -215,6 +238,11 @@ func TestCompositePodGroups(t *testing.T) {
 		env.createPods(byChild["z"][1])
 		env.waitForBound(retryBindTimeout, byChild["z"]...)
 		w.expectNeverPartial()
+
+		// Losing a member of x and one of y leaves one child of the two
+		// minGroupCount asks for: the status controller says so.
+		env.deleteAndWait(byChild["x"][0], byChild["y"][0])
+		env.waitForCompositeCondition("job", podgroup.ConditionBelowMinMember, metav1.ConditionTrue)
 	})
 
 	// (c) A running composite whose children are all needed for its
