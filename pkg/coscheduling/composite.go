@@ -392,3 +392,22 @@ func (pl *Plugin) reportLostChild(spec *gang.Spec, pod *v1.Pod, how string, q ga
 		"member %s on node %s %s: the composite runs below minGroupCount with %d of %d child groups at quorum (%d members running, %d waiting); replacements schedule next to it as they appear",
 		pod.Name, pod.Spec.NodeName, how, placed, q.Need, q.Census.Bound+q.Census.Reserved, q.Census.Waiting)
 }
+
+// childDeleted ends the attempt in flight of the composite a deleted
+// PodGroup belonged to: the plan counted its members, which no longer have
+// a gang. Its siblings give back their nodes and the tree plans again.
+func (pl *Plugin) childDeleted(s *gang.Spec) {
+	if s.Parent == "" {
+		return
+	}
+	root, err := pl.sources.RootOf(gang.Key{API: gang.Composite, Namespace: s.Key.Namespace, Name: s.Parent})
+	if err != nil || root.API != gang.Composite {
+		return
+	}
+	if tree, err := pl.sources.Tree(root); err == nil && !tree.Root().Composite.Gang {
+		return // a basic root: its children are their own units
+	}
+	ctx := klog.NewContext(context.Background(), pl.logger)
+	pl.failGang(ctx, root, ReasonGangRejected, fmt.Sprintf("PodGroup %s under it was deleted", s.Key), false)
+	pl.activate(root)
+}

@@ -274,3 +274,24 @@ func TestCompositeVictim(t *testing.T) {
 		})
 	}
 }
+
+// A child PodGroup deleted while the tree waits in Permit ends the tree's
+// attempt: its sibling's members give back their nodes.
+func TestCompositeChildDeleted(t *testing.T) {
+	a, b := nativeMembers("a", 2, "8"), nativeMembers("b", 2, "8")
+	all := append(a, b...)
+	env := newTestEnv(t, gpuNodes(4), all, nil, withComposites(
+		[]*schedulingv1alpha3.CompositePodGroup{composite("job", 2).Obj()},
+		child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
+
+	statuses, waits, _ := scheduleAll(t, env, all[:3])
+	for i, s := range statuses {
+		require.True(t, s.IsWait(), "%s: %v", all[i].Name, s)
+	}
+	require.NoError(t, env.client.SchedulingV1beta1().PodGroups(testNS).Delete(env.ctx, "b", metav1.DeleteOptions{}))
+	for i := range 2 {
+		s := outcome(t, waits[i])
+		require.False(t, s.IsSuccess(), "%s of child a is rejected with the tree", all[i].Name)
+		require.Contains(t, s.Message(), "under it was deleted")
+	}
+}

@@ -109,7 +109,10 @@ func (pl *Plugin) onGangUpdated(old, new *gang.Spec) {
 // native one, removed by the API server once no active pod named it (or its
 // finalizer was removed by hand). Members created since, or that still wait,
 // are held until it exists again.
-func (pl *Plugin) onGangDeleted(s *gang.Spec) { pl.gangDeleted(s.Key) }
+func (pl *Plugin) onGangDeleted(s *gang.Spec) {
+	pl.gangDeleted(s.Key)
+	pl.childDeleted(s)
+}
 
 // gangChanged lets the gang's members be looked at again: held ones through
 // PreEnqueue and, where the queue does not hear the API's events itself,
