@@ -155,7 +155,6 @@ func (pl *Plugin) boundPod(q *v1.Pod) *v1.Pod {
 	return live
 }
 
-
 // victimUnits splits the running members of each gang composite (grouped
 // by unit, byGang) into the units preemption may take: the composite whole
 // when its disruptionMode is all or no child is above its minGroupCount
