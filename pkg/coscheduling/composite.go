@@ -222,14 +222,11 @@ func (pl *Plugin) shapeTree(spec *gang.Spec, members []*v1.Pod, d *demand, req *
 		return fwk.AsStatus(err)
 	}
 	req.Policy = *spec.Topology
-	placed := pl.placedMembers(spec.Key)
-	var anchorOf map[types.UID]int
-	req.Anchors, anchorOf = anchors(nodeInfos, placed)
-	all, err := pl.members(spec.Key)
+	all, anchorOf, err := pl.anchorRequest(spec.Key, members, req, nodeInfos)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	of := byLeaf(withMembers(all, members))
+	of := byLeaf(all)
 	var plan []int
 	for _, i := range tree.Leaves() {
 		if slices.ContainsFunc(of[tree.Nodes[i].Key], func(p *v1.Pod) bool { return planned(p, members) || anchored(p, anchorOf) }) {

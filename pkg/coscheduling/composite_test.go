@@ -135,20 +135,25 @@ func TestCompositeMinGroupCountBelowChildren(t *testing.T) {
 	}, wait.ForeverTestTimeout, 10*time.Millisecond)
 }
 
-// A failure anywhere in the tree rejects every waiting member of every
-// child: a member of b deleted while it waits gives a's reservations back.
-func TestCompositeRejectedWhole(t *testing.T) {
-	a, b := nativeMembers("a", 2, "8"), nativeMembers("b", 2, "8")
-	all := append(a, b...)
+// waitingTree is composite job of children a and b, 2 members each, whose
+// first three members wait in Permit for the fourth.
+func waitingTree(t *testing.T) (*testEnv, []*v1.Pod, []<-chan *fwk.Status) {
+	all := append(nativeMembers("a", 2, "8"), nativeMembers("b", 2, "8")...)
 	env := newTestEnv(t, gpuNodes(4), all, nil, withComposites(
 		[]*schedulingv1alpha3.CompositePodGroup{composite("job", 2).Obj()},
 		child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
-
 	statuses, waits, _ := scheduleAll(t, env, all[:3])
 	for i, s := range statuses {
 		require.True(t, s.IsWait(), "%s: %v", all[i].Name, s)
 	}
-	env.delete(b[0])
+	return env, all, waits
+}
+
+// A failure anywhere in the tree rejects every waiting member of every
+// child: a member of b deleted while it waits gives a's reservations back.
+func TestCompositeRejectedWhole(t *testing.T) {
+	env, all, waits := waitingTree(t)
+	env.delete(all[2])
 	for i := range 2 {
 		s := outcome(t, waits[i])
 		require.False(t, s.IsSuccess(), "%s of child a is rejected with the tree", all[i].Name)
@@ -278,16 +283,7 @@ func TestCompositeVictim(t *testing.T) {
 // A child PodGroup deleted while the tree waits in Permit ends the tree's
 // attempt: its sibling's members give back their nodes.
 func TestCompositeChildDeleted(t *testing.T) {
-	a, b := nativeMembers("a", 2, "8"), nativeMembers("b", 2, "8")
-	all := append(a, b...)
-	env := newTestEnv(t, gpuNodes(4), all, nil, withComposites(
-		[]*schedulingv1alpha3.CompositePodGroup{composite("job", 2).Obj()},
-		child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
-
-	statuses, waits, _ := scheduleAll(t, env, all[:3])
-	for i, s := range statuses {
-		require.True(t, s.IsWait(), "%s: %v", all[i].Name, s)
-	}
+	env, all, waits := waitingTree(t)
 	require.NoError(t, env.client.SchedulingV1beta1().PodGroups(testNS).Delete(env.ctx, "b", metav1.DeleteOptions{}))
 	for i := range 2 {
 		s := outcome(t, waits[i])

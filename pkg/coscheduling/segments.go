@@ -35,14 +35,10 @@ func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, re
 		return pl.shapeTree(spec, members, d, req, nodeInfos)
 	}
 	req.Policy = pl.policyOf(spec, members)
-	placed := pl.placedMembers(spec.Key)
-	var anchorOf map[types.UID]int
-	req.Anchors, anchorOf = anchors(nodeInfos, placed)
-	all, err := pl.members(spec.Key)
+	all, anchorOf, err := pl.anchorRequest(spec.Key, members, req, nodeInfos)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	all = withMembers(all, members)
 	seg, status := pl.segmentsOf(spec, all, req.Policy)
 	if status != nil {
 		return status
@@ -54,6 +50,19 @@ func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, re
 	}
 	req.Hierarchy = h
 	return nil
+}
+
+// anchorRequest sets req's anchors, the nodes of the unit's placed members
+// (anchors), and returns the unit's members with those being planned, in
+// rank order (withMembers), and the anchor of each placed member.
+func (pl *Plugin) anchorRequest(key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int, error) {
+	var anchorOf map[types.UID]int
+	req.Anchors, anchorOf = anchors(nodeInfos, pl.placedMembers(key))
+	all, err := pl.members(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return withMembers(all, members), anchorOf, nil
 }
 
 // withMembers returns the gang's members (all, as the informer lists them)
