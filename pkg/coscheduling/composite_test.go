@@ -16,6 +16,8 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -290,4 +292,30 @@ func TestCompositeChildDeleted(t *testing.T) {
 		require.False(t, s.IsSuccess(), "%s of child a is rejected with the tree", all[i].Name)
 		require.Contains(t, s.Message(), "under it was deleted")
 	}
+}
+
+// A composite preemptor frees room for its whole plan: one request with
+// every child's members, in one hierarchy, and the room held for the tree.
+func TestCompositePreemptor(t *testing.T) {
+	nodes := gpuNodes(4)
+	running := runningGang("low", 0, t0, nodes[0].Name, nodes[1].Name, nodes[2].Name, nodes[3].Name)
+	a, b := nativeMembers("a", 2, "8"), nativeMembers("b", 2, "8")
+	all := append(a, b...)
+	for _, p := range all {
+		p.Spec.Priority = ptr.To[int32](100)
+	}
+	env := newTestEnv(t, nodes, append(running, all...), []*v1alpha1.PodGroup{gangtest.MakePodGroup("low", testNS).MinMember(4).Obj()},
+		withTopology(t), withComposites([]*schedulingv1alpha3.CompositePodGroup{composite("job", 2).Obj()},
+			child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
+	rec := env.record()
+	env.syncWatch()
+
+	_, status := env.attempt(a[0])
+	require.True(t, status.IsSuccess(), "%v", status)
+	req := rec.last()
+	require.Contains(t, req.Gang, "job (CompositePodGroup")
+	require.Len(t, req.Members, 4, "the whole tree")
+	require.NotNil(t, req.Hierarchy)
+	require.Len(t, req.Hierarchy.Children, 2, "one subgroup per child")
+	require.Len(t, env.deleted(), 4, "the low gang goes whole")
 }
