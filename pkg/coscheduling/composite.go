@@ -408,3 +408,22 @@ func (pl *Plugin) childDeleted(s *gang.Spec) {
 	pl.failGang(ctx, root, ReasonGangRejected, fmt.Sprintf("PodGroup %s under it was deleted", s.Key), false)
 	pl.activate(root)
 }
+
+// childReady reports whether a member of a running composite may bind now:
+// its PodGroup has its own quorum placed, or is running already (a
+// replacement binds next to its bound siblings, as in a running gang).
+// Until then a child that joins late waits in Permit for its siblings, as
+// the first children did for the whole tree.
+func (pl *Plugin) childReady(unit gang.Key, members []*v1.Pod, pod *v1.Pod) bool {
+	tree, err := pl.sources.Tree(unit)
+	if err != nil {
+		return true
+	}
+	own, _ := gang.Of(pod)
+	leaf := slices.IndexFunc(tree.Nodes, func(n gang.Node) bool { return n.Key == own })
+	if leaf < 0 {
+		return true
+	}
+	q := pl.treeQuorum(unit, tree, members)[leaf]
+	return q.Placed || q.Census.Bound > 0
+}

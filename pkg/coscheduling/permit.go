@@ -86,7 +86,12 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	wasRunning := pl.ledger.Claims.Admitted(key)
 	q := pl.quorum(spec, members)
 	census := q.Census
-	if q.Placed || wasRunning {
+	ready := q.Placed || wasRunning
+	if ready && wasRunning && key.API == gang.Composite {
+		// A child that joins a running composite still starts whole.
+		ready = pl.childReady(key, members, pod)
+	}
+	if ready {
 		if gone := pl.goneReservation(key); gone != "" {
 			// A sibling reserved a node that was deleted before the gang
 			// was let go: letting it bind would bind it to nothing.
