@@ -385,7 +385,7 @@ func (pl *Plugin) onClaimDelete(obj interface{}) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
 	failed := map[gang.Key]bool{}
 	for _, p := range pods {
-		key, member := gang.Of(p)
+		key, member := pl.unitOf(p)
 		if !member || failed[key] || !usesClaim(p, claim.Name) {
 			continue
 		}

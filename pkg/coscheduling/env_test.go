@@ -77,6 +77,9 @@ type envConfig struct {
 	// PodGroups, and why (see withNativePodGroups).
 	watchNative bool
 	nativeNote  string
+	// watchComposites has them watch CompositePodGroups too (see
+	// withComposites).
+	watchComposites bool
 	// profile, when set, registers a whole profile in place of the test's
 	// own plugins (see withShippedProfile); gangPlugin builds the gang
 	// plugin.
@@ -183,7 +186,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	}
 	env.Env = plugintest.New(t, plugintest.Config{
 		Nodes: nodes, Pods: pods, PodGroups: pgs, Objects: cfg.objects, DRA: cfg.dra,
-		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote,
+		WatchNative: cfg.watchNative, NativeNote: cfg.nativeNote, WatchComposites: cfg.watchComposites,
 		Plugins: register,
 		Options: []frameworkruntime.Option{frameworkruntime.WithPodNominator(env.nominator)},
 	})

@@ -9,7 +9,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
-	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
 // What the plugin does when its informers see pods and nodes change: the
@@ -23,7 +22,7 @@ func (pl *Plugin) onPodAdd(obj interface{}) {
 	if !ok || pod.Spec.NodeName != "" {
 		return
 	}
-	key, ok := gang.Of(pod)
+	key, ok := pl.unitOf(pod)
 	if !ok {
 		return
 	}
@@ -31,7 +30,7 @@ func (pl *Plugin) onPodAdd(obj interface{}) {
 	if !ok {
 		return
 	}
-	if members, err := pl.members(key); err == nil && gang.QuorumOf(spec.MinMember, pl.census(key, members)).Gathered {
+	if members, err := pl.members(key); err == nil && pl.quorum(spec, members).Gathered {
 		pl.releaseGated(key)
 	}
 }
@@ -52,7 +51,7 @@ func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 	if sameGang(o, n) {
 		return
 	}
-	if key, ok := gang.Of(o); ok {
+	if key, ok := pl.unitOf(o); ok {
 		pl.memberGone(key, o)
 	}
 	pl.onPodAdd(n)
@@ -69,29 +68,33 @@ func (pl *Plugin) onPodDelete(obj interface{}) {
 		return
 	}
 	pl.ledger.Preemptions.VictimGone(pod.UID)
-	if key, ok := gang.Of(pod); ok {
+	if key, ok := pl.unitOf(pod); ok {
 		pl.memberGone(key, pod)
 		return
 	}
 	// A plain preemptor that goes away gives up what it preempted for.
-	pl.ledger.Preemptions.End(ledger.Owner(pod))
+	pl.ledger.Preemptions.End(pl.ownerOf(pod))
 }
 
 // preemptorBound observes a preemptor's time to bound once the members it
 // preempted for are bound (for a gang, or minMember of its members), and
 // forgets its preemption.
 func (pl *Plugin) preemptorBound(pod *v1.Pod) {
-	id := ledger.Owner(pod)
+	id := pl.ownerOf(pod)
 	created, minMember, all, ok := pl.ledger.Preemptions.MemberBound(id, pod.UID)
 	if !ok {
 		return
 	}
-	if key, isMember := gang.Of(pod); isMember && !all {
+	if key, isMember := pl.unitOf(pod); isMember && !all {
 		members, err := pl.members(key)
 		if err != nil {
 			return
 		}
-		if !gang.QuorumOf(minMember, pl.census(key, members)).Bound {
+		bound := gang.QuorumOf(minMember, pl.census(key, members)).Bound
+		if spec, ok := pl.lookup(key); ok && key.API == gang.Composite {
+			bound = pl.quorum(spec, members).Bound // minMember counts children
+		}
+		if !bound {
 			return
 		}
 	}
@@ -138,11 +141,15 @@ func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod)
 	if !ok || spec.Deleting {
 		return // the job is going away as a whole
 	}
-	c := pl.census(key, members)
-	q := gang.QuorumOf(spec.MinMember, c)
+	q := pl.quorum(spec, members)
+	c := q.Census
 	how := "was deleted"
 	if pod.Status.Phase == v1.PodFailed {
 		how = "failed"
+	}
+	if key.API == gang.Composite {
+		pl.reportLostChild(spec, pod, how, q)
+		return
 	}
 	if q.Placed {
 		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberLost,

@@ -43,7 +43,7 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 // isSiblingPod queues a gang member when another member of its gang appears
 // or binds.
 func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	key, ok := gang.Of(pod)
+	key, ok := pl.unitOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
@@ -51,7 +51,7 @@ func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj i
 	if !ok {
 		return fwk.Queue, fmt.Errorf("expected a Pod, got %T", newObj)
 	}
-	if otherKey, ok := gang.Of(other); ok && otherKey == key && other.UID != pod.UID {
+	if otherKey, ok := pl.unitOf(other); ok && otherKey == key && other.UID != pod.UID {
 		logger.V(5).Info("Sibling changed, requeueing gang member", "pod", klog.KObj(pod), "sibling", klog.KObj(other))
 		return fwk.Queue, nil
 	}
@@ -109,7 +109,10 @@ func (pl *Plugin) onGangUpdated(old, new *gang.Spec) {
 // native one, removed by the API server once no active pod named it (or its
 // finalizer was removed by hand). Members created since, or that still wait,
 // are held until it exists again.
-func (pl *Plugin) onGangDeleted(s *gang.Spec) { pl.gangDeleted(s.Key) }
+func (pl *Plugin) onGangDeleted(s *gang.Spec) {
+	pl.gangDeleted(s.Key)
+	pl.childDeleted(s)
+}
 
 // gangChanged lets the gang's members be looked at again: held ones through
 // PreEnqueue and, where the queue does not hear the API's events itself,
@@ -117,6 +120,12 @@ func (pl *Plugin) onGangDeleted(s *gang.Spec) { pl.gangDeleted(s.Key) }
 // before the gang sources have the change; this runs once they have it.
 func (pl *Plugin) gangChanged(key gang.Key) {
 	pl.releaseGated(key)
+	if unit := pl.unitOfGang(key); unit != key {
+		// A PodGroup under a gang composite: its members are held and
+		// planned with the whole tree.
+		pl.releaseGated(unit)
+		pl.activate(unit)
+	}
 	if !key.API.QueueHearsEvents() {
 		pl.activate(key)
 	}

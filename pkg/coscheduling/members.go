@@ -19,14 +19,29 @@ import (
 
 // members lists a gang's live members (gang.Members). newPlugin adds the
 // index or fails, so the lookup cannot miss it.
+// A composite unit's members are those of every PodGroup of its tree.
 func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
+	if key.API == gang.Composite {
+		tree, err := pl.sources.Tree(key)
+		if err != nil {
+			return nil, err
+		}
+		return pl.treeMembers(tree)
+	}
 	return gang.Members(pl.podIndex, key)
 }
 
 // census counts a gang's members: the live ones (reserved ones apart), and
 // the succeeded ones.
 func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
-	reserved := pl.ledger.Claims.Reservations(key)
+	return pl.censusOf(key, key, members)
+}
+
+// censusOf counts the members of the PodGroup leaf names, which belongs to
+// unit: reserved as the unit's attempt reserved them, succeeded as the
+// PodGroup's own finished pods show.
+func (pl *Plugin) censusOf(unit, leaf gang.Key, members []*v1.Pod) gang.Census {
+	reserved := pl.ledger.Claims.Reservations(unit)
 	live := make(map[types.UID]bool, len(members))
 	var c gang.Census
 	for _, p := range members {
@@ -37,7 +52,7 @@ func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
 		}
 		c.Add(p)
 	}
-	objs, _ := pl.finished.ByIndex(gang.MemberIndex, key.String())
+	objs, _ := pl.finished.ByIndex(gang.MemberIndex, leaf.String())
 	for _, o := range objs {
 		if p, ok := o.(*v1.Pod); ok && !live[p.UID] && p.Status.Phase == v1.PodSucceeded && p.DeletionTimestamp == nil {
 			c.Succeeded++
@@ -52,17 +67,21 @@ func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
 // A running gang's members that appear schedule one by one. Once no member
 // holds a node, the next members are a new run of the job and gather as a
 // whole again.
-func (pl *Plugin) running(key gang.Key, spec *gang.Spec, c gang.Census) bool {
-	if !c.HoldsNode() {
+func (pl *Plugin) running(key gang.Key, q gang.GroupQuorum) bool {
+	if !q.Census.HoldsNode() {
 		pl.ledger.Claims.DropAdmission(key)
 		return false
 	}
-	return pl.ledger.Claims.Admitted(key) || gang.QuorumOf(spec.MinMember, c).Placed
+	return pl.ledger.Claims.Admitted(key) || q.Placed
 }
 
 // spec fetches and checks a member's gang. On a problem it records an Event
 // saying what would fix it and returns the status to reject with.
 func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
+	if key.API == gang.Composite {
+		_, spec, status := pl.compositeSpec(pod, key)
+		return spec, status
+	}
 	spec, err := pl.sources.Spec(key)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -81,12 +100,22 @@ func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
 		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
 	}
+	if status := pl.checkParent(pod, spec); status != nil {
+		return nil, status
+	}
 	return spec, nil
 }
 
 // lookup returns a gang's Spec if its object exists. Callers that only say
 // something about a gang (an Event, a metric) use it; admission uses spec.
 func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
+	if key.API == gang.Composite {
+		t, err := pl.sources.Tree(key)
+		if err != nil {
+			return nil, false
+		}
+		return t.Spec(), true
+	}
 	s, err := pl.sources.Spec(key)
 	return s, err == nil
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // Metrics on kube-scheduler's /metrics endpoint. Names follow the Prometheus
@@ -195,8 +194,7 @@ func (pl *Plugin) belowMinMember() int {
 		if err != nil {
 			continue
 		}
-		c := pl.census(key, members)
-		if c.HoldsNode() && !gang.QuorumOf(spec.MinMember, c).Placed {
+		if q := pl.quorum(spec, members); q.Census.HoldsNode() && !q.Placed {
 			n++
 		}
 	}

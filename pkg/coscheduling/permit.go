@@ -15,7 +15,7 @@ import (
 
 // Reserve counts the member and takes its place in the gang's plan.
 func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	key, ok := gang.Of(pod)
+	key, ok := pl.unitOf(pod)
 	if !ok {
 		return nil
 	}
@@ -31,7 +31,7 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 // back its node (its Permit wait timed out, it failed to bind, it was
 // deleted) fails the whole attempt.
 func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	key, ok := gang.Of(pod)
+	key, ok := pl.unitOf(pod)
 	if !ok {
 		return
 	}
@@ -66,7 +66,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 // siblings too. A running gang's member binds at once. Until then the member
 // waits, at most until its gang's attempt times out.
 func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
-	key, ok := gang.Of(pod)
+	key, ok := pl.unitOf(pod)
 	if !ok {
 		return nil, 0
 	}
@@ -84,9 +84,14 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		return fwk.AsStatus(err), 0
 	}
 	wasRunning := pl.ledger.Claims.Admitted(key)
-	census := pl.census(key, members)
-	q := gang.QuorumOf(spec.MinMember, census)
-	if q.Placed || wasRunning {
+	q := pl.quorum(spec, members)
+	census := q.Census
+	ready := q.Placed || wasRunning
+	if ready && wasRunning && key.API == gang.Composite {
+		// A child that joins a running composite still starts whole.
+		ready = pl.childReady(key, members, pod)
+	}
+	if ready {
 		if gone := pl.goneReservation(key); gone != "" {
 			// A sibling reserved a node that was deleted before the gang
 			// was let go: letting it bind would bind it to nothing.
@@ -101,7 +106,11 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	if !ok {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no plan in flight", key)), 0
 	}
-	logger.V(4).Info("Member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "placed", census.Placed(), "minMember", spec.MinMember, "wait", wait)
+	logger.V(4).Info("Member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "placed", census.Placed(), "need", q.Need, "wait", wait)
+	if key.API == gang.Composite {
+		_, placed := q.Counted(q.Need)
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %s: %d of minGroupCount %d child groups placed whole (%d members placed)", key, placed, q.Need, census.Placed())), wait
+	}
 	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d/%d members placed", key, census.Placed(), spec.MinMember)), wait
 }
 
@@ -151,6 +160,11 @@ func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, no
 	attempts.WithLabelValues(resultScheduled).Inc()
 	timeToSchedule.Observe(pl.clock.Since(spec.Created).Seconds())
 	logger.V(2).Info("Gang reached quorum", "podGroup", spec.Key, "placed", c.Placed(), "plan", done.Summary)
+	if spec.Key.API == gang.Composite {
+		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "child groups placed whole, at least minGroupCount %d; %d members reserved, binding: %s",
+			spec.MinMember, c.Placed(), done.Summary)
+		return
+	}
 	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", c.Placed(), spec.MinMember, done.Summary)
 }
 

@@ -254,6 +254,13 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	if err := sources.Subscribe(gang.Handler{Added: pl.onGangAdded, Updated: pl.onGangUpdated, Deleted: pl.onGangDeleted}); err != nil {
 		return nil, err
 	}
+	if err := sources.SubscribeComposites(gang.CompositeHandler{
+		Added:   pl.onCompositeChanged,
+		Updated: func(_, c *gang.CompositeSpec) { pl.onCompositeChanged(c) },
+		Deleted: pl.onCompositeDeleted,
+	}); err != nil {
+		return nil, err
+	}
 	registerMetrics()
 	instances.add(pl)
 	go func() {

@@ -8,9 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-
-	"github.com/gpu-gang/gpu-gang/pkg/gang"
-	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
 // PostFilter runs when a pod found no node. A pod whose gang (or which)
@@ -29,11 +26,11 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if n, waiting := pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(pod)); waiting {
+	if n, waiting := pl.ledger.Preemptions.AwaitingVictims(pl.ownerOf(pod)); waiting {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %d of the pods preempted for %s have not gone yet; their room is held for it",
-			ErrReasonAwaitingVictims, n, preemptorName(pod)))
+			ErrReasonAwaitingVictims, n, pl.preemptorName(pod)))
 	}
-	key, isMember := gang.Of(pod)
+	key, isMember := pl.unitOf(pod)
 	if !isMember || len(s.planNodes) == 0 {
 		if len(s.held) > 0 {
 			pl.ledger.Blocked.Add(pod)
@@ -64,7 +61,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s was rejected where the plan put it (%v); planning again without those nodes", pod.Name, why), false)
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s plans again: %v", key, why))
 	}
-	if pl.ledger.Preemptions.Preempting(ledger.Owner(pod)) {
+	if pl.ledger.Preemptions.Preempting(pl.ownerOf(pod)) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the room preempted for gang %s does not show free yet", ErrReasonAwaitingVictims, key))
 	}
 	pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s could not be placed on any node of the gang's plan", pod.Name), true)

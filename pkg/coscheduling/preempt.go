@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,8 +80,8 @@ type preemptor struct {
 
 // preemptorName names a preemptor for people: its PodGroup's or its own
 // namespace/name.
-func preemptorName(pod *v1.Pod) string {
-	if key, ok := gang.Of(pod); ok {
+func (pl *Plugin) preemptorName(pod *v1.Pod) string {
+	if key, ok := pl.unitOf(pod); ok {
 		return key.String()
 	}
 	return pod.Namespace + "/" + pod.Name
@@ -155,7 +154,7 @@ func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preemptor, bool) {
 	if pl.decider == nil {
 		return nil, false
 	}
-	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: ledger.Owner(pod), name: preemptorName(pod),
+	p := &preemptor{pod: pod, members: []*v1.Pod{pod}, id: pl.ownerOf(pod), name: pl.preemptorName(pod),
 		priority: corev1helpers.PodPriority(pod)}
 	if _, isMember := gang.Of(pod); isMember {
 		if len(s.unplaced) == 0 || s.unplacedStatus.Code() != fwk.Unschedulable {
@@ -310,136 +309,6 @@ func (pl *Plugin) isLeaving(q *v1.Pod, victims map[types.UID]bool) bool {
 	}
 	live, isPod := obj.(*v1.Pod)
 	return isPod && (live.UID != q.UID || live.DeletionTimestamp != nil)
-}
-
-// addUnits adds the candidate victims to req: every bound pod of lower
-// priority than the preemptor that is not leaving already, grouped into
-// gangs, and the disruption budgets that cover them.
-func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool, d *demand) *candidates {
-	index := make(map[string]int, len(nodeInfos))
-	for i, ni := range nodeInfos {
-		index[ni.Node().Name] = i
-	}
-	byGang := map[gang.Key][]*v1.Pod{}
-	var plain []*v1.Pod
-	for _, ni := range nodeInfos {
-		for _, pi := range ni.GetPods() {
-			q := pl.boundPod(pi.GetPod())
-			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || ledger.Owner(q) == p.id {
-				continue
-			}
-			if key, member := gang.Of(q); member {
-				byGang[key] = append(byGang[key], q)
-			} else if corev1helpers.PodPriority(q) < p.priority {
-				plain = append(plain, q)
-			}
-		}
-	}
-	keys := make([]gang.Key, 0, len(byGang))
-	for key := range byGang {
-		keys = append(keys, key)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-
-	dims := make([]v1.ResourceName, len(req.Resources))
-	for d, name := range req.Resources {
-		dims[d] = v1.ResourceName(name)
-	}
-	cols := d.columns(dims)
-	podOf := func(q *v1.Pod, keep bool) preemption.Pod {
-		node, ok := index[q.Spec.NodeName]
-		if !ok {
-			node = -1
-		}
-		a := capacity.PodAmounts(q)
-		out := preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, Request: toVector(dims, a), GPUs: acceleratorCount(a), Keep: keep}
-		if d.devices != nil && node >= 0 {
-			// What the victim frees in a dimension devices serve is the
-			// devices its claims hold there, counted as the preemptor's
-			// kinds count them.
-			ni := nodeInfos[node]
-			taken := pl.devicesOf(d.devices, q.Spec.NodeName, []*v1.Pod{q})
-			for c := range cols {
-				if cols[c].devices && cols[c].dev.ServedByDevices(ctx, nodeCapacity{ni}) {
-					out.Request[c] = cols[c].dev.Counted(ctx, nodeCapacity{ni}, taken)
-				}
-			}
-			if n := int64(taken.Count()); n > out.GPUs {
-				out.GPUs = n
-			}
-		}
-		return out
-	}
-	cands := &candidates{}
-	gangNames := map[string]bool{}
-	for _, key := range keys {
-		pods := byGang[key]
-		gang.SortByRank(pods)
-		prio := int32(0)
-		for i, q := range pods {
-			if pq := corev1helpers.PodPriority(q); i == 0 || pq > prio {
-				prio = pq
-			}
-		}
-		if prio >= p.priority {
-			continue // a gang goes whole; one member of enough priority keeps it
-		}
-		// A gang whose PodGroup is gone is one unit, with no surplus. An
-		// existing spec is read as it is, valid or not: pkg/gang's quorum
-		// rules say what its minMember means here, as they do for the
-		// running gangs' Events and metrics.
-		minMember := int32(len(pods))
-		spec, ok := pl.lookup(key)
-		if ok {
-			minMember = spec.MinMember
-		}
-		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember)}
-		// A gang that may only be disrupted whole (a native PodGroup's
-		// disruptionMode all) offers no members above minMember.
-		if ok && spec.Disruption != gang.DisruptionAll {
-			if members, err := pl.members(key); err == nil {
-				u.Surplus = min(int(gang.SurplusOf(minMember, pl.census(key, members))), len(pods)-1)
-			}
-		}
-		keep := gang.Essential(pods)
-		for i, q := range pods {
-			u.Pods = append(u.Pods, podOf(q, keep[i]))
-		}
-		gangNames[u.Name] = true
-		req.Units = append(req.Units, u)
-		cands.pods = append(cands.pods, pods)
-		cands.specs = append(cands.specs, spec)
-	}
-	for _, q := range plain {
-		name := q.Namespace + "/" + q.Name
-		if gangNames[name] {
-			name = "pod " + name // unit names must be unique; a PodGroup may share a pod's name
-		}
-		u := preemption.Unit{Name: name, Kind: preemption.KindPod, Priority: corev1helpers.PodPriority(q), Pods: []preemption.Pod{podOf(q, false)}}
-		if q.Status.StartTime != nil {
-			u.Started = q.Status.StartTime.Time
-		}
-		req.Units = append(req.Units, u)
-		cands.pods = append(cands.pods, []*v1.Pod{q})
-		cands.specs = append(cands.specs, nil)
-	}
-	pl.addBudgets(req, cands)
-	return cands
-}
-
-// boundPod returns the informer's copy of a pod from the snapshot if the
-// API shows it bound. A pod the snapshot has on a node that the API does
-// not (assumed: waiting in Permit or binding) is not a candidate.
-func (pl *Plugin) boundPod(q *v1.Pod) *v1.Pod {
-	obj, ok, err := pl.podIndex.GetByKey(q.Namespace + "/" + q.Name)
-	if err != nil || !ok {
-		return nil
-	}
-	live, isPod := obj.(*v1.Pod)
-	if !isPod || live.UID != q.UID || live.Spec.NodeName == "" {
-		return nil
-	}
-	return live
 }
 
 // acceleratorCount sums what a requests of accelerators

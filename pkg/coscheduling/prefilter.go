@@ -23,7 +23,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		// member it plans; it has nothing to add.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	key, isMember := gang.Of(pod)
+	key, isMember := pl.unitOf(pod)
 	s := &cycleState{request: capacity.PodAmounts(pod), held: pl.ledger.HeldByOthers(key, pl.queueOrderOf(pod))}
 	if len(s.held) > 0 {
 		s.devices = pl.podDevicesFor(ctx, pod, s.request)
@@ -47,30 +47,31 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	census := pl.census(key, members)
+	q := pl.quorum(spec, members)
 	var nodes []string
-	if pl.running(key, spec, census) {
-		if status := pl.planGang(ctx, spec, []*v1.Pod{pod}, s.held); !status.IsSuccess() {
-			s.unplaced, s.spec, s.unplacedStatus = []*v1.Pod{pod}, spec, status
+	if pl.running(key, q) {
+		batch, status := pl.joining(spec, members, pod)
+		if status != nil {
+			return nil, status
+		}
+		if status := pl.planGang(ctx, spec, batch, s.held); !status.IsSuccess() {
+			s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
 			return nil, status
 		}
 		nodes, _ = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
 	} else {
-		q := gang.QuorumOf(spec.MinMember, census)
 		if q.Placed {
 			return nil, nil // the attempt in flight has its quorum already
 		}
 		var planned bool
 		nodes, planned = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
 		if !planned {
-			pending := pl.pending(key, members)
-			if len(pending) < int(q.Missing) {
-				return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-					fmt.Sprintf("waiting for members of PodGroup %s: %d more must be placed but %d are pending", key, q.Missing, len(pending)))
+			batch, status := pl.toPlan(spec, members, q, nil)
+			if status != nil {
+				return nil, status
 			}
-			gang.SortByRank(pending)
-			if status := pl.planGang(ctx, spec, pending[:q.Missing], s.held); !status.IsSuccess() {
-				s.unplaced, s.spec, s.unplacedStatus = pending[:q.Missing], spec, status
+			if status := pl.planGang(ctx, spec, batch, s.held); !status.IsSuccess() {
+				s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
 				return nil, status
 			}
 			nodes, _ = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)

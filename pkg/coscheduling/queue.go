@@ -21,7 +21,7 @@ import (
 // only the PodGroup listers.
 func (pl *Plugin) queueOrderOf(pod *v1.Pod) ledger.QueueOrder {
 	o := ledger.QueueOrder{Priority: corev1helpers.PodPriority(pod), Created: pod.CreationTimestamp.Time, Group: ledger.PodOwner(pod)}
-	if key, ok := gang.Of(pod); ok {
+	if key, ok := pl.unitOf(pod); ok {
 		o.Group = ledger.GangOwner(key)
 		if created, ok := pl.sources.Created(key); ok {
 			o.Created = created
@@ -65,14 +65,15 @@ func (pl *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
 // running gang (replacements, elastic extras) are not held. A held member
 // is remembered, so that the member or PodGroup it waits for releases it.
 func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	key, ok := gang.Of(pod)
+	own, ok := gang.Of(pod)
 	if !ok {
 		return nil
 	}
-	if label, ok := gang.OfLabel(pod); ok && label != key {
+	key := pl.unitOfGang(own)
+	if label, ok := gang.OfLabel(pod); ok && label != own {
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonTwoPodGroups,
 			"the pod names PodGroup %s in spec.schedulingGroup and PodGroup %s in its label %s: it belongs to %s alone, and %s does not count it. Remove the label",
-			key, label, scheduling.PodGroupLabel, key, label)
+			own, label, scheduling.PodGroupLabel, own, label)
 	}
 	seen := pl.ledger.Gate.Releases(key)
 	status := pl.preEnqueue(ctx, pod, key)
@@ -103,11 +104,14 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 			names, pod.Spec.SchedulerName, key.JoinedBy())
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
-	census := pl.census(key, members)
-	if pl.running(key, spec, census) {
+	q := pl.quorum(spec, members)
+	if pl.running(key, q) {
 		return nil
 	}
-	if q := gang.QuorumOf(spec.MinMember, census); !q.Gathered {
+	if key.API == gang.Composite && !q.Gathered {
+		return pl.waitForChildren(ctx, pod, spec, q)
+	}
+	if !q.Gathered {
 		// The count is the quorum's own, not the census's (Counted).
 		present, _ := q.Counted(spec.MinMember)
 		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers,

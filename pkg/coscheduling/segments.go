@@ -31,15 +31,14 @@ import (
 // whose segments are invalid gets an InvalidPodGroup Event naming the fix,
 // and the status to reject with.
 func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
+	if spec.Key.API == gang.Composite {
+		return pl.shapeTree(spec, members, d, req, nodeInfos)
+	}
 	req.Policy = pl.policyOf(spec, members)
-	placed := pl.placedMembers(spec.Key)
-	var anchorOf map[types.UID]int
-	req.Anchors, anchorOf = anchors(nodeInfos, placed)
-	all, err := pl.members(spec.Key)
+	all, anchorOf, err := pl.anchorRequest(spec.Key, members, req, nodeInfos)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	all = withMembers(all, members)
 	seg, status := pl.segmentsOf(spec, all, req.Policy)
 	if status != nil {
 		return status
@@ -51,6 +50,19 @@ func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, re
 	}
 	req.Hierarchy = h
 	return nil
+}
+
+// anchorRequest sets req's anchors, the nodes of the unit's placed members
+// (anchors), and returns the unit's members with those being planned, in
+// rank order (withMembers), and the anchor of each placed member.
+func (pl *Plugin) anchorRequest(key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int, error) {
+	var anchorOf map[types.UID]int
+	req.Anchors, anchorOf = anchors(nodeInfos, pl.placedMembers(key))
+	all, err := pl.members(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return withMembers(all, members), anchorOf, nil
 }
 
 // withMembers returns the gang's members (all, as the informer lists them)
@@ -96,13 +108,16 @@ func (pl *Plugin) segmentsOf(spec *gang.Spec, all []*v1.Pod, policy placement.Po
 // error says which sharers straddle segments: one node cannot sit in two
 // segments' domains, so the claim must be shared inside one segment.
 func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all, planned []*v1.Pod, anchorOf map[types.UID]int, d *demand) (*placement.Subgroup, error) {
-	groups, claims := sharers(d)
-	if seg.Size == 0 && len(groups) == 0 {
-		return nil, nil
-	}
 	index := make(map[types.UID]int, len(planned))
 	for i, p := range planned {
 		index[p.UID] = i
+	}
+	groups, claims, err := sharersAmong(d, all, planned, index)
+	if err != nil {
+		return nil, err
+	}
+	if seg.Size == 0 && len(groups) == 0 {
+		return nil, nil
 	}
 	slots := make([]gang.Slot, len(all))
 	for i, p := range all {
@@ -150,6 +165,41 @@ func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all,
 		splitSharers(&root.Children[c], inside, named)
 	}
 	return root, nil
+}
+
+// sharersAmong returns the groups of planned members that share claims
+// (sharers) among the gang's members all: a composite's request plans the
+// members of several PodGroups, and each PodGroup's leaf holds its own
+// sharers. index gives each planned member's place in the request. The
+// error names a claim shared across PodGroups, which no one node can honour
+// with each PodGroup in its own domain.
+func sharersAmong(d *demand, all, planned []*v1.Pod, index map[types.UID]int) ([][]int, [][]types.NamespacedName, error) {
+	groups, claims := sharers(d)
+	mine := make(map[int]bool, len(all))
+	for _, p := range all {
+		if i, ok := index[p.UID]; ok {
+			mine[i] = true
+		}
+	}
+	var outG [][]int
+	var outC [][]types.NamespacedName
+	for g, group := range groups {
+		n := 0
+		for _, i := range group {
+			if mine[i] {
+				n++
+			}
+		}
+		switch n {
+		case 0:
+		case len(group):
+			outG, outC = append(outG, group), append(outC, claims[g])
+		default:
+			return nil, nil, fmt.Errorf("members %s share ResourceClaim %s, which puts them on one node, but they belong to different PodGroups: share a claim only among the members of one PodGroup",
+				memberNames(planned, group), claims[g][0])
+		}
+	}
+	return outG, outC, nil
 }
 
 // splitSharers turns leaf into an inner subgroup when some of its members

@@ -325,3 +325,27 @@ func TestTreeHierarchyAndTerms(t *testing.T) {
 	require.EqualValues(t, 1, ChildSurplusOf(tree.Root().Composite, q))
 	require.Zero(t, ChildSurplusOf(urgent.Root().Composite, q), "a composite that goes whole has no surplus")
 }
+
+// A gang composite's tree is admitted as one Spec: the root's key, object,
+// terms and topology, its quorum counted in children, and the longest of
+// its PodGroups' timeouts; a lone PodGroup's tree is that PodGroup's Spec.
+func TestTreeSpec(t *testing.T) {
+	s := hierarchySources(t, trainHierarchy()...)
+	tree, err := s.Tree(compositeKey("job"))
+	require.NoError(t, err)
+	got := tree.Spec()
+	require.Equal(t, compositeKey("job"), got.Key)
+	require.Equal(t, tree.Root().Composite.Ref, got.Ref, "Events go to the composite")
+	require.EqualValues(t, 2, got.MinMember, "the quorum counts children")
+	require.Equal(t, placement.Policy{Level: scheduling.LabelSpine, Required: true}, *got.Topology)
+	require.Equal(t, tree.Terms(), got.Terms())
+	require.ErrorContains(t, (&Spec{quorumField: got.quorumField}).Validate(), "minGroupCount")
+
+	free, err := s.Tree(compositeKey("inner"))
+	require.NoError(t, err)
+	require.Equal(t, placement.Policy{}, *free.Spec().Topology, "no constraint is the empty policy, as the hierarchy's root has")
+
+	flat, err := s.Tree(nativeKey("flat"))
+	require.NoError(t, err)
+	require.Same(t, flat.Root().Spec, flat.Spec())
+}

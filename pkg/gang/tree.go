@@ -333,3 +333,46 @@ func (t *Tree) validate() error {
 	}
 	return nil
 }
+
+// Spec is the gang the scheduler admits a gang composite's tree as, rooted
+// at its composite: one unit whose key, object reference (for Events),
+// creation, priority and topology are the root composite's. Its MinMember
+// is the root's MinGroupCount, so a quorum counted for the unit
+// (TreeQuorumOf at the root) reads against it, in children; the attempt's
+// Timeout is the longest of its PodGroups'. A lone PodGroup's tree returns
+// that PodGroup's own Spec.
+func (t *Tree) Spec() *Spec {
+	r := t.Root()
+	if r.Composite == nil {
+		return r.Spec
+	}
+	c := r.Composite
+	s := &Spec{
+		Key:               c.Key,
+		UID:               c.UID,
+		Created:           c.Created,
+		Generation:        c.Generation,
+		MinMember:         c.MinGroupCount,
+		Annotations:       c.Annotations,
+		Topology:          &placement.Policy{},
+		Disruption:        c.Disruption,
+		PriorityClassName: c.PriorityClassName,
+		Priority:          c.Priority,
+		PreemptionPolicy:  c.PreemptionPolicy,
+		Workload:          c.Workload,
+		Parent:            c.Parent,
+		Deleting:          c.Deleting,
+		Ref:               c.Ref,
+		quorumField:       "spec.schedulingPolicy.gang.minGroupCount",
+	}
+	// The root subgroup of Hierarchy carries the composite's topology, and
+	// a Request's Policy must equal it: no constraint is the empty policy,
+	// never the members' annotations.
+	if c.Topology != nil {
+		*s.Topology = *c.Topology
+	}
+	for _, i := range t.Leaves() {
+		s.Timeout = max(s.Timeout, t.Nodes[i].Spec.Timeout)
+	}
+	return s
+}

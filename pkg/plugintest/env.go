@@ -57,6 +57,9 @@ type Config struct {
 	// watched, for the reason NativeNote gives.
 	WatchNative bool
 	NativeNote  string
+	// WatchComposites has the gang sources watch CompositePodGroups too
+	// (with native PodGroups), as where the API server serves them.
+	WatchComposites bool
 	// DRA gives the framework a DRA manager, as kube-scheduler's with
 	// DynamicResourceAllocation on: ResourceSlices, ResourceClaims and
 	// DeviceClasses among Objects are what it reads.
@@ -146,6 +149,9 @@ func New(t testing.TB, cfg Config) *Env {
 	in := gang.Informers{PodGroups: podGroups, NativeNote: cfg.NativeNote}
 	if cfg.WatchNative {
 		in.Native = env.Informers.Scheduling().V1beta1().PodGroups().Informer()
+	}
+	if cfg.WatchNative && cfg.WatchComposites {
+		in.Composites = env.Informers.Scheduling().V1alpha3().CompositePodGroups().Informer()
 	}
 	env.Sources = gang.NewSources(in)
 
