@@ -69,7 +69,13 @@ func benchScenario(b *testing.B, name string) {
 		b.Fatal(err)
 	}
 	for _, profile := range simulator.ProfileNames {
-		if p, err := simulator.LookupProfile(profile); err != nil || !p.AppliesTo(in.Jobs) {
+		p, err := simulator.LookupProfile(profile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if applies, err := p.AppliesTo(in); err != nil {
+			b.Fatal(err)
+		} else if !applies {
 			continue
 		}
 		b.Run("profile="+profile, func(b *testing.B) {
