@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,4 +317,27 @@ func TestCompositePreemptor(t *testing.T) {
 	require.NotNil(t, req.Hierarchy)
 	require.Len(t, req.Hierarchy.Children, 2, "one subgroup per child")
 	require.Len(t, env.deleted(), 4, "the low gang goes whole")
+}
+
+// A composite whose children all gather at once, with minGroupCount below
+// their number: the children Admit chose start whole, and a member of a
+// child left out of the plan waits without replanning or failing the
+// attempt in flight; it joins once the composite runs.
+func TestCompositeChildOutsideThePlanWaits(t *testing.T) {
+	a, b := nativeMembers("a", 2, "8"), nativeMembers("b", 2, "8")
+	env := newTestEnv(t, gpuNodes(4), append(slices.Clone(a), b...), nil, withComposites(
+		[]*schedulingv1alpha3.CompositePodGroup{composite("job", 1).Obj()},
+		child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
+
+	statuses, waits, _ := scheduleAll(t, env, []*v1.Pod{a[0], b[0], a[1]})
+	require.True(t, statuses[0].IsWait(), "a-0 waits for its sibling: %v", statuses[0])
+	require.Equal(t, fwk.Unschedulable, statuses[1].Code(), "b-0 is outside the plan: %v", statuses[1])
+	require.Contains(t, statuses[1].Message(), "joins once the composite runs")
+	require.True(t, statuses[2].IsSuccess(), "a-1 completes the plan's child: %v", statuses[2])
+	require.True(t, outcome(t, waits[0]).IsSuccess(), "a starts whole")
+
+	statuses, waits, _ = scheduleAll(t, env, b)
+	require.True(t, statuses[0].IsWait(), "b-0 joins the running composite and waits for its sibling: %v", statuses[0])
+	require.True(t, statuses[1].IsSuccess(), "b joins whole: %v", statuses[1])
+	require.True(t, outcome(t, waits[0]).IsSuccess())
 }

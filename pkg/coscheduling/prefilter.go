@@ -78,6 +78,12 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 	}
 	if len(nodes) == 0 {
+		if own, _ := gang.Of(pod); key.API == gang.Composite {
+			// Its PodGroup is not among the children this attempt
+			// places (minGroupCount below their number): it joins once
+			// the composite runs.
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the attempt in flight of %s places other child groups; %s joins once the composite runs", ErrReasonNoSlot, key, own))
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, ErrReasonNoSlot)
 	}
 	s.planNodes = nodes

@@ -125,9 +125,9 @@ func (c *Claims) startLocked(key gang.Key, slots []Slot, deadline time.Time, pla
 }
 
 // PlanSlots returns the nodes a member may take in the gang's live claim:
-// the node of the slot designated to it if there is one, else the nodes of
-// every slot its request fits, in name order. ok is false when no claim is
-// live.
+// the node of the slot designated to it if there is one, else (where
+// members are interchangeable) the nodes of every slot its request fits,
+// in name order. ok is false when no claim is live.
 func (c *Claims) PlanSlots(key gang.Key, uid types.UID, req capacity.Amounts) (nodes []string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -143,6 +143,9 @@ func (c *Claims) PlanSlots(key gang.Key, uid types.UID, req capacity.Amounts) (n
 		if s.UID == uid {
 			return []string{s.Node}, true
 		}
+	}
+	if !interchangeable(key) {
+		return nil, true
 	}
 	seen := map[string]bool{}
 	for _, s := range cl.slots {
@@ -179,19 +182,29 @@ func (c *Claims) Reserve(key gang.Key, uid types.UID, node string, req capacity.
 	if cl == nil {
 		return
 	}
-	if i := pickSlot(cl.slots, uid, node, req); i >= 0 {
+	if i := pickSlot(cl.slots, uid, node, req, interchangeable(key)); i >= 0 {
 		cl.slots = append(cl.slots[:i], cl.slots[i+1:]...)
 	}
 }
 
-// pickSlot returns the index of the slot a reserving member takes, or -1.
-func pickSlot(slots []Slot, uid types.UID, node string, req capacity.Amounts) int {
+// interchangeable reports whether a member of key's unit may take a slot
+// planned for another member that its request fits. A gang's members are
+// alike. A composite's are not: each child has its own quorum and domain,
+// and a member of a child outside the attempt (minGroupCount below the
+// number of children) that took a planned child's slot would leave that
+// child short and the whole tree waiting until it times out. There a slot
+// goes to the member it was planned for alone.
+func interchangeable(key gang.Key) bool { return key.API != gang.Composite }
+
+// pickSlot returns the index of the slot a reserving member takes, or -1:
+// its own, else (when members are interchangeable) one it fits.
+func pickSlot(slots []Slot, uid types.UID, node string, req capacity.Amounts, interchangeable bool) int {
 	onNode, anywhere := -1, -1
 	for i, s := range slots {
 		if s.UID == uid {
 			return i
 		}
-		if !req.FitsIn(s.Request) {
+		if !interchangeable || !req.FitsIn(s.Request) {
 			continue
 		}
 		if onNode < 0 && s.Node == node {

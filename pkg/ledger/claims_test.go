@@ -35,21 +35,24 @@ func newTestLedger() (*Ledger, *testingclock.FakeClock) {
 func TestPickSlot(t *testing.T) {
 	slots := []Slot{slot("a", "n1", 8), slot("b", "n2", 4), slot("c", "n2", 8)}
 	for _, tt := range []struct {
-		name string
-		uid  string
-		node string
-		req  int64
-		want int
+		name  string
+		uid   string
+		node  string
+		req   int64
+		alike bool // members are interchangeable (a gang, not a composite)
+		want  int
 	}{
-		{name: "the slot designated to the member, wherever it reserved", uid: "c", node: "n1", req: 8, want: 2},
-		{name: "designation wins over a fit on the node", uid: "b", node: "n1", req: 4, want: 1},
-		{name: "a slot on the node it reserved that it fits", uid: "x", node: "n2", req: 8, want: 2},
-		{name: "else the first slot it fits anywhere", uid: "x", node: "n9", req: 8, want: 0},
-		{name: "a small member fits the first slot", uid: "x", node: "n2", req: 2, want: 1},
-		{name: "no slot it fits", uid: "x", node: "n1", req: 16, want: -1},
+		{name: "the slot designated to the member, wherever it reserved", uid: "c", node: "n1", req: 8, alike: true, want: 2},
+		{name: "designation wins over a fit on the node", uid: "b", node: "n1", req: 4, alike: true, want: 1},
+		{name: "a slot on the node it reserved that it fits", uid: "x", node: "n2", req: 8, alike: true, want: 2},
+		{name: "else the first slot it fits anywhere", uid: "x", node: "n9", req: 8, alike: true, want: 0},
+		{name: "a small member fits the first slot", uid: "x", node: "n2", req: 2, alike: true, want: 1},
+		{name: "no slot it fits", uid: "x", node: "n1", req: 16, alike: true, want: -1},
+		{name: "a composite's member takes its own slot", uid: "b", node: "n2", req: 4, want: 1},
+		{name: "and no other, even one it fits on its node", uid: "x", node: "n2", req: 8, want: -1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, pickSlot(slots, types.UID(tt.uid), tt.node, gpus(tt.req)))
+			require.Equal(t, tt.want, pickSlot(slots, types.UID(tt.uid), tt.node, gpus(tt.req), tt.alike))
 		})
 	}
 }
