@@ -57,6 +57,7 @@ package workload
 
 import (
 	"fmt"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -145,6 +146,12 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 			name = fmt.Sprintf("%s-%d", job.Name, i)
 		}
 		out.Pods[i] = b.pod(name, job)
+		if job.Gang {
+			// Every profile gets the index a training operator puts on
+			// its replicas: members rank by it, not by name (where
+			// job-10 sorts before job-2).
+			out.Pods[i].Labels[scheduling.KubeflowReplicaIndexLabel] = strconv.Itoa(i)
+		}
 		if out.ClaimTemplate != nil {
 			useClaimTemplate(out.Pods[i], out.ClaimTemplate.Name)
 		}

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -115,8 +116,9 @@ func TestBuildGPURequirements(t *testing.T) {
 		b := &Builder{Namespace: "sim", Flavor: flavor, SchedulerName: "default-scheduler", TierKeys: tierKeys}
 		o, err := b.Build(&job)
 		require.NoError(t, err)
-		for _, p := range o.Pods {
+		for i, p := range o.Pods {
 			require.NotContains(t, p.Annotations, scheduling.AnnotationMinCUDA, "baselines cannot express a GPU policy")
+			require.Equal(t, strconv.Itoa(i), p.Labels[scheduling.KubeflowReplicaIndexLabel], "members carry a training operator's replica index in every flavor")
 		}
 		if flavor == Native {
 			require.Equal(t, "12.4", o.NativeGroup.Annotations[scheduling.AnnotationMinCUDA],
