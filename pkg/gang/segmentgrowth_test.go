@@ -40,8 +40,10 @@ func places(s string) []Where {
 	return out
 }
 
+// fourPerClique cuts a job into segments of 4 ranks, each in one clique.
+var fourPerClique = Segments{Size: 4, Policy: placement.Policy{Level: scheduling.LabelGPUClique, Required: true}}
+
 func TestSegmentsStart(t *testing.T) {
-	four := Segments{Size: 4, Policy: placement.Policy{Level: scheduling.LabelGPUClique, Required: true}}
 	tests := []struct {
 		name    string
 		members []*v1.Pod
@@ -65,7 +67,7 @@ func TestSegmentsStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := four.Start(tt.members, places(tt.where), tt.missing)
+			got, ok := fourPerClique.Start(tt.members, places(tt.where), tt.missing)
 			require.Equal(t, tt.wantOK, ok)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Start (-want,+got):\n%s", diff)
@@ -75,7 +77,6 @@ func TestSegmentsStart(t *testing.T) {
 }
 
 func TestSegmentsJoinAndReady(t *testing.T) {
-	four := Segments{Size: 4, Policy: placement.Policy{Level: scheduling.LabelGPUClique, Required: true}}
 	tests := []struct {
 		name        string
 		members     []*v1.Pod
@@ -97,7 +98,7 @@ func TestSegmentsJoinAndReady(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, present, ok := four.Join(tt.members, places(tt.where), tt.i)
+			got, present, ok := fourPerClique.Join(tt.members, places(tt.where), tt.i)
 			require.Equal(t, tt.wantOK, ok)
 			require.Equal(t, tt.wantPresent, present)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -117,7 +118,7 @@ func TestSegmentsJoinAndReady(t *testing.T) {
 		{"a replacement beside bound siblings binds at once", "bbbbbbrbpppp", 6, true},
 	} {
 		t.Run("ready: "+tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, four.Ready(indexed(ranks(12)...), places(tt.where), tt.i))
+			require.Equal(t, tt.want, fourPerClique.Ready(indexed(ranks(12)...), places(tt.where), tt.i))
 		})
 	}
 }
