@@ -1,6 +1,7 @@
 package coscheduling
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -50,18 +51,6 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 	require.NoError(t, err)
 	tracker := env.pl.devices.dra.ResourceClaims()
 
-	fresh := func(sorted []fwk.NodeInfo, cols []column, held map[string]capacity.Amounts) []placement.Node {
-		var out []placement.Node
-		for _, ni := range sorted {
-			a, f := make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
-			for c := range cols {
-				a[c] = cols[c].allocatable(env.ctx, ni)
-				f[c] = cols[c].free(env.ctx, ni, held[ni.Node().Name])
-			}
-			out = append(out, placement.Node{Name: ni.Node().Name, Labels: ni.Node().Labels, Allocatable: a, Free: f})
-		}
-		return out
-	}
 	// check plans members' pass once, and compares the view with a fresh
 	// read.
 	check := func(round int, members []*v1.Pod) []fwk.NodeInfo {
@@ -78,7 +67,7 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 			}
 			held[sorted[r.IntN(len(sorted))].Node().Name] = h
 		}
-		want := fresh(sorted, cols, held)
+		want := readFresh(env.ctx, sorted, cols, held)
 		got := env.pl.view.nodes(env.ctx, sorted, dims, cols, held)
 		require.Empty(t, cmp.Diff(want, got), "round %d, dims %v (-fresh,+view)", round, dims)
 		return sorted
@@ -113,6 +102,21 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 	require.Eventually(t, func() bool { return env.pl.devices.dra.DeviceClassResolver().GetDeviceClass(gpu) == nil },
 		classGoneTimeout, classGoneTimeout/100, "the DRA manager forgets the deleted DeviceClass")
 	check(31, []*v1.Pod{mapped})
+}
+
+// readFresh reads every node as the view would, without it: what the
+// view's vectors must equal.
+func readFresh(ctx context.Context, sorted []fwk.NodeInfo, cols []column, held map[string]capacity.Amounts) []placement.Node {
+	var out []placement.Node
+	for _, ni := range sorted {
+		a, f := make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
+		for c := range cols {
+			a[c] = cols[c].allocatable(ctx, ni)
+			f[c] = cols[c].free(ctx, ni, held[ni.Node().Name])
+		}
+		out = append(out, placement.Node{Name: ni.Node().Name, Labels: ni.Node().Labels, Allocatable: a, Free: f})
+	}
+	return out
 }
 
 // classGoneTimeout bounds how long the DRA manager takes to see a deleted
