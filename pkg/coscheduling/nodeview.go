@@ -28,7 +28,7 @@ import (
 // Dimensions served by devices (DRA) depend on claims and slices as well:
 // the view keeps the device source it read them from, and a node's
 // vectors are read again also when its devices read differently now
-// (deviceCells in devices.go).
+// (deviceCells, dra_cells.go).
 type nodeView struct {
 	mu sync.Mutex
 	// input is the snapshot list sorted was made from, gen the plugin's
