@@ -8,12 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // TestNodeViewReadsWhatChanged checks the view's vectors against a fresh
@@ -26,18 +24,6 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 	env := newTestEnv(t, nodes, running, nil)
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
-	fresh := func(sorted []fwk.NodeInfo, cols []column, held map[string]capacity.Amounts) []placement.Node {
-		var out []placement.Node
-		for _, ni := range sorted {
-			a, f := make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
-			for c := range cols {
-				a[c] = cols[c].allocatable(env.ctx, ni)
-				f[c] = cols[c].free(env.ctx, ni, held[ni.Node().Name])
-			}
-			out = append(out, placement.Node{Name: ni.Node().Name, Labels: ni.Node().Labels, Allocatable: a, Free: f})
-		}
-		return out
-	}
 	dimsOf := [][]v1.ResourceName{{gpu}, {v1.ResourceCPU, gpu, v1.ResourcePods}}
 	for round := range 20 {
 		sorted := env.pl.view.live(env.pl, list)
@@ -52,7 +38,7 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 		for range r.IntN(4) {
 			held[sorted[r.IntN(len(sorted))].Node().Name] = capacity.Amounts{gpu: int64(1 + r.IntN(4)), v1.ResourceCPU: 500}
 		}
-		want := fresh(sorted, cols, held)
+		want := readFresh(env.ctx, sorted, cols, held)
 		got := env.pl.view.nodes(env.ctx, sorted, dims, cols, held)
 		require.Empty(t, cmp.Diff(want, got), "round %d (-fresh,+view)", round)
 		// A pod lands: its node's generation moves.
