@@ -76,6 +76,7 @@ func benchPreCheck(b *testing.B, nodes, size int, fullScan bool) {
 	ctx := klog.NewContext(env.ctx, klog.Background())
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU(b)
 	for b.Loop() {
 		env.pl.ledger.ForgetGang(key)
 		_, status, _ := env.fh.RunPreFilterPlugins(ctx, framework.NewCycleState(), job[0])
@@ -83,6 +84,7 @@ func benchPreCheck(b *testing.B, nodes, size int, fullScan bool) {
 			b.Fatalf("pre-check failed: %v", status)
 		}
 	}
+	cpu.report(b)
 }
 
 // benchFleet is a fleet of n 8-GPU nodes (NVLink cliques of 8 nodes, leaves
