@@ -132,35 +132,6 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	return nil
 }
 
-// withNominated adds to held what plain pods nominated to each node ask for,
-// when their priority is at least priority (see nominatedOn): the plan then
-// keeps out of a preemptor's freed room, as kube-scheduler's Filter does. It
-// copies held rather than write it.
-func (pl *Plugin) withNominated(held map[string]capacity.Amounts, nodeInfos []fwk.NodeInfo, priority int32) map[string]capacity.Amounts {
-	var out map[string]capacity.Amounts
-	for _, ni := range nodeInfos {
-		name := ni.Node().Name
-		a := pl.nominatedOn(name, priority, "")
-		if a == nil {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]capacity.Amounts, len(held)+1)
-			for n, h := range held {
-				out[n] = h
-			}
-		}
-		sum := capacity.Amounts{}
-		sum.Add(out[name])
-		sum.Add(a)
-		out[name] = sum
-	}
-	if out == nil {
-		return held
-	}
-	return out
-}
-
 // liveNodes returns the snapshot's nodes in name order, less those the node
 // informer no longer has: a cycle's snapshot can lag behind a node's
 // deletion, and the API server binds pods to nodes that do not exist.
