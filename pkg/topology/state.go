@@ -68,6 +68,30 @@ func newUsage(t *Tree, req *placement.Request) (*usage, error) {
 // domain k of level l: every other domain's slots read zero, which is all
 // a plan inside that domain reads, for a fraction of the work.
 func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error) {
+	u, err := shapesOf(t, req)
+	if err != nil {
+		return nil, err
+	}
+	u.countSlots(t.dom[l][k].lo, t.dom[l][k].hi, nil)
+	return u, nil
+}
+
+// newUsageAt is newUsage for a request whose bound members may use no node
+// but those at depth-first positions at (ascending): a group's nodes, when
+// the request is Request.InGroup's. Their slots elsewhere are zero, so
+// only the nodes at are counted: planning every group counts each node
+// once, not once per group.
+func newUsageAt(t *Tree, req *placement.Request, at []int32) (*usage, error) {
+	u, err := shapesOf(t, req)
+	if err != nil {
+		return nil, err
+	}
+	u.countSlots(0, int32(len(t.node)), at)
+	return u, nil
+}
+
+// shapesOf checks req against the tree and groups its members into shapes.
+func shapesOf(t *Tree, req *placement.Request) (*usage, error) {
 	if err := validateRequest(req); err != nil {
 		return nil, err
 	}
@@ -96,7 +120,6 @@ func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error)
 		u.want[s] = int64(len(u.bound[s].members))
 		u.total += u.want[s]
 	}
-	u.countSlots(t.dom[l][k].lo, t.dom[l][k].hi)
 	return u, nil
 }
 
@@ -135,8 +158,9 @@ func sameEligible(a, b []bool) bool {
 }
 
 // countSlots fills slots and room bottom-up, for the nodes at depth-first
-// positions lo..hi-1 and the domains above them.
-func (u *usage) countSlots(lo, hi int32) {
+// positions lo..hi-1 and the domains above them; of those nodes, only the
+// ones at (ascending) when at is not nil, the others holding no slot.
+func (u *usage) countSlots(lo, hi int32, at []int32) {
 	t := u.tree
 	top := t.top()
 	u.slots = make([][][]int64, len(u.bound))
@@ -144,12 +168,21 @@ func (u *usage) countSlots(lo, hi int32) {
 		sh := &u.bound[s]
 		per := make([][]int64, top+1)
 		per[0] = make([]int64, len(t.dom[0]))
-		for p := lo; p < hi; p++ {
+		count := func(p int32) {
 			i := t.node[p]
 			if sh.eligible != nil && !sh.eligible[i] {
-				continue
+				return
 			}
 			per[0][p] = fitCount(sh.request, u.req.Nodes[i].Free, sh.perNode)
+		}
+		if at != nil {
+			for _, p := range at {
+				count(p)
+			}
+		} else {
+			for p := lo; p < hi; p++ {
+				count(p)
+			}
 		}
 		for l := 1; l <= top; l++ {
 			per[l] = make([]int64, len(t.dom[l]))
