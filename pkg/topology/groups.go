@@ -110,7 +110,14 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 // groupPositions lists, for each group of g, the depth-first positions of
 // its nodes on t, ascending: where planIn counts the group's slots.
 func groupPositions(t *Tree, g *placement.Groups) [][]int32 {
+	size := make([]int, len(g.Names))
+	for _, k := range g.Of {
+		size[k]++
+	}
 	at := make([][]int32, len(g.Names))
+	for k, n := range size {
+		at[k] = make([]int32, 0, n)
+	}
 	for p, i := range t.node {
 		k := g.Of[i]
 		at[k] = append(at[k], int32(p))
