@@ -189,14 +189,9 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 	}
 	required := u.req.Policy.Required && u.req.Policy.Level != ""
 	budget := p.budget
-	var cands []int32
+	var cands, scratch []int32
 	for l := start; l <= top; l++ {
-		cands = cands[:0]
-		for k := range t.dom[l] {
-			if u.fits(l, int32(k)) {
-				cands = append(cands, int32(k))
-			}
-		}
+		cands, scratch = u.fitting(l, cands, scratch)
 		if len(cands) == 0 {
 			if required {
 				return nil, u.requiredFitError(l)

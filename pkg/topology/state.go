@@ -246,6 +246,33 @@ func (u *usage) fits(l int, k int32) bool {
 	return true
 }
 
+// fitting lists the domains of level l that fit (see fits), in tree order,
+// into out, with scratch as a second buffer; it returns both for reuse. A
+// domain's slots are the sums of its children's, so a domain inside one
+// that does not fit does not fit either: the search descends from the
+// cluster through fitting domains only, and a level where few domains fit
+// costs their children, not every domain of the levels below.
+func (u *usage) fitting(l int, out, scratch []int32) (fit, buf []int32) {
+	t := u.tree
+	out = out[:0]
+	if !u.fits(t.top(), 0) {
+		return out, scratch
+	}
+	out = append(out, 0)
+	for m := t.top(); m > l; m-- {
+		scratch = scratch[:0]
+		for _, k := range out {
+			for c := t.dom[m][k].first; c < t.dom[m][k].end; c++ {
+				if u.fits(m-1, c) {
+					scratch = append(scratch, c)
+				}
+			}
+		}
+		out, scratch = scratch, out
+	}
+	return out, scratch
+}
+
 // roomFor is how many bound members domain k of level l could hold, each
 // shape counted alone: the numbers fit errors report.
 func (u *usage) roomFor(l int, k int32) int64 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,4 +37,38 @@ func TestCountingAGroupsNodesMatchesAFullCount(t *testing.T) {
 		}
 	}
 	require.Greater(t, nonzero, 100, "too few groups had room for the gang to compare")
+}
+
+// TestFittingMatchesAScanOfEveryDomain checks fitting, which descends from
+// the cluster through domains that fit, against fits asked of every domain
+// of the level, on random fabrics, in a group of nodes and not.
+func TestFittingMatchesAScanOfEveryDomain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(18, 23))
+	found := 0
+	var out, scratch []int32
+	for i := range 300 {
+		req := randomRequest(rng)
+		tree := newTestPlanner(t).Tree(req)
+		u, err := newUsage(tree, req)
+		if rng.IntN(2) == 0 {
+			req.Groups = randomGroups(rng, req)
+			k := rng.IntN(len(req.Groups.Names))
+			u, err = newUsageAt(tree, req.InGroup(k), groupPositions(tree, req.Groups)[k])
+		}
+		require.NoError(t, err)
+		for l := range tree.top() + 1 {
+			var want []int32
+			for k := range tree.dom[l] {
+				if u.fits(l, int32(k)) {
+					want = append(want, int32(k))
+				}
+			}
+			out, scratch = u.fitting(l, out, scratch)
+			require.Empty(t, cmp.Diff(want, out, cmpopts.EquateEmpty()), "case %d, level %d (-every domain,+descent)", i, l)
+			if l < tree.top() && len(want) > 0 {
+				found++
+			}
+		}
+	}
+	require.Greater(t, found, 100, "too few levels had a fitting domain below the cluster")
 }
