@@ -163,6 +163,10 @@ func sameEligible(a, b []bool) bool {
 func (u *usage) countSlots(lo, hi int32, at []int32) {
 	t := u.tree
 	top := t.top()
+	var above [][]int32
+	if at != nil {
+		above = t.domainsAbove(at)
+	}
 	u.slots = make([][][]int64, len(u.bound))
 	for s := range u.bound {
 		sh := &u.bound[s]
@@ -190,13 +194,22 @@ func (u *usage) countSlots(lo, hi int32, at []int32) {
 				continue
 			}
 			below := per[l-1]
-			for k := t.anc[l][lo]; k <= t.anc[l][hi-1]; k++ {
+			sum := func(k int32) {
 				d := t.dom[l][k]
-				var sum int64
+				var n int64
 				for c := d.first; c < d.end; c++ {
-					sum += below[c]
+					n += below[c]
 				}
-				per[l][k] = sum
+				per[l][k] = n
+			}
+			if above != nil {
+				for _, k := range above[l] {
+					sum(k)
+				}
+				continue
+			}
+			for k := t.anc[l][lo]; k <= t.anc[l][hi-1]; k++ {
+				sum(k)
 			}
 		}
 		u.slots[s] = per
@@ -214,6 +227,32 @@ func (u *usage) countSlots(lo, hi int32, at []int32) {
 			}
 		}
 	}
+}
+
+// domainsAbove lists, for each level l from 1 up, the domains of level l
+// that hold a node at depth-first positions at (ascending), in tree order:
+// the only domains whose slots a count on those nodes changes. Each level's
+// list is made from the one below it, so the cost is the nodes and the
+// domains touched, not the tree.
+func (t *Tree) domainsAbove(at []int32) [][]int32 {
+	above := make([][]int32, t.top()+1)
+	for l := 1; l <= t.top(); l++ {
+		// A domain's parent is the parent of its first node.
+		first := at
+		if l > 1 {
+			first = make([]int32, len(above[l-1]))
+			for j, c := range above[l-1] {
+				first[j] = t.dom[l-1][c].lo
+			}
+		}
+		last := int32(-1)
+		for _, p := range first {
+			if k := t.anc[l][p]; k != last {
+				above[l], last = append(above[l], k), k
+			}
+		}
+	}
+	return above
 }
 
 // maxNodeSlots caps one node's slots, for members that ask for nothing.
