@@ -27,6 +27,10 @@ import (
 //     reaches the nominator before the API server, and the nominator keeps
 //     it while later updates carry no nominatedNodeName.
 //
+// Another nominating PostFilter (DefaultPreemption, were a profile of the
+// same scheduler to enable it) would be seen here only once its status
+// write reaches the informer, one API round trip after the nominator.
+//
 // A pod's nodes are forgotten when it is bound or deleted, which is when
 // the nominator forgets it too. A node in the set that the nominator does
 // not have costs one call; the answer is always the nominator's.
