@@ -50,8 +50,9 @@ func compareGroupPlans(a *Result, ra rank, b *Result, rb rank) int {
 // Planning every group costs one plan per group; groups that cannot hold
 // the gang's shapes fail on their slot counts, before any packing. planIn
 // plans the gang inside group k on tree t, for flat and hierarchical gangs
-// alike; at are the group's depth-first positions on t, ascending.
-func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn func(t *Tree, k int, at []int32) (*Result, rank, error)) (*Result, error) {
+// alike; at are the group's depth-first positions on t, ascending, and sc
+// the slot arrays the groups' counts share (slotScratch).
+func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error)) (*Result, error) {
 	g := req.Groups
 	if err := g.Validate(len(req.Nodes)); err != nil {
 		return nil, err
@@ -60,12 +61,14 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	// Groups narrow eligibility only: every group plans on the same tree.
 	t := p.Tree(req)
 	at := groupPositions(t, g)
+	var sc slotScratch
 	tries := make([]*placement.FitError, len(g.Names))
 	var best *Result
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
-		res, rk, err := planIn(t, k, at[k])
+		res, rk, err := planIn(t, k, at[k], &sc)
+		sc.reset()
 		var fe *placement.FitError
 		switch {
 		case errors.As(err, &fe):

@@ -93,19 +93,20 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 		return p.planHierarchy(ctx, req)
 	}
 	if req.Groups.Split() && anyBound(req) {
-		return p.planGroups(ctx, req, func(t *Tree, k int, at []int32) (*Result, rank, error) {
-			return p.planDetailed(ctx, t, req.InGroup(k), at)
+		return p.planGroups(ctx, req, func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error) {
+			return p.planDetailed(ctx, t, req.InGroup(k), at, sc)
 		})
 	}
-	res, _, err := p.planDetailed(ctx, p.Tree(req), req, nil)
+	res, _, err := p.planDetailed(ctx, p.Tree(req), req, nil, nil)
 	return res, err
 }
 
 // planDetailed is PlanDetailed within one group of nodes, on the tree of
 // req's nodes. It also returns how the chosen domain ranks, for comparing
 // plans made in different groups. at, when not nil, are the depth-first
-// positions of the only nodes req's bound members may use (newUsageAt).
-func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Request, at []int32) (*Result, rank, error) {
+// positions of the only nodes req's bound members may use, and sc the
+// slot arrays to count them in (newUsageAt).
+func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Request, at []int32, sc *slotScratch) (*Result, rank, error) {
 	logger := klog.FromContext(ctx)
 	start := 0
 	if req.Policy.Level != "" {
@@ -118,7 +119,7 @@ func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Requ
 	var u *usage
 	var err error
 	if at != nil {
-		u, err = newUsageAt(t, req, at)
+		u, err = newUsageAt(t, req, at, sc)
 	} else {
 		u, err = newUsage(t, req)
 	}

@@ -43,6 +43,8 @@ type usage struct {
 	// slots[s][l][k] is how many members of bound[s] fit in domain k of
 	// level l, that shape alone. Written by newUsage, read-only afterwards.
 	slots [][][]int64
+	// scratch, when set, lends slots their arrays (newUsageAt).
+	scratch *slotScratch
 	// room[l][k] sums slots over shapes: a domain's free capacity in this
 	// gang's own units, the key of best fit. Aliases slots[0] for one shape.
 	room [][]int64
@@ -80,12 +82,13 @@ func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error)
 // but those at depth-first positions at (ascending): a group's nodes, when
 // the request is Request.InGroup's. Their slots elsewhere are zero, so
 // only the nodes at are counted: planning every group counts each node
-// once, not once per group.
-func newUsageAt(t *Tree, req *placement.Request, at []int32) (*usage, error) {
+// once, not once per group. The slot arrays are sc's when sc is not nil.
+func newUsageAt(t *Tree, req *placement.Request, at []int32, sc *slotScratch) (*usage, error) {
 	u, err := shapesOf(t, req)
 	if err != nil {
 		return nil, err
 	}
+	u.scratch = sc
 	u.countSlots(0, int32(len(t.node)), at)
 	return u, nil
 }
@@ -170,8 +173,15 @@ func (u *usage) countSlots(lo, hi int32, at []int32) {
 	u.slots = make([][][]int64, len(u.bound))
 	for s := range u.bound {
 		sh := &u.bound[s]
-		per := make([][]int64, top+1)
-		per[0] = make([]int64, len(t.dom[0]))
+		var per [][]int64
+		if at != nil && u.scratch != nil {
+			per = u.scratch.arrays(t, s, at, above)
+		} else {
+			per = make([][]int64, top+1)
+			for l := range per {
+				per[l] = make([]int64, len(t.dom[l]))
+			}
+		}
 		count := func(p int32) {
 			i := t.node[p]
 			if sh.eligible != nil && !sh.eligible[i] {
@@ -189,7 +199,6 @@ func (u *usage) countSlots(lo, hi int32, at []int32) {
 			}
 		}
 		for l := 1; l <= top; l++ {
-			per[l] = make([]int64, len(t.dom[l]))
 			if lo == hi {
 				continue
 			}

@@ -11,9 +11,10 @@ import (
 )
 
 // TestCountingAGroupsNodesMatchesAFullCount checks newUsageAt, which counts
-// slots on a group's nodes alone, against newUsage's count over every node,
-// on random fabrics split into random groups: every shape's slots and the
-// room must be equal in every domain of every level.
+// slots on a group's nodes alone, in arrays the groups share, against
+// newUsage's count over every node, on random fabrics split into random
+// groups: every shape's slots and the room must be equal in every domain of
+// every level.
 func TestCountingAGroupsNodesMatchesAFullCount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(18, 19))
 	nonzero := 0
@@ -22,11 +23,13 @@ func TestCountingAGroupsNodesMatchesAFullCount(t *testing.T) {
 		req.Groups = randomGroups(rng, req)
 		tree := newTestPlanner(t).Tree(req)
 		at := groupPositions(tree, req.Groups)
+		// The groups' counts share one scratch, as planGroups has them.
+		var sc slotScratch
 		for k := range req.Groups.Names {
 			sub := req.InGroup(k)
 			full, err := newUsage(tree, sub)
 			require.NoError(t, err)
-			in, err := newUsageAt(tree, sub, at[k])
+			in, err := newUsageAt(tree, sub, at[k], &sc)
 			require.NoError(t, err)
 			name := fmt.Sprintf("case %d, group %d", i, k)
 			require.Empty(t, cmp.Diff(full.slots, in.slots), "%s: slots (-every node,+the group's)", name)
@@ -34,6 +37,7 @@ func TestCountingAGroupsNodesMatchesAFullCount(t *testing.T) {
 			if len(full.room) > 0 && full.room[len(full.room)-1][0] > 0 {
 				nonzero++
 			}
+			sc.reset()
 		}
 	}
 	require.Greater(t, nonzero, 100, "too few groups had room for the gang to compare")
@@ -53,7 +57,7 @@ func TestFittingMatchesAScanOfEveryDomain(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			req.Groups = randomGroups(rng, req)
 			k := rng.IntN(len(req.Groups.Names))
-			u, err = newUsageAt(tree, req.InGroup(k), groupPositions(tree, req.Groups)[k])
+			u, err = newUsageAt(tree, req.InGroup(k), groupPositions(tree, req.Groups)[k], nil)
 		}
 		require.NoError(t, err)
 		for l := range tree.top() + 1 {
