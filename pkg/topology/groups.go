@@ -57,6 +57,10 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	if err := g.Validate(len(req.Nodes)); err != nil {
 		return nil, err
 	}
+	// The groups share the nodes: checked once here, not per group.
+	if err := validateNodes(req); err != nil {
+		return nil, err
+	}
 	logger := klog.FromContext(ctx)
 	// Groups narrow eligibility only: every group plans on the same tree.
 	t := p.Tree(req)

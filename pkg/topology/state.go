@@ -70,7 +70,7 @@ func newUsage(t *Tree, req *placement.Request) (*usage, error) {
 // domain k of level l: every other domain's slots read zero, which is all
 // a plan inside that domain reads, for a fraction of the work.
 func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error) {
-	u, err := shapesOf(t, req)
+	u, err := shapesOf(t, req, false)
 	if err != nil {
 		return nil, err
 	}
@@ -83,8 +83,9 @@ func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error)
 // the request is Request.InGroup's. Their slots elsewhere are zero, so
 // only the nodes at are counted: planning every group counts each node
 // once, not once per group. The slot arrays are sc's when sc is not nil.
+// The caller checked req's nodes (validateNodes, once for all groups).
 func newUsageAt(t *Tree, req *placement.Request, at []int32, sc *slotScratch) (*usage, error) {
-	u, err := shapesOf(t, req)
+	u, err := shapesOf(t, req, true)
 	if err != nil {
 		return nil, err
 	}
@@ -93,9 +94,10 @@ func newUsageAt(t *Tree, req *placement.Request, at []int32, sc *slotScratch) (*
 	return u, nil
 }
 
-// shapesOf checks req against the tree and groups its members into shapes.
-func shapesOf(t *Tree, req *placement.Request) (*usage, error) {
-	if err := validateRequest(req); err != nil {
+// shapesOf checks req against the tree and groups its members into shapes;
+// with nodesChecked, its nodes were checked already (validateNodes).
+func shapesOf(t *Tree, req *placement.Request, nodesChecked bool) (*usage, error) {
+	if err := validateRequest(req, nodesChecked); err != nil {
 		return nil, err
 	}
 	u := &usage{tree: t, req: req}
@@ -126,11 +128,11 @@ func shapesOf(t *Tree, req *placement.Request) (*usage, error) {
 	return u, nil
 }
 
-func validateRequest(req *placement.Request) error {
+func validateRequest(req *placement.Request, nodesChecked bool) error {
 	dims := len(req.Resources)
-	for i := range req.Nodes {
-		if len(req.Nodes[i].Free) != dims {
-			return fmt.Errorf("node %s: free vector has %d dimensions, want %d", req.Nodes[i].Name, len(req.Nodes[i].Free), dims)
+	if !nodesChecked {
+		if err := validateNodes(req); err != nil {
+			return err
 		}
 	}
 	for i := range req.Members {
@@ -148,6 +150,18 @@ func validateRequest(req *placement.Request) error {
 	for _, a := range req.Anchors {
 		if a < 0 || a >= len(req.Nodes) {
 			return fmt.Errorf("anchor %d is not a node index (the request has %d nodes)", a, len(req.Nodes))
+		}
+	}
+	return nil
+}
+
+// validateNodes checks that every node's free vector has the request's
+// dimensions.
+func validateNodes(req *placement.Request) error {
+	dims := len(req.Resources)
+	for i := range req.Nodes {
+		if len(req.Nodes[i].Free) != dims {
+			return fmt.Errorf("node %s: free vector has %d dimensions, want %d", req.Nodes[i].Name, len(req.Nodes[i].Free), dims)
 		}
 	}
 	return nil
