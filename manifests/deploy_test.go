@@ -34,6 +34,7 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
 
 	pgv1alpha1 "github.com/gpu-gang/gpu-gang/pkg/apis/scheduling/v1alpha1"
+	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 )
 
 const (
@@ -253,9 +254,9 @@ func TestClusterRoleGrantsExactlyWhatIsNeeded(t *testing.T) {
 func TestNativePodGroupSettings(t *testing.T) {
 	in := build(t)
 	d := one[*appsv1.Deployment](t, in, scheduler)
-	gates := flagValue(t, container(t, d, "scheduler"), "--feature-gates")
-	if !slices.Contains(strings.Split(gates, ","), "GenericWorkload=false") {
-		t.Errorf("scheduler --feature-gates=%s; want GenericWorkload=false among them", gates)
+	gates := "--feature-gates=" + flagValue(t, container(t, d, "scheduler"), "--feature-gates")
+	if gates != controlplane.SchedulerGatesFlag {
+		t.Errorf("scheduler %s; want %s, as the simulator and the integration tests run it", gates, controlplane.SchedulerGatesFlag)
 	}
 	var profiles []string
 	for _, p := range schedulerConfig(t).Profiles {

@@ -277,6 +277,9 @@ func TestChartValues(t *testing.T) {
 		{"scheduler resources", at(sched, "spec", "template", "spec", "containers", 0, "resources"), map[string]any{
 			"requests": map[string]any{"cpu": "1", "memory": "1Gi"}, "limits": map[string]any{"memory": "4Gi"}}},
 		{"scheduler log level", at(sched, "spec", "template", "spec", "containers", 0, "command", 2), "--v=4"},
+		// As manifests/deploy/deployment.yaml runs it (pkg/controlplane.SchedulerGatesFlag).
+		{"scheduler feature gates", at(sched, "spec", "template", "spec", "containers", 0, "command", 3),
+			"--feature-gates=GenericWorkload=false,NominatedNodeNameForExpectation=false"},
 		{"controller flags", at(ctrl, "spec", "template", "spec", "containers", 0, "command"), []any{
 			"/podgroup-controller", "--leader-elect=true", "--leader-elect-resource-name=gpu-gang-podgroup-controller",
 			// The controller reports on the native PodGroups of the profile's scheduler name.

@@ -18,11 +18,15 @@ import (
 type allocatedCache struct {
 	mu sync.Mutex
 	// version identifies the set positions were built from (see version);
-	// positions maps a node to its allocated devices. Both guarded by mu;
+	// positions maps a node to its allocated devices; generation counts
+	// the sets positions were built from, so that callers can tell two
+	// passes that read the same positions apart from two that did not
+	// without comparing them (Devices.Unchanged). All guarded by mu;
 	// positions is shared with every Devices built from it and never
 	// written after.
-	version   allocatedVersion
-	positions map[string]Bits
+	version    allocatedVersion
+	positions  map[string]Bits
+	generation uint64
 }
 
 // allocatedVersion identifies a set of devices, in any order.
@@ -47,14 +51,16 @@ func version(ids sets.Set[structured.DeviceID]) allocatedVersion {
 }
 
 // get returns inv's positions of ids per node, from the cache when
-// ids are the set it holds.
-func (c *allocatedCache) get(inv *Inventory, ids sets.Set[structured.DeviceID]) map[string]Bits {
+// ids are the set it holds, and the generation of those positions (never
+// 0).
+func (c *allocatedCache) get(inv *Inventory, ids sets.Set[structured.DeviceID]) (map[string]Bits, uint64) {
 	v := version(ids)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.positions != nil && c.version == v {
-		return c.positions
+		return c.positions, c.generation
 	}
 	c.positions, c.version = inv.Allocated(ids), v
-	return c.positions
+	c.generation++
+	return c.positions, c.generation
 }

@@ -65,3 +65,12 @@ func (b Bits) Or(o Bits) Bits {
 	}
 	return out
 }
+
+// trim returns b without its trailing empty words, so that equal sets
+// compare equal whatever their length.
+func (b Bits) trim() Bits {
+	for len(b) > 0 && b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}

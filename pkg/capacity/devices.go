@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -61,6 +62,10 @@ type Devices struct {
 	registry  *Registry
 	resolver  ExtendedResolver
 	allocated map[string]Bits
+	// generation is the matcher's generation of allocated (see
+	// allocatedCache), 0 when allocated came from elsewhere
+	// (WithAllocated).
+	generation uint64
 }
 
 // NewDevices returns the device source of a pass. allocated is the set of
@@ -69,18 +74,35 @@ type Devices struct {
 // a hash per device. resolver may be nil when no DeviceClass maps extended
 // resources.
 func NewDevices(m *Matcher, registry *Registry, resolver ExtendedResolver, allocated sets.Set[structured.DeviceID]) *Devices {
-	return &Devices{matcher: m, registry: registry, resolver: resolver, allocated: m.allocated.get(m.Inventory(), allocated)}
+	positions, generation := m.allocated.get(m.Inventory(), allocated)
+	return &Devices{matcher: m, registry: registry, resolver: resolver, allocated: positions, generation: generation}
 }
 
 // WithAllocated returns a copy of d that sees allocated instead: what would
 // be free if only those devices stayed taken (nil: an empty cluster).
 func (d *Devices) WithAllocated(allocated map[string]Bits) *Devices {
 	c := *d
-	c.allocated = allocated
+	c.allocated, c.generation = allocated, 0
 	if c.allocated == nil {
 		c.allocated = map[string]Bits{}
 	}
 	return &c
+}
+
+// Unchanged reports whether d reads what o read: the same inventory and
+// the same allocated devices, so that every Column gives the same answers
+// on a node whose own resources did not change. It costs two compares,
+// not a look at the devices.
+func (d *Devices) Unchanged(o *Devices) bool {
+	return d != nil && o != nil && d.matcher == o.matcher && d.generation != 0 && d.generation == o.generation
+}
+
+// UnchangedOn reports whether node's devices read alike in d and in o:
+// the same inventory, and the same of its devices allocated. A pass after
+// a claim was allocated or released then reads again only the nodes whose
+// devices the change touched.
+func (d *Devices) UnchangedOn(o *Devices, node string) bool {
+	return d != nil && o != nil && d.matcher == o.matcher && slices.Equal(d.allocated[node].trim(), o.allocated[node].trim())
 }
 
 // Allocated returns the positions of node's allocated devices.
@@ -142,6 +164,19 @@ func (d *Devices) Column(dim v1.ResourceName, unions map[v1.ResourceName][]v1.Re
 		c.mapped = k
 	}
 	return c
+}
+
+// Source returns the device source the column reads; nil for the zero
+// Column.
+func (c Column) Source() *Devices { return c.d }
+
+// Same reports whether c and o read a node alike from equal sources: the
+// same dimension, served in the same way by the same kinds. A DeviceClass
+// that maps an extended resource to other devices makes another column of
+// the same dimension.
+func (c Column) Same(o Column) bool {
+	return c.dim == o.dim && c.kind == o.kind && c.all == o.all && c.mapped == o.mapped &&
+		slices.EqualFunc(c.parts, o.parts, Column.Same)
 }
 
 // Devices reports whether the column counts devices at all (on some node).

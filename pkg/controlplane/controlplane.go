@@ -70,6 +70,20 @@ func NativePodGroupDRAAPIFlags() []string {
 	}
 }
 
+// SchedulerGatesFlag is the feature-gate flag gpu-gang's scheduler runs
+// with, as manifests/deploy/deployment.yaml and the Helm chart pass it
+// (manifests/deploy_test.go checks both):
+//   - GenericWorkload=false: kube-scheduler's own PodGroup cycle would take
+//     native gangs from the plugin (see manifests/scheduler-config.yaml);
+//   - NominatedNodeNameForExpectation=false: with it on (beta, default on
+//     since 1.35), every member that waits in Permit first patches its
+//     status.nominatedNodeName, one synchronous API call per member in its
+//     binding cycle. A gang released while such calls are in flight binds
+//     its members up to seconds apart on a busy API server, and the calls
+//     take the server's time from binding. gpu-gang's own holds keep a
+//     waiting gang's nodes; the nomination would only tell autoscalers.
+const SchedulerGatesFlag = "--feature-gates=GenericWorkload=false,NominatedNodeNameForExpectation=false"
+
 const (
 	nativePodGroupGates         = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 	nativePodGroupRuntimeConfig = "--runtime-config=scheduling.k8s.io/v1beta1=true"

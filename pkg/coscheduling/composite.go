@@ -160,13 +160,17 @@ func (pl *Plugin) quorum(spec *gang.Spec, members []*v1.Pod) gang.GroupQuorum {
 }
 
 // toPlan returns the members to plan for the unit's next attempt, in rank
-// order within each PodGroup: for a gang the next Missing pending members;
+// order within each PodGroup: for a gang the next Missing pending members
+// (for a segmented gang, those of its first whole segments: startSegments);
 // for a composite, the pending members that bring each PodGroup gang.Admit
 // chose to its own quorum. only, if set, narrows a composite's PodGroups to
 // the one a member of a running composite belongs to. The status says what
 // the unit still waits for.
 func (pl *Plugin) toPlan(spec *gang.Spec, members []*v1.Pod, q gang.GroupQuorum, only *gang.Key) ([]*v1.Pod, *fwk.Status) {
 	key := spec.Key
+	if batch, status, ok := pl.startSegments(spec, members, q.Missing); ok {
+		return batch, status
+	}
 	if key.API != gang.Composite {
 		pending := pl.pending(key, members)
 		if len(pending) < int(q.Missing) {
@@ -321,12 +325,16 @@ func (pl *Plugin) onCompositeDeleted(c *gang.CompositeSpec) {
 }
 
 // joining returns the members to plan for pod of a running unit: the pod
-// alone (a replacement, an elastic extra, next to its placed siblings), or,
+// alone (a replacement, an elastic extra, next to its placed siblings), its
+// whole segment when that has not started (joinSegment), or,
 // in a running composite, the members that bring the pod's PodGroup to its
 // own quorum when it has not started yet: a child that joins a running
 // composite late still starts whole.
 func (pl *Plugin) joining(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) ([]*v1.Pod, *fwk.Status) {
 	own, _ := gang.Of(pod)
+	if batch, status, ok := pl.joinSegment(spec, members, pod); ok {
+		return batch, status
+	}
 	if spec.Key.API != gang.Composite {
 		return []*v1.Pod{pod}, nil
 	}

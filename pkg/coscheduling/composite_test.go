@@ -285,6 +285,7 @@ func TestCompositeVictim(t *testing.T) {
 // attempt: its sibling's members give back their nodes.
 func TestCompositeChildDeleted(t *testing.T) {
 	env, all, waits := waitingTree(t)
+	env.SyncNativeWatch()
 	require.NoError(t, env.client.SchedulingV1beta1().PodGroups(testNS).Delete(env.ctx, "b", metav1.DeleteOptions{}))
 	for i := range 2 {
 		s := outcome(t, waits[i])

@@ -187,6 +187,7 @@ func TestNativePodGroupDeletedMidFlight(t *testing.T) {
 	node, status := env.schedule(job[0])
 	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
 	waiting := env.waitAsync(job[0], node)
+	env.SyncNativeWatch()
 	require.NoError(t, env.client.SchedulingV1beta1().PodGroups(testNS).Delete(env.ctx, "job", metav1.DeleteOptions{}))
 	select {
 	case s := <-waiting:
@@ -232,6 +233,7 @@ func TestNativePodGroupBeingDeletedStillSchedules(t *testing.T) {
 	now := metav1.NewTime(env.clock.Now())
 	deleting.DeletionTimestamp = &now
 	deleting.Finalizers = []string{"scheduling.k8s.io/podgroup-protection"}
+	env.SyncNativeWatch()
 	_, err := env.client.SchedulingV1beta1().PodGroups(testNS).Update(env.ctx, deleting, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -25,8 +25,10 @@ import (
 // come, go or change labels (nodeGeneration). A node's vectors are read
 // again when its NodeInfo is another one or its generation moved: the
 // scheduler's cache bumps it on every change to the node or its pods.
-// Dimensions served by devices (DRA) are not kept: their free count
-// depends on claims, not on the NodeInfo (devices.go reads them each time).
+// Dimensions served by devices (DRA) depend on claims and slices as well:
+// the view keeps the device source it read them from, and a node's
+// vectors are read again also when its devices read differently now
+// (deviceCells, dra_cells.go).
 type nodeView struct {
 	mu sync.Mutex
 	// input is the snapshot list sorted was made from, gen the plugin's
@@ -47,6 +49,8 @@ type nodeView struct {
 	patched []int
 	stale   bool
 	leased  bool
+	// cells are the device columns vecs were read with.
+	cells deviceCells
 	// verdicts are the Filter verdicts kept per template (verdicts.go),
 	// made on first use.
 	verdictsOnce sync.Once
@@ -73,17 +77,17 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	}
 	v.input, v.gen = slices.Clone(nodeInfos), gen
 	v.sorted = pl.liveNodes(nodeInfos)
-	v.dims, v.vecs, v.base = nil, nil, nil
+	v.dims, v.vecs, v.base, v.cells = nil, nil, nil, deviceCells{}
 	v.lent, v.patched, v.stale = nil, nil, false
 	return v.sorted
 }
 
 // nodes returns nodeInfos (the sorted live nodes) as the planner reads
 // them, with allocatable and free vectors in dims, the free ones less held.
-// cols are the dimensions' columns; with a device column, or nodes other
-// than the view's, it reads every node afresh. Otherwise the nodes are the
-// view's, read again where the NodeInfo changed, with held subtracted on
-// the held nodes alone.
+// cols are the dimensions' columns; with nodes other than the view's it
+// reads every node afresh. Otherwise the nodes are the view's, read again
+// where the NodeInfo or the node's devices changed, with held subtracted
+// on the held nodes alone.
 //
 // The slice it returns is the caller's alone until it calls release, and
 // must not be written. When the view's own slice is free, it is lent
@@ -95,8 +99,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	held map[string]capacity.Amounts, lend bool) (out []placement.Node, release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	cached := !slices.ContainsFunc(cols, func(c column) bool { return c.devices }) &&
-		len(nodeInfos) > 0 && len(nodeInfos) == len(v.sorted) && &nodeInfos[0] == &v.sorted[0]
+	cached := len(nodeInfos) > 0 && len(nodeInfos) == len(v.sorted) && &nodeInfos[0] == &v.sorted[0]
 	if !cached {
 		out = make([]placement.Node, len(nodeInfos))
 		for i, ni := range nodeInfos {
@@ -109,7 +112,8 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		}
 		return out, func() {}
 	}
-	if v.vecs == nil || !slices.Equal(dims, v.dims) {
+	cells, same := v.cells.next(cols)
+	if v.vecs == nil || !slices.Equal(dims, v.dims) || !same {
 		v.dims, v.vecs, v.base = slices.Clone(dims), make([]nodeVectors, len(nodeInfos)), make([]placement.Node, len(nodeInfos))
 		v.lent, v.patched = nil, nil
 	}
@@ -123,9 +127,10 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		}
 		v.patched = v.patched[:0]
 	}
+	v.cells = cells
 	for i, ni := range nodeInfos {
 		nv := &v.vecs[i]
-		if nv.ni == ni && nv.gen == ni.GetGeneration() {
+		if nv.ni == ni && nv.gen == ni.GetGeneration() && cells.unchangedOn(ni.Node().Name) {
 			continue
 		}
 		*nv = nodeVectors{ni: ni, gen: ni.GetGeneration(), alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
@@ -165,6 +170,11 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		}
 		f := v.base[i].Free.Clone()
 		for c := range cols {
+			if cols[c].devices {
+				// Held devices count where their kinds overlap.
+				f[c] = cols[c].free(ctx, nodeInfos[i], h)
+				continue
+			}
 			f[c] -= h[cols[c].name]
 		}
 		out[i].Free = f

@@ -8,12 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // TestNodeViewReadsWhatChanged checks the view's vectors against a fresh
@@ -26,18 +24,6 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 	env := newTestEnv(t, nodes, running, nil)
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
-	fresh := func(sorted []fwk.NodeInfo, cols []column, held map[string]capacity.Amounts) []placement.Node {
-		var out []placement.Node
-		for _, ni := range sorted {
-			a, f := make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
-			for c := range cols {
-				a[c] = cols[c].allocatable(env.ctx, ni)
-				f[c] = cols[c].free(env.ctx, ni, held[ni.Node().Name])
-			}
-			out = append(out, placement.Node{Name: ni.Node().Name, Labels: ni.Node().Labels, Allocatable: a, Free: f})
-		}
-		return out
-	}
 	dimsOf := [][]v1.ResourceName{{gpu}, {v1.ResourceCPU, gpu, v1.ResourcePods}}
 	for round := range 20 {
 		sorted := env.pl.view.live(env.pl, list)
@@ -52,7 +38,7 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 		for range r.IntN(4) {
 			held[sorted[r.IntN(len(sorted))].Node().Name] = capacity.Amounts{gpu: int64(1 + r.IntN(4)), v1.ResourceCPU: 500}
 		}
-		want := fresh(sorted, cols, held)
+		want := readFresh(env.ctx, sorted, cols, held)
 		got, release := env.pl.view.nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got), "round %d (-fresh,+view)", round)
 		// While the view's slice is lent, a second plan gets a copy, and
@@ -61,7 +47,7 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 			other := map[string]capacity.Amounts{sorted[r.IntN(len(sorted))].Node().Name: {gpu: 2}}
 			again, rel := env.pl.view.nodes(env.ctx, sorted, dims, cols, other, true)
 			require.NotSame(t, &got[0], &again[0], "round %d: a lent slice is not lent twice", round)
-			require.Empty(t, cmp.Diff(fresh(sorted, cols, other), again), "round %d: the copy (-fresh,+view)", round)
+			require.Empty(t, cmp.Diff(readFresh(env.ctx, sorted, cols, other), again), "round %d: the copy (-fresh,+view)", round)
 			rel()
 			require.Empty(t, cmp.Diff(want, got), "round %d: the lent slice changed under its plan (-fresh,+view)", round)
 		}

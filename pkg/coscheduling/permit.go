@@ -90,6 +90,9 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	if ready && wasRunning && key.API == gang.Composite {
 		// A child that joins a running composite still starts whole.
 		ready = pl.childReady(key, members, pod)
+	} else if ready && wasRunning {
+		// So does a segment that joins a running gang.
+		ready = pl.segmentReady(spec, members, pod)
 	}
 	if ready {
 		if gone := pl.goneReservation(key); gone != "" {

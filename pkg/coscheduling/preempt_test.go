@@ -38,13 +38,12 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{scheduling.PodGroupLabel: "low-c"}}},
 		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0},
 	}
-	env := newTestEnv(t, nodes, append(running, job...), pgs, withTopology(t))
-	_, err := env.client.PolicyV1().PodDisruptionBudgets(testNS).Create(env.ctx, pdb, metav1.CreateOptions{})
+	// The budget is there from the start: created later, it could fall
+	// between the PDB informer's list and its watch and never be seen.
+	env := newTestEnv(t, nodes, append(running, job...), pgs, withTopology(t), withObjects(pdb))
+	got, err := env.pl.pdbLister.PodDisruptionBudgets(testNS).Get("protect-c")
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		got, err := env.pl.pdbLister.PodDisruptionBudgets(testNS).Get("protect-c")
-		return err == nil && got != nil
-	}, wait.ForeverTestTimeout, 10*time.Millisecond)
+	require.NotNil(t, got)
 	rec := env.record()
 	before, err := testutil.GetCounterMetricValue(preemptions.WithLabelValues("gang"))
 	require.NoError(t, err)

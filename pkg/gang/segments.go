@@ -95,9 +95,15 @@ func from(seg Segments) string { return seg.from }
 //   - a segment level that is not one of levels;
 //   - a segment level looser than the gang's (a segment is part of the
 //     gang, so its domain is inside the gang's);
-//   - a size that does not divide the member count;
+//   - a size that does not divide the member count, for a gang that needs
+//     every member (minMember at least the member count);
 //   - an elastic gang (minMember below the member count) whose minimum is
 //     not a whole number of segments.
+//
+// An elastic gang's member count changes as its job grows, shrinks and
+// finishes, and its members are created one by one: there a segment whose
+// members are not all there yet waits for them (Start, Join), which its
+// members' status says, rather than the gang being invalid.
 //
 // Gangs without segments are valid.
 func (seg Segments) Validate(levels []scheduling.Level, policy placement.Policy, members, minMember int32) error {
@@ -115,7 +121,7 @@ func (seg Segments) Validate(levels []scheduling.Level, policy placement.Policy,
 		}
 	}
 	k := seg.Size
-	if members > 0 && members%k != 0 {
+	if members > 0 && minMember >= members && members%k != 0 {
 		errs = append(errs, fmt.Errorf("%s %s is %d, which does not divide the gang's %d members: %s, or make the member count a multiple of %d",
 			seg.from, seg.sizeKey, k, members, divisorHint(members, k), k))
 	}

@@ -110,8 +110,11 @@ func TestSegmentsValidate(t *testing.T) {
 			"does not divide the gang's 4 members: set a size that divides 4, such as 4"}},
 		{name: "elastic, quorum not whole segments", seg: segs(4, clique), members: 12, minMember: 6, wantErr: []string{
 			"the gang is elastic (quorum 6 of 12 members) and its quorum is not a whole number of segments of 4: set the quorum to a multiple of 4"}},
-		{name: "every problem at once", seg: segs(5, spine), gang: placement.Policy{Level: clique}, members: 12, minMember: 6, wantErr: []string{
-			"looser than the gang's level", "does not divide the gang's 12 members: set a size that divides 12, such as 4 or 6", "(quorum 6 of 12 members)"}},
+		{name: "elastic: members that are not whole segments yet wait for the rest", seg: segs(4, clique), members: 10, minMember: 8},
+		{name: "every problem at once", seg: segs(5, spine), gang: placement.Policy{Level: clique}, members: 12, minMember: 12, wantErr: []string{
+			"looser than the gang's level", "does not divide the gang's 12 members: set a size that divides 12, such as 4 or 6"}},
+		{name: "every problem of an elastic gang", seg: segs(5, spine), gang: placement.Policy{Level: clique}, members: 12, minMember: 6, wantErr: []string{
+			"looser than the gang's level", "(quorum 6 of 12 members)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

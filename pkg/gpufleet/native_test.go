@@ -52,6 +52,7 @@ func TestNativePodGroupAnnotations(t *testing.T) {
 		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
 			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}},
 	}
+	env.SyncNativeWatch()
 	pg, err := env.Client.SchedulingV1beta1().PodGroups(testNS).Create(env.ctx, pg, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

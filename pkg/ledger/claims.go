@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -69,6 +70,9 @@ type Claim struct {
 	slots []Slot
 	// fingerprint identifies the plan, for lessons.
 	fingerprint uint64
+	// designated is set when each slot goes to the member it was planned
+	// for alone (see interchangeable).
+	designated bool
 }
 
 // Slot is one member's planned place. It is designated to the member the
@@ -121,7 +125,8 @@ func (c *Claims) addHeldLocked(held map[string]capacity.Amounts, self gang.Key, 
 func (c *Claims) startLocked(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) {
 	g := c.get(key)
 	g.attempt++
-	g.claim = &Claim{attempt: g.attempt, deadline: deadline, slots: slots, Summary: plan.Summary, Spans: plan.Spans, fingerprint: fp}
+	g.claim = &Claim{attempt: g.attempt, deadline: deadline, slots: slots, Summary: plan.Summary, Spans: plan.Spans, fingerprint: fp,
+		designated: !interchangeable(key, plan)}
 }
 
 // PlanSlots returns the nodes a member may take in the gang's live claim:
@@ -144,7 +149,7 @@ func (c *Claims) PlanSlots(key gang.Key, uid types.UID, req capacity.Amounts) (n
 			return []string{s.Node}, true
 		}
 	}
-	if !interchangeable(key) {
+	if cl.designated {
 		return nil, true
 	}
 	seen := map[string]bool{}
@@ -182,19 +187,27 @@ func (c *Claims) Reserve(key gang.Key, uid types.UID, node string, req capacity.
 	if cl == nil {
 		return
 	}
-	if i := pickSlot(cl.slots, uid, node, req, interchangeable(key)); i >= 0 {
+	if i := pickSlot(cl.slots, uid, node, req, !cl.designated); i >= 0 {
 		cl.slots = append(cl.slots[:i], cl.slots[i+1:]...)
 	}
 }
 
-// interchangeable reports whether a member of key's unit may take a slot
-// planned for another member that its request fits. A gang's members are
-// alike. A composite's are not: each child has its own quorum and domain,
-// and a member of a child outside the attempt (minGroupCount below the
-// number of children) that took a planned child's slot would leave that
-// child short and the whole tree waiting until it times out. There a slot
-// goes to the member it was planned for alone.
-func interchangeable(key gang.Key) bool { return key.API != gang.Composite }
+// interchangeable reports whether, in plan, a member of key's unit may take
+// a slot planned for another member that its request fits. The members of
+// a flat gang are alike. Those of a plan with a hierarchy are not: each
+// sits in its own subgroup (a segment of ranks, a child PodGroup, members
+// sharing a claim), whose domain the plan chose for it, and a member outside
+// the attempt that took a planned member's slot would put the wrong ranks
+// in that domain and leave the planned member no place: a composite child
+// planned short waits until it times out (minGroupCount below the number of
+// children, all gathered at once); an elastic segmented gang starts with
+// segments that are not the job's, and its members that come later find
+// their segment's domain full. There a slot goes to the member it was
+// planned for alone. A composite's plan is never flat, but its key says so
+// even for a planner that reports no subgroups.
+func interchangeable(key gang.Key, plan *placement.Plan) bool {
+	return key.API != gang.Composite && len(plan.Subgroups) == 0
+}
 
 // pickSlot returns the index of the slot a reserving member takes, or -1:
 // its own, else (when members are interchangeable) one it fits.
@@ -332,15 +345,23 @@ func (c *Claims) InFlightNodes(key gang.Key) []string {
 }
 
 // drop forgets a deleted member's reservation. It returns true when the
-// member was reserved in the gang's attempt in flight.
+// member was reserved in the gang's attempt in flight, or the attempt's
+// plan designated a slot to it alone that it had not taken yet.
 func (c *Claims) drop(key gang.Key, uid types.UID) (inFlight bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if g, ok := c.byKey[key]; ok {
-		if r, had := g.reserved[uid]; had {
-			inFlight = g.claim != nil && g.claim.attempt == r.Attempt
-			delete(g.reserved, uid)
-		}
+	g, ok := c.byKey[key]
+	if !ok {
+		return false
+	}
+	if r, had := g.reserved[uid]; had {
+		inFlight = g.claim != nil && g.claim.attempt == r.Attempt
+		delete(g.reserved, uid)
+	}
+	if cl := g.liveClaim(c.clock.Now()); cl != nil && cl.designated && slices.ContainsFunc(cl.slots, func(s Slot) bool { return s.UID == uid }) {
+		// No other member may take its slot: the attempt cannot complete
+		// as planned, and plans again with the member that replaces it.
+		inFlight = true
 	}
 	return inFlight
 }

@@ -87,6 +87,34 @@ func TestPlanSlots(t *testing.T) {
 	require.False(t, ok, "a claim past its deadline plans nothing")
 }
 
+func TestPlanWithHierarchyDesignatesSlots(t *testing.T) {
+	// A segmented gang's plan: a and b in one segment's domain. x, a member
+	// outside the attempt, neither plans into their slots nor takes one.
+	hierarchical := &placement.Plan{Subgroups: []placement.SubgroupPlan{{}}}
+	for _, tt := range []struct {
+		name      string
+		key       gang.Key
+		plan      *placement.Plan
+		wantNodes []string
+		wantHeld  map[string]capacity.Amounts
+	}{
+		{"a flat gang's members are alike", key("flat"), &placement.Plan{}, []string{"n1", "n2"}, map[string]capacity.Amounts{"n2": gpus(8)}},
+		{"a segmented gang's slot is its member's alone", key("seg"), hierarchical, nil, map[string]capacity.Amounts{"n1": gpus(8), "n2": gpus(8)}},
+		{"so is a composite's, whatever its planner reports", gang.Key{API: gang.Composite, Namespace: "ns", Name: "c"}, &placement.Plan{}, nil,
+			map[string]capacity.Amounts{"n1": gpus(8), "n2": gpus(8)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, _ := newTestLedger()
+			l.SetClaim(tt.key, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), tt.plan, 1)
+			nodes, ok := l.Claims.PlanSlots(tt.key, "x", gpus(8))
+			require.True(t, ok)
+			require.Equal(t, tt.wantNodes, nodes)
+			l.Claims.Reserve(tt.key, "x", "n1", gpus(8))
+			require.Equal(t, tt.wantHeld, l.HeldByOthers(key("other"), QueueOrder{}))
+		})
+	}
+}
+
 func TestReserveTakesOneSlotEach(t *testing.T) {
 	l, _ := newTestLedger()
 	k := key("job")

@@ -35,8 +35,11 @@
 // slots, one per member, each designated to the member the plan put there.
 // A member that reserves takes a slot: its own, else one on the node it
 // reserved that its request fits, else the first it fits anywhere, so the
-// claim never holds more than the members still to come. In a composite
-// unit only its own: children are not interchangeable. Until the
+// claim never holds more than the members still to come. In a plan with a
+// hierarchy (a composite unit, segments, sharers) only its own: each
+// subgroup's members are the ones its domain was chosen for, and a planned
+// member deleted before it reserved ends the attempt, which plans again
+// with its replacement. Until the
 // attempt's deadline the slots left are held: other gangs plan around them
 // and other pods do not fit into them. A reservation remembers its attempt,
 // so news about an abandoned attempt changes nothing; a second Fail of one

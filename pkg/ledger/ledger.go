@@ -127,7 +127,8 @@ func (l *Ledger) Succeed(key gang.Key) (members []types.UID, done *Claim, ok boo
 
 // ForgetPod drops a deleted member's reservation and stops holding it back.
 // It returns true when the member was reserved in the gang's attempt in
-// flight: the attempt cannot complete as planned.
+// flight, or holds a slot of it that no other member may take: the attempt
+// cannot complete as planned.
 func (l *Ledger) ForgetPod(key gang.Key, uid types.UID) (inFlight bool) {
 	inFlight = l.Claims.drop(key, uid)
 	l.Gate.drop(key, uid)

@@ -142,6 +142,27 @@ func TestForgetPodInFlightAndGated(t *testing.T) {
 	require.Zero(t, l.Gate.Held(k))
 }
 
+func TestForgetPodWithADesignatedSlot(t *testing.T) {
+	// In a plan with a hierarchy no member may take a deleted member's
+	// slot: its deletion ends the attempt before the member reserves.
+	for _, tt := range []struct {
+		name string
+		plan *placement.Plan
+		want bool
+	}{
+		{"flat: a recreated member takes the slot", &placement.Plan{}, false},
+		{"hierarchical: the attempt cannot complete", &placement.Plan{Subgroups: []placement.SubgroupPlan{{}}}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, _ := newTestLedger()
+			k := key("job")
+			l.SetClaim(k, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), tt.plan, 1)
+			require.Equal(t, tt.want, l.ForgetPod(k, "b"))
+			require.False(t, l.ForgetPod(k, "x"), "a member outside the plan")
+		})
+	}
+}
+
 func TestFailPlanAndSucceedTeachAndForget(t *testing.T) {
 	l, _ := newTestLedger()
 	k := key("job")

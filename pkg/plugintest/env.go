@@ -308,6 +308,21 @@ func (e *Env) syncPodGroupWatch() {
 	})
 }
 
+// SyncNativeWatch is SyncWatch for the native PodGroup informer
+// (Config.WatchNative): a native PodGroup changed before its watch is live
+// would never reach the gang sources.
+func (e *Env) SyncNativeWatch() {
+	e.T.Helper()
+	e.probe("native PodGroup", func(name string) error {
+		_, err := e.Client.SchedulingV1beta1().PodGroups(probeNamespace).Create(e.Ctx,
+			gangtest.MakeNativePodGroup(name, probeNamespace).Obj(), metav1.CreateOptions{})
+		return err
+	}, func(name string) bool {
+		_, err := e.Sources.Spec(gang.Key{API: gang.Native, Namespace: probeNamespace, Name: name})
+		return err == nil
+	})
+}
+
 // waitForGang waits until the gang sources show pg's gang so that ok holds,
 // or, with ok nil, no longer show it.
 func (e *Env) waitForGang(pg *v1alpha1.PodGroup, ok func(*gang.Spec) bool) {

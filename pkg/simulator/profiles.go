@@ -104,7 +104,8 @@ func (p Profile) withComposites() Profile {
 func LookupProfile(name string) (Profile, error) {
 	switch name {
 	case ProfileGpuGang:
-		return Profile{Name: name, Flavor: workload.GangPlugin, SchedulerName: "gpu-gang", UseConfigFile: true}, nil
+		return Profile{Name: name, Flavor: workload.GangPlugin, SchedulerName: "gpu-gang", UseConfigFile: true,
+			SchedulerFlags: []string{controlplane.SchedulerGatesFlag}}, nil
 	case ProfileDefault, ProfileDefaultAffinity:
 		return Profile{Name: name, Flavor: workload.Plain, SchedulerName: "default-scheduler", FleetAffinity: name == ProfileDefaultAffinity}, nil
 	case ProfileInTree, ProfileInTreeTopology:
@@ -121,7 +122,7 @@ func LookupProfile(name string) (Profile, error) {
 		return Profile{
 			Name: name, Flavor: workload.Native, SchedulerName: "gpu-gang", UseConfigFile: true,
 			APIServerFlags:   controlplane.NativePodGroupAPIFlags(),
-			SchedulerFlags:   []string{"--feature-gates=GenericWorkload=false"},
+			SchedulerFlags:   []string{controlplane.SchedulerGatesFlag},
 			SchedulerProcess: true,
 		}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
 )
@@ -40,10 +41,10 @@ func TestGpuGangNativeRunsInTreeObjects(t *testing.T) {
 	if native.Flavor != inTree.Flavor || !native.UseConfigFile || !native.SchedulerProcess || len(native.FeatureGates) != 0 {
 		t.Errorf("gpu-gang-native = %+v", native)
 	}
-	if !slices.Contains(native.APIServerFlags, workloadAPIFlag) || !slices.Contains(native.SchedulerFlags, "--feature-gates=GenericWorkload=false") {
+	if !slices.Contains(native.APIServerFlags, workloadAPIFlag) || !slices.Contains(native.SchedulerFlags, controlplane.SchedulerGatesFlag) {
 		t.Errorf("gpu-gang-native flags: API server %v, scheduler %v", native.APIServerFlags, native.SchedulerFlags)
 	}
-	if got, want := native.gatesSummary(), "kube-apiserver: GenericWorkload=true,TopologyAwareWorkloadScheduling=true; kube-scheduler: GenericWorkload=false"; got != want {
+	if got, want := native.gatesSummary(), "kube-apiserver: GenericWorkload=true,TopologyAwareWorkloadScheduling=true; kube-scheduler: GenericWorkload=false,NominatedNodeNameForExpectation=false"; got != want {
 		t.Errorf("gatesSummary = %q, want %q", got, want)
 	}
 

@@ -60,6 +60,7 @@ func startScheduler(ctx context.Context) (*controlplane.Scheduler, error) {
 		ConfigFile: *schedulerConfig,
 		Kubeconfig: controlPlane.KubeconfigPath(),
 		Registry:   scheduler.RegistryOptions(),
+		Flags:      []string{controlplane.SchedulerGatesFlag},
 	})
 }
 

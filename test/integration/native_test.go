@@ -41,7 +41,7 @@ import (
 
 // schedulerGateFlag is the scheduler flag of manifests/deploy/deployment.yaml
 // (manifests/deploy_test.go checks it is there).
-const schedulerGateFlag = "--feature-gates=GenericWorkload=false"
+const schedulerGateFlag = controlplane.SchedulerGatesFlag
 
 // Log lines the plugin writes once at start-up.
 const (

@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,4 +81,41 @@ func TestInvalidSegmentsGetAnEvent(t *testing.T) {
 		t.Errorf("the Event does not name the fix: %s", ev.Note)
 	}
 	env.expectStaysUnbound(staysUnboundWindow, pods...)
+}
+
+// An elastic segmented gang (6 ranks, segments of two on one node, quorum
+// two segments) starts with whole segments of its own ranks and grows by a
+// whole segment. Free: three whole nodes and half of s0-l1-n1. Ranks 2-5
+// come first and start as segments 1 and 2; ranks 0 and 1 come later and
+// join as segment 0 on the whole node left: rank 0 alone would best fit the
+// half node, where rank 1 could never join it.
+func TestElasticSegmentsGrowWhole(t *testing.T) {
+	env := newTestEnv(t)
+	env.createFabric(1, 2, 2, 2)
+	half := env.pod("busy-half").Res(gpuRequest(4)).NodeSelector(map[string]string{v1.LabelHostname: env.nodeName("s0-l1-n1")}).Obj()
+	env.createPods(half)
+	env.waitForBound(bindTimeout, half)
+	watch := env.watchGangs(map[string]int{"el": 4})
+	env.createPodGroup(gangtest.MakePodGroup("el", env.ns).MinMember(4).
+		Annotation(scheduling.AnnotationSegmentSize, "2").
+		Annotation(scheduling.AnnotationSegmentTopologyRequired, scheduling.HostnameKey).Obj())
+	var pods []*v1.Pod
+	for i := range 6 {
+		pods = append(pods, env.gangPod(fmt.Sprintf("el-%d", i), "el").Res(gpuRequest(4)).
+			Label(scheduling.KubeflowReplicaTypeLabel, "worker").Label(scheduling.KubeflowReplicaIndexLabel, strconv.Itoa(i)).Obj())
+	}
+	env.createPods(pods[2:]...)
+	nodes := env.waitForBound(bindTimeout, pods[2:]...)
+	env.createPods(pods[:2]...)
+	maps.Copy(nodes, env.waitForBound(bindTimeout, pods[:2]...))
+	node := func(i int) string { return nodes[pods[i].Name] }
+	for s := range 3 {
+		if node(2*s) != node(2*s+1) {
+			t.Errorf("segment %d is not on one node: rank %d on %s, rank %d on %s", s, 2*s, node(2*s), 2*s+1, node(2*s+1))
+		}
+	}
+	if half := env.nodeName("s0-l1-n1"); node(0) == half {
+		t.Errorf("segment 0 joined on the half-free node %s", half)
+	}
+	watch.expectNeverPartial()
 }

@@ -17,7 +17,8 @@ import (
 var pageTemplate string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"f2": func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"f2":   func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"join": strings.Join,
 	"latency": func(g metrics.Gang) string {
 		if g.AllBound == nil {
 			return "-"
@@ -138,6 +139,14 @@ func comparisonRows(run *Run) []comparisonRow {
 			}})
 	}
 	ms = append(ms, hierarchyMetrics(run)...)
+	if slices.ContainsFunc(run.Results, func(r *metrics.Result) bool { return r.Summary.SchedulerPeakRSSBytes > 0 }) {
+		ms = append(ms, metric{"scheduler peak RSS (MiB, VmHWM of its own process)", "lower", "%.0f", func(r *metrics.Result) float64 {
+			if b := r.Summary.SchedulerPeakRSSBytes; b > 0 {
+				return float64(b) / (1 << 20)
+			}
+			return math.NaN()
+		}})
+	}
 	var rows []comparisonRow
 	for _, m := range ms {
 		row := comparisonRow{Name: m.name, Better: m.better}

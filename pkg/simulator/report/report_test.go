@@ -159,3 +159,22 @@ func TestWriteSummaryNotExpressedAndPeakRSS(t *testing.T) {
 	require.Contains(t, out, "scheduler peak RSS (VmHWM of its own process): gpu-gang 1536 MiB\n")
 	require.Contains(t, out, "default-affinity: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: one product/driver per gang (uniform); one capacity type per gang (capacity-type: uniform)\n")
 }
+
+// The HTML report shows the same: a peak-RSS row where some profile has
+// one, and the rules a configured baseline could not be given.
+func TestWriteHTMLNotExpressedAndPeakRSS(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteHTML(&b, sampleRun()))
+	require.NotContains(t, b.String(), "not expressible")
+	require.NotContains(t, b.String(), "peak RSS")
+
+	run := sampleRun()
+	run.Results[0].Summary.SchedulerPeakRSSBytes = 1536 << 20
+	run.Results[1].Profile = "default-affinity"
+	run.Results[1].Summary.NotExpressed = []string{"one product/driver per gang (uniform)", "one capacity type per gang"}
+	b.Reset()
+	require.NoError(t, WriteHTML(&b, run))
+	html := b.String()
+	require.Regexp(t, `scheduler peak RSS \(MiB, VmHWM of its own process\)</td><td class="muted">lower</td><td>1536</td><td>-</td>`, html)
+	require.Contains(t, html, "default-affinity: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: one product/driver per gang (uniform); one capacity type per gang.")
+}

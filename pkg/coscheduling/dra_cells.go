@@ -1,0 +1,51 @@
+package coscheduling
+
+import (
+	"slices"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+)
+
+// deviceCells is what the node view read its device columns with: the
+// columns of the pass, and the device source they read. Every pass reads
+// the source anew (the allocated devices, in the API and in flight), but
+// between two passes it rarely changes, and then on a few nodes only: the
+// view keeps each node's device cells from one pass to the next and reads
+// again only the nodes whose devices read differently now (issue 18's
+// capacity index, for the device source). The zero value has read nothing.
+type deviceCells struct {
+	// cols are the pass's columns, devices or not, in dimension order.
+	cols []column
+	// src is the device source the columns read; nil when none does.
+	src *capacity.Devices
+	// prev is the source the view's cells were read with before src.
+	prev *capacity.Devices
+}
+
+// next returns the cells of a pass with cols, and whether they read a node
+// as c's did, given the same devices: the same dimensions from the same
+// sources, devices of the same kinds. When they do not, every node is to
+// be read again.
+func (c deviceCells) next(cols []column) (deviceCells, bool) {
+	n := deviceCells{cols: cols, prev: c.src}
+	for i := range cols {
+		if cols[i].devices {
+			n.src = cols[i].dev.Source()
+			break
+		}
+	}
+	same := slices.EqualFunc(c.cols, cols, func(a, b column) bool {
+		return a.name == b.name && a.devices == b.devices && (!a.devices || a.dev.Same(b.dev))
+	})
+	return n, same
+}
+
+// unchangedOn reports whether node's device cells, as read with the
+// previous source, still hold: no column reads devices, or the node's
+// devices and their allocations are as they were.
+func (c deviceCells) unchangedOn(node string) bool {
+	if c.src == nil || c.src.Unchanged(c.prev) {
+		return true
+	}
+	return c.src.UnchangedOn(c.prev, node)
+}
