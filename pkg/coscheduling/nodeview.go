@@ -41,6 +41,14 @@ type nodeView struct {
 	dims []v1.ResourceName
 	vecs []nodeVectors
 	base []placement.Node
+	// lent is base with the holds of the plan it was last lent to (see
+	// nodes); patched lists the nodes whose Free that plan's holds
+	// replaced, and stale says a node's vectors were read again while it
+	// was lent. leased is set while a plan holds lent: no one writes it.
+	lent    []placement.Node
+	patched []int
+	stale   bool
+	leased  bool
 	// cells are the device columns vecs were read with.
 	cells deviceCells
 	// verdicts are the Filter verdicts kept per template (verdicts.go),
@@ -70,23 +78,30 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	v.input, v.gen = slices.Clone(nodeInfos), gen
 	v.sorted = pl.liveNodes(nodeInfos)
 	v.dims, v.vecs, v.base, v.cells = nil, nil, nil, deviceCells{}
+	v.lent, v.patched, v.stale = nil, nil, false
 	return v.sorted
 }
 
 // nodes returns nodeInfos (the sorted live nodes) as the planner reads
 // them, with allocatable and free vectors in dims, the free ones less held.
 // cols are the dimensions' columns; with nodes other than the view's it
-// reads every node afresh. Otherwise it copies the view's nodes, read
-// again where the NodeInfo or the node's devices changed, and takes held
-// from the held nodes alone: a plan pays per node a generation compare and
-// a copy.
+// reads every node afresh. Otherwise the nodes are the view's, read again
+// where the NodeInfo or the node's devices changed, with held subtracted
+// on the held nodes alone.
+//
+// The slice it returns is the caller's alone until it calls release, and
+// must not be written. When the view's own slice is free, it is lent
+// (lease): the nodes the last plan patched are put back and this plan's
+// held nodes patched, so a plan pays per node a generation compare and
+// nothing else. While the slice is lent, or when lend is false (a caller
+// that keeps the nodes past its plan), the caller gets a copy.
 func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []column,
-	held map[string]capacity.Amounts) []placement.Node {
-	out := make([]placement.Node, len(nodeInfos))
+	held map[string]capacity.Amounts, lend bool) (out []placement.Node, release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	cached := len(nodeInfos) > 0 && len(nodeInfos) == len(v.sorted) && &nodeInfos[0] == &v.sorted[0]
 	if !cached {
+		out = make([]placement.Node, len(nodeInfos))
 		for i, ni := range nodeInfos {
 			n := ni.Node()
 			out[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: make(placement.Vector, len(cols)), Free: make(placement.Vector, len(cols))}
@@ -95,11 +110,22 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 				out[i].Free[c] = cols[c].free(ctx, ni, held[n.Name])
 			}
 		}
-		return out
+		return out, func() {}
 	}
 	cells, same := v.cells.next(cols)
 	if v.vecs == nil || !slices.Equal(dims, v.dims) || !same {
 		v.dims, v.vecs, v.base = slices.Clone(dims), make([]nodeVectors, len(nodeInfos)), make([]placement.Node, len(nodeInfos))
+		v.lent, v.patched = nil, nil
+	}
+	if lend && !v.leased && v.lent == nil {
+		v.lent, v.stale = make([]placement.Node, len(nodeInfos)), true
+	}
+	lease := lend && !v.leased
+	if lease {
+		for _, i := range v.patched {
+			v.lent[i] = v.base[i]
+		}
+		v.patched = v.patched[:0]
 	}
 	v.cells = cells
 	for i, ni := range nodeInfos {
@@ -114,8 +140,27 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		}
 		n := ni.Node()
 		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free}
+		if lease {
+			v.lent[i] = v.base[i]
+		} else {
+			// lent keeps its old vectors; the next lease puts every node back.
+			v.stale = true
+		}
 	}
-	copy(out, v.base)
+	if lease {
+		if v.stale {
+			copy(v.lent, v.base)
+			v.stale = false
+		}
+		out, v.leased = v.lent, true
+		release = func() {
+			v.mu.Lock()
+			v.leased = false
+			v.mu.Unlock()
+		}
+	} else {
+		out, release = slices.Clone(v.base), func() {}
+	}
 	// Each held node is patched on its own: the order of held's keys
 	// decides nothing.
 	for name, h := range held {
@@ -123,7 +168,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		if !found || len(h) == 0 {
 			continue
 		}
-		f := out[i].Free.Clone()
+		f := v.base[i].Free.Clone()
 		for c := range cols {
 			if cols[c].devices {
 				// Held devices count where their kinds overlap.
@@ -133,6 +178,9 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			f[c] -= h[cols[c].name]
 		}
 		out[i].Free = f
+		if lease {
+			v.patched = append(v.patched, i)
+		}
 	}
-	return out
+	return out, release
 }

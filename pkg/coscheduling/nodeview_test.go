@@ -39,8 +39,19 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 			held[sorted[r.IntN(len(sorted))].Node().Name] = capacity.Amounts{gpu: int64(1 + r.IntN(4)), v1.ResourceCPU: 500}
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
-		got := env.pl.view.nodes(env.ctx, sorted, dims, cols, held)
+		got, release := env.pl.view.nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got), "round %d (-fresh,+view)", round)
+		// While the view's slice is lent, a second plan gets a copy, and
+		// the lent slice does not change under the first.
+		if round%3 == 0 {
+			other := map[string]capacity.Amounts{sorted[r.IntN(len(sorted))].Node().Name: {gpu: 2}}
+			again, rel := env.pl.view.nodes(env.ctx, sorted, dims, cols, other, true)
+			require.NotSame(t, &got[0], &again[0], "round %d: a lent slice is not lent twice", round)
+			require.Empty(t, cmp.Diff(readFresh(env.ctx, sorted, cols, other), again), "round %d: the copy (-fresh,+view)", round)
+			rel()
+			require.Empty(t, cmp.Diff(want, got), "round %d: the lent slice changed under its plan (-fresh,+view)", round)
+		}
+		release()
 		// A pod lands: its node's generation moves.
 		ni, ok := sorted[r.IntN(len(sorted))].(*framework.NodeInfo)
 		require.True(t, ok)

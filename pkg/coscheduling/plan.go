@@ -48,6 +48,9 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		return status
 	}
 	var req *placement.Request
+	// The request's nodes are lent by the node view until the plan is done.
+	release := func() {}
+	defer func() { release() }()
 	var plan *placement.Plan
 	var fp uint64
 	var templates []*template
@@ -60,7 +63,8 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		pl.preFilterTemplates(ctx, templates, sorted, pl.ledger.Lessons.View(key))
 		// Members share their template's eligibility slice, which Filter
 		// fills in place (prune.go).
-		req = pl.buildRequest(ctx, key, members, d, sorted, held, templates, of)
+		release()
+		req, release = pl.lendRequest(ctx, key, members, d, sorted, held, templates, of, true)
 		rest := pl.roomyFirst(ctx, templates, sorted, req)
 		// A ComputeDomain's gang is placed on whole cliques apart from other
 		// domains (computedomain_apart.go), which needs every node filtered.
@@ -128,35 +132,6 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	return nil
 }
 
-// withNominated adds to held what plain pods nominated to each node ask for,
-// when their priority is at least priority (see nominatedOn): the plan then
-// keeps out of a preemptor's freed room, as kube-scheduler's Filter does. It
-// copies held rather than write it.
-func (pl *Plugin) withNominated(held map[string]capacity.Amounts, nodeInfos []fwk.NodeInfo, priority int32) map[string]capacity.Amounts {
-	var out map[string]capacity.Amounts
-	for _, ni := range nodeInfos {
-		name := ni.Node().Name
-		a := pl.nominatedOn(name, priority, "")
-		if a == nil {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]capacity.Amounts, len(held)+1)
-			for n, h := range held {
-				out[n] = h
-			}
-		}
-		sum := capacity.Amounts{}
-		sum.Add(out[name])
-		sum.Add(a)
-		out[name] = sum
-	}
-	if out == nil {
-		return held
-	}
-	return out
-}
-
 // liveNodes returns the snapshot's nodes in name order, less those the node
 // informer no longer has: a cycle's snapshot can lag behind a node's
 // deletion, and the API server binds pods to nodes that do not exist.
@@ -209,12 +184,22 @@ func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
 }
 
 // buildRequest describes the members and the nodes to a planner. Nodes come
-// in name order; d holds the members' requests (demandOf).
+// in name order; d holds the members' requests (demandOf). The request's
+// nodes are its own.
 func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *demand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*template, of []int) *placement.Request {
+	req, _ := pl.lendRequest(ctx, key, members, d, nodeInfos, held, templates, of, false)
+	return req
+}
+
+// lendRequest is buildRequest whose nodes, when lend is set, may be the
+// node view's own (nodeView.nodes): the caller plans with the request and
+// calls release before the next plan, and does not keep it after.
+func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *demand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
+	templates []*template, of []int, lend bool) (*placement.Request, func()) {
 	dims := dimensions(d.reqs)
 	cols := d.columns(dims)
-	nodes := pl.view.nodes(ctx, nodeInfos, dims, cols, held)
+	nodes, release := pl.view.nodes(ctx, nodeInfos, dims, cols, held, lend)
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))
 	for i, p := range members {
@@ -236,7 +221,7 @@ func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.
 		NodeGeneration: pl.nodeGeneration.Load(),
 		Members:        ms,
 		Groups:         gangGroups(templates, of, accelerated, nodes),
-	}
+	}, release
 }
 
 // gangGroups asks for the groups of nodes the gang's accelerated members

@@ -129,6 +129,9 @@ type Plugin struct {
 	nodeGeneration atomic.Uint64
 	// view keeps what plans read of each node between plans (nodeview.go).
 	view nodeView
+	// nominations are the nodes that may have a nominated pod
+	// (nominations.go).
+	nominations nominations
 	// noPrune makes every plan run Filter on every node first (prune.go);
 	// tests set it to compare the two.
 	noPrune bool
@@ -228,6 +231,9 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		DeleteFunc: pl.onPodDelete,
 	}); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	if err := pl.nominations.watch(podInformer); err != nil {
+		return nil, fmt.Errorf("watching nominations: %w", err)
 	}
 	finished, err := startFinishedInformer(ctx, handle)
 	if err != nil {

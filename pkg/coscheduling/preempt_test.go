@@ -373,8 +373,9 @@ func TestGangPlansAroundAPreemptorsNomination(t *testing.T) {
 	// there while its victims go. A lower-priority gang must not plan into
 	// that room, as kube-scheduler's own Filter would not let it.
 	job := members("job", 2, "8")
-	env := newTestEnv(t, gpuNodes(3), job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()})
-	urgent := st.MakePod().Namespace(testNS).Name("urgent").UID("urgent").Priority(1000).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	urgent := st.MakePod().Namespace(testNS).Name("urgent").UID("urgent").Priority(1000).Req(map[v1.ResourceName]string{gpu: "8"}).
+		NominatedNodeName("node-aa").Obj()
+	env := newTestEnv(t, gpuNodes(3), append(job, urgent), []*v1alpha1.PodGroup{gangtest.MakePodGroup("job", testNS).MinMember(2).Obj()})
 	pi, err := framework.NewPodInfo(urgent)
 	require.NoError(t, err)
 	env.nominator.AddNominatedPod(klog.Background(), pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: "node-aa"})

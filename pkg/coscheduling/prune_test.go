@@ -44,13 +44,15 @@ func TestRoomyFirstPlansAsTheFullScan(t *testing.T) {
 				gangtest.MakePodGroup("job", testNS).MinMember(int32(size)).Obj(),
 				gangtest.MakePodGroup("ahead", testNS).MinMember(int32(len(ahead))).Obj(),
 			}
-			env := newTestEnv(t, nodes, append(append(running, job...), ahead...), pgs, withShippedProfile(t))
+			// A preemptor nominated to a node: in the nominator, and in its
+			// status as the scheduler writes it.
 			urgent := st.MakePod().Namespace("other").Name("urgent").UID("urgent").Priority(1000).
-				Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+				Req(map[v1.ResourceName]string{gpu: "8"}).NominatedNodeName(nodes[r.IntN(len(nodes))].Name).Obj()
+			env := newTestEnv(t, nodes, append(append(append(running, job...), ahead...), urgent), pgs, withShippedProfile(t))
 			pi, err := framework.NewPodInfo(urgent)
 			require.NoError(t, err)
 			env.nominator.AddNominatedPod(klog.Background(), pi, &fwk.NominatingInfo{
-				NominatingMode: fwk.ModeOverride, NominatedNodeName: nodes[r.IntN(len(nodes))].Name})
+				NominatingMode: fwk.ModeOverride, NominatedNodeName: urgent.Status.NominatedNodeName})
 			_, aheadStatus, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), ahead[0])
 			t.Logf("%d members of %s GPUs; the gang ahead: %v", size, gpus, aheadStatus)
 

@@ -128,10 +128,20 @@ func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeIn
 			continue
 		}
 		known := vs.known(key, t, nodeInfos, only)
-		pl.filterTemplates(ctx, []*template{t}, nodeInfos, func(i int) bool {
-			return (only == nil || only(i)) && !known[i]
-		})
-		vs.keep(key, t, nodeInfos, func(i int) bool { return (only == nil || only(i)) && !known[i] })
+		unknown := func(i int) bool { return (only == nil || only(i)) && !known[i] }
+		// When every selected node is known, as between plans where nothing
+		// changed, there is nothing to Filter or keep.
+		need := false
+		for i := range nodeInfos {
+			if need = unknown(i); need {
+				break
+			}
+		}
+		if !need {
+			continue
+		}
+		pl.filterTemplates(ctx, []*template{t}, nodeInfos, unknown)
+		vs.keep(key, t, nodeInfos, unknown)
 	}
 }
 

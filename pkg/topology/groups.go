@@ -50,21 +50,29 @@ func compareGroupPlans(a *Result, ra rank, b *Result, rb rank) int {
 // Planning every group costs one plan per group; groups that cannot hold
 // the gang's shapes fail on their slot counts, before any packing. planIn
 // plans the gang inside group k on tree t, for flat and hierarchical gangs
-// alike.
-func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn func(t *Tree, k int) (*Result, rank, error)) (*Result, error) {
+// alike; at are the group's depth-first positions on t, ascending, and sc
+// the slot arrays the groups' counts share (slotScratch).
+func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error)) (*Result, error) {
 	g := req.Groups
 	if err := g.Validate(len(req.Nodes)); err != nil {
+		return nil, err
+	}
+	// The groups share the nodes: checked once here, not per group.
+	if err := validateNodes(req); err != nil {
 		return nil, err
 	}
 	logger := klog.FromContext(ctx)
 	// Groups narrow eligibility only: every group plans on the same tree.
 	t := p.Tree(req)
+	at := groupPositions(t, g)
+	var sc slotScratch
 	tries := make([]*placement.FitError, len(g.Names))
 	var best *Result
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
-		res, rk, err := planIn(t, k)
+		res, rk, err := planIn(t, k, at[k], &sc)
+		sc.reset()
 		var fe *placement.FitError
 		switch {
 		case errors.As(err, &fe):
@@ -104,6 +112,24 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	best.Group = g.Names[bestGroup]
 	best.Plan.Summary += "; group " + best.Group
 	return best, nil
+}
+
+// groupPositions lists, for each group of g, the depth-first positions of
+// its nodes on t, ascending: where planIn counts the group's slots.
+func groupPositions(t *Tree, g *placement.Groups) [][]int32 {
+	size := make([]int, len(g.Names))
+	for _, k := range g.Of {
+		size[k]++
+	}
+	at := make([][]int32, len(g.Names))
+	for k, n := range size {
+		at[k] = make([]int32, 0, n)
+	}
+	for p, i := range t.node {
+		k := g.Of[i]
+		at[k] = append(at[k], int32(p))
+	}
+	return at
 }
 
 // anyBound reports whether some member is bound by topology, and so by

@@ -33,7 +33,7 @@ func (p *Planner) planHierarchy(ctx context.Context, req *placement.Request) (*R
 		return p.planOneSubgroup(ctx, req)
 	}
 	if req.Groups.Split() && anyBound(req) {
-		return p.planGroups(ctx, req, func(t *Tree, k int) (*Result, rank, error) {
+		return p.planGroups(ctx, req, func(t *Tree, k int, _ []int32, _ *slotScratch) (*Result, rank, error) {
 			return p.planHierarchyIn(ctx, t, req, k)
 		})
 	}

@@ -93,18 +93,20 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 		return p.planHierarchy(ctx, req)
 	}
 	if req.Groups.Split() && anyBound(req) {
-		return p.planGroups(ctx, req, func(t *Tree, k int) (*Result, rank, error) {
-			return p.planDetailed(ctx, t, req.InGroup(k))
+		return p.planGroups(ctx, req, func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error) {
+			return p.planDetailed(ctx, t, req.InGroup(k), at, sc)
 		})
 	}
-	res, _, err := p.planDetailed(ctx, p.Tree(req), req)
+	res, _, err := p.planDetailed(ctx, p.Tree(req), req, nil, nil)
 	return res, err
 }
 
 // planDetailed is PlanDetailed within one group of nodes, on the tree of
 // req's nodes. It also returns how the chosen domain ranks, for comparing
-// plans made in different groups.
-func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Request) (*Result, rank, error) {
+// plans made in different groups. at, when not nil, are the depth-first
+// positions of the only nodes req's bound members may use, and sc the
+// slot arrays to count them in (newUsageAt).
+func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Request, at []int32, sc *slotScratch) (*Result, rank, error) {
 	logger := klog.FromContext(ctx)
 	start := 0
 	if req.Policy.Level != "" {
@@ -114,7 +116,13 @@ func (p *Planner) planDetailed(ctx context.Context, t *Tree, req *placement.Requ
 		}
 		start = l
 	}
-	u, err := newUsage(t, req)
+	var u *usage
+	var err error
+	if at != nil {
+		u, err = newUsageAt(t, req, at, sc)
+	} else {
+		u, err = newUsage(t, req)
+	}
 	if err != nil {
 		return nil, rank{}, err
 	}
@@ -182,14 +190,9 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 	}
 	required := u.req.Policy.Required && u.req.Policy.Level != ""
 	budget := p.budget
-	var cands []int32
+	var cands, scratch []int32
 	for l := start; l <= top; l++ {
-		cands = cands[:0]
-		for k := range t.dom[l] {
-			if u.fits(l, int32(k)) {
-				cands = append(cands, int32(k))
-			}
-		}
+		cands, scratch = u.fitting(l, cands, scratch)
 		if len(cands) == 0 {
 			if required {
 				return nil, u.requiredFitError(l)

@@ -43,6 +43,8 @@ type usage struct {
 	// slots[s][l][k] is how many members of bound[s] fit in domain k of
 	// level l, that shape alone. Written by newUsage, read-only afterwards.
 	slots [][][]int64
+	// scratch, when set, lends slots their arrays (newUsageAt).
+	scratch *slotScratch
 	// room[l][k] sums slots over shapes: a domain's free capacity in this
 	// gang's own units, the key of best fit. Aliases slots[0] for one shape.
 	room [][]int64
@@ -68,7 +70,34 @@ func newUsage(t *Tree, req *placement.Request) (*usage, error) {
 // domain k of level l: every other domain's slots read zero, which is all
 // a plan inside that domain reads, for a fraction of the work.
 func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error) {
-	if err := validateRequest(req); err != nil {
+	u, err := shapesOf(t, req, false)
+	if err != nil {
+		return nil, err
+	}
+	u.countSlots(t.dom[l][k].lo, t.dom[l][k].hi, nil)
+	return u, nil
+}
+
+// newUsageAt is newUsage for a request whose bound members may use no node
+// but those at depth-first positions at (ascending): a group's nodes, when
+// the request is Request.InGroup's. Their slots elsewhere are zero, so
+// only the nodes at are counted: planning every group counts each node
+// once, not once per group. The slot arrays are sc's when sc is not nil.
+// The caller checked req's nodes (validateNodes, once for all groups).
+func newUsageAt(t *Tree, req *placement.Request, at []int32, sc *slotScratch) (*usage, error) {
+	u, err := shapesOf(t, req, true)
+	if err != nil {
+		return nil, err
+	}
+	u.scratch = sc
+	u.countSlots(0, int32(len(t.node)), at)
+	return u, nil
+}
+
+// shapesOf checks req against the tree and groups its members into shapes;
+// with nodesChecked, its nodes were checked already (validateNodes).
+func shapesOf(t *Tree, req *placement.Request, nodesChecked bool) (*usage, error) {
+	if err := validateRequest(req, nodesChecked); err != nil {
 		return nil, err
 	}
 	u := &usage{tree: t, req: req}
@@ -96,15 +125,14 @@ func newUsageIn(t *Tree, req *placement.Request, l int, k int32) (*usage, error)
 		u.want[s] = int64(len(u.bound[s].members))
 		u.total += u.want[s]
 	}
-	u.countSlots(t.dom[l][k].lo, t.dom[l][k].hi)
 	return u, nil
 }
 
-func validateRequest(req *placement.Request) error {
+func validateRequest(req *placement.Request, nodesChecked bool) error {
 	dims := len(req.Resources)
-	for i := range req.Nodes {
-		if len(req.Nodes[i].Free) != dims {
-			return fmt.Errorf("node %s: free vector has %d dimensions, want %d", req.Nodes[i].Name, len(req.Nodes[i].Free), dims)
+	if !nodesChecked {
+		if err := validateNodes(req); err != nil {
+			return err
 		}
 	}
 	for i := range req.Members {
@@ -127,6 +155,18 @@ func validateRequest(req *placement.Request) error {
 	return nil
 }
 
+// validateNodes checks that every node's free vector has the request's
+// dimensions.
+func validateNodes(req *placement.Request) error {
+	dims := len(req.Resources)
+	for i := range req.Nodes {
+		if len(req.Nodes[i].Free) != dims {
+			return fmt.Errorf("node %s: free vector has %d dimensions, want %d", req.Nodes[i].Name, len(req.Nodes[i].Free), dims)
+		}
+	}
+	return nil
+}
+
 // sameEligible reports whether two eligibility slices are the same slice.
 // The Request shares one slice among members with the same constraints;
 // comparing contents would cost a pass over all nodes per member.
@@ -135,35 +175,64 @@ func sameEligible(a, b []bool) bool {
 }
 
 // countSlots fills slots and room bottom-up, for the nodes at depth-first
-// positions lo..hi-1 and the domains above them.
-func (u *usage) countSlots(lo, hi int32) {
+// positions lo..hi-1 and the domains above them; of those nodes, only the
+// ones at (ascending) when at is not nil, the others holding no slot.
+func (u *usage) countSlots(lo, hi int32, at []int32) {
 	t := u.tree
 	top := t.top()
+	var above [][]int32
+	if at != nil {
+		above = t.domainsAbove(at)
+	}
 	u.slots = make([][][]int64, len(u.bound))
 	for s := range u.bound {
 		sh := &u.bound[s]
-		per := make([][]int64, top+1)
-		per[0] = make([]int64, len(t.dom[0]))
-		for p := lo; p < hi; p++ {
+		var per [][]int64
+		if at != nil && u.scratch != nil {
+			per = u.scratch.arrays(t, s, at, above)
+		} else {
+			per = make([][]int64, top+1)
+			for l := range per {
+				per[l] = make([]int64, len(t.dom[l]))
+			}
+		}
+		count := func(p int32) {
 			i := t.node[p]
 			if sh.eligible != nil && !sh.eligible[i] {
-				continue
+				return
 			}
 			per[0][p] = fitCount(sh.request, u.req.Nodes[i].Free, sh.perNode)
 		}
+		if at != nil {
+			for _, p := range at {
+				count(p)
+			}
+		} else {
+			for p := lo; p < hi; p++ {
+				count(p)
+			}
+		}
 		for l := 1; l <= top; l++ {
-			per[l] = make([]int64, len(t.dom[l]))
 			if lo == hi {
 				continue
 			}
 			below := per[l-1]
-			for k := t.anc[l][lo]; k <= t.anc[l][hi-1]; k++ {
+			sum := func(k int32) {
 				d := t.dom[l][k]
-				var sum int64
+				var n int64
 				for c := d.first; c < d.end; c++ {
-					sum += below[c]
+					n += below[c]
 				}
-				per[l][k] = sum
+				per[l][k] = n
+			}
+			if above != nil {
+				for _, k := range above[l] {
+					sum(k)
+				}
+				continue
+			}
+			for k := t.anc[l][lo]; k <= t.anc[l][hi-1]; k++ {
+				sum(k)
 			}
 		}
 		u.slots[s] = per
@@ -181,6 +250,32 @@ func (u *usage) countSlots(lo, hi int32) {
 			}
 		}
 	}
+}
+
+// domainsAbove lists, for each level l from 1 up, the domains of level l
+// that hold a node at depth-first positions at (ascending), in tree order:
+// the only domains whose slots a count on those nodes changes. Each level's
+// list is made from the one below it, so the cost is the nodes and the
+// domains touched, not the tree.
+func (t *Tree) domainsAbove(at []int32) [][]int32 {
+	above := make([][]int32, t.top()+1)
+	for l := 1; l <= t.top(); l++ {
+		// A domain's parent is the parent of its first node.
+		first := at
+		if l > 1 {
+			first = make([]int32, len(above[l-1]))
+			for j, c := range above[l-1] {
+				first[j] = t.dom[l-1][c].lo
+			}
+		}
+		last := int32(-1)
+		for _, p := range first {
+			if k := t.anc[l][p]; k != last {
+				above[l], last = append(above[l], k), k
+			}
+		}
+	}
+	return above
 }
 
 // maxNodeSlots caps one node's slots, for members that ask for nothing.
@@ -211,6 +306,33 @@ func (u *usage) fits(l int, k int32) bool {
 		}
 	}
 	return true
+}
+
+// fitting lists the domains of level l that fit (see fits), in tree order,
+// into out, with scratch as a second buffer; it returns both for reuse. A
+// domain's slots are the sums of its children's, so a domain inside one
+// that does not fit does not fit either: the search descends from the
+// cluster through fitting domains only, and a level where few domains fit
+// costs their children, not every domain of the levels below.
+func (u *usage) fitting(l int, out, scratch []int32) (fit, buf []int32) {
+	t := u.tree
+	out = out[:0]
+	if !u.fits(t.top(), 0) {
+		return out, scratch
+	}
+	out = append(out, 0)
+	for m := t.top(); m > l; m-- {
+		scratch = scratch[:0]
+		for _, k := range out {
+			for c := t.dom[m][k].first; c < t.dom[m][k].end; c++ {
+				if u.fits(m-1, c) {
+					scratch = append(scratch, c)
+				}
+			}
+		}
+		out, scratch = scratch, out
+	}
+	return out, scratch
 }
 
 // roomFor is how many bound members domain k of level l could hold, each

@@ -1,0 +1,48 @@
+package topology
+
+// slotScratch lends the slot arrays of counts on a group's nodes
+// (newUsageAt) from one group's plan to the next within one Plan call, so
+// that planning G groups allocates and zeroes the tree's arrays once, not G
+// times. A count writes only its nodes' slots and the domains above them,
+// which reset zeroes again: the cost follows the group, not the tree. It
+// belongs to one planGroups call; a usage that borrowed it is dead once
+// reset runs.
+type slotScratch struct {
+	// per[s][l] are shape s's slots per domain of level l.
+	per [][][]int64
+	// at and above are what the last count wrote (see domainsAbove).
+	at    []int32
+	above [][]int32
+}
+
+// arrays returns shape s's per-level slot arrays on t, all zero, and
+// remembers that the count writes at and above.
+func (sc *slotScratch) arrays(t *Tree, s int, at []int32, above [][]int32) [][]int64 {
+	for len(sc.per) <= s {
+		sc.per = append(sc.per, nil)
+	}
+	if sc.per[s] == nil {
+		per := make([][]int64, t.top()+1)
+		for l := range per {
+			per[l] = make([]int64, len(t.dom[l]))
+		}
+		sc.per[s] = per
+	}
+	sc.at, sc.above = at, above
+	return sc.per[s]
+}
+
+// reset zeroes what the last count wrote.
+func (sc *slotScratch) reset() {
+	for _, per := range sc.per {
+		for _, p := range sc.at {
+			per[0][p] = 0
+		}
+		for l := 1; l < len(per) && l < len(sc.above); l++ {
+			for _, k := range sc.above[l] {
+				per[l][k] = 0
+			}
+		}
+	}
+	sc.at, sc.above = nil, nil
+}
