@@ -1,10 +1,13 @@
 package coscheduling
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
@@ -89,11 +92,52 @@ func (pl *Plugin) startSegments(spec *gang.Spec, members []*v1.Pod, missing int3
 	}
 	pick, whole := v.seg.Start(v.members, v.where, missing)
 	if !whole {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-			fmt.Sprintf("waiting for members of PodGroup %s: %d more must be placed, in whole segments of %d consecutive ranks, but its members present do not make up enough whole segments",
-				spec.Key, missing, v.seg.Size)), true
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.waiting(spec.Key, missing)), true
 	}
 	return v.pods(pick), nil, true
+}
+
+// shownSegments is how many segments that are not whole a message names.
+const shownSegments = 4
+
+// waiting says why whole segments cannot supply missing members yet: which
+// segments lack members, and how many of each are present.
+func (v segmentView) waiting(key gang.Key, missing int32) string {
+	var short []string
+	for _, c := range v.seg.Counts(v.members, v.where) {
+		if !c.Whole {
+			short = append(short, fmt.Sprintf("segment %d (ranks %d–%d): %d/%d present", c.Index, c.First, c.Last, c.Present, v.seg.Size))
+		}
+	}
+	msg := fmt.Sprintf("waiting for members of PodGroup %s: %d more must be placed, in whole segments of %d consecutive ranks", key, missing, v.seg.Size)
+	switch {
+	case len(short) == 0:
+		return msg + ", but its members present make up no more whole segments"
+	case len(short) > shownSegments:
+		return fmt.Sprintf("%s; %s and %d more segments lack members", msg, strings.Join(short[:shownSegments], ", "), len(short)-shownSegments)
+	}
+	return msg + "; " + strings.Join(short, ", ")
+}
+
+// waitForSegments holds a member of a segmented gang that has quorum of
+// members but not enough whole segments to start (gang.Segments.Start), with
+// an Event that says which segments lack members; the members that complete
+// them release it (onPodAdd). When the gang can start, it releases the
+// siblings held for it: a member whose scheduling gates were removed
+// completes its segment without being added.
+func (pl *Plugin) waitForSegments(ctx context.Context, pod *v1.Pod, spec *gang.Spec, members []*v1.Pod, missing int32) *fwk.Status {
+	v, ok, status := pl.viewSegments(spec, members)
+	if !ok || status != nil {
+		return status
+	}
+	if _, whole := v.seg.Start(v.members, v.where, missing); whole {
+		pl.releaseGated(spec.Key)
+		return nil
+	}
+	msg := v.waiting(spec.Key, missing)
+	pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers, "%s", msg)
+	klog.FromContext(ctx).V(5).Info("Gang has no whole segments to start yet", "pod", klog.KObj(pod), "podGroup", spec.Key, "missing", missing, "segmentSize", v.seg.Size)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 
 // joinSegment is joining for a member of a running segmented gang: the

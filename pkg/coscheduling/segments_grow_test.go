@@ -4,9 +4,11 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -100,4 +102,56 @@ func TestElasticSegmentWaitsForItsMembers(t *testing.T) {
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.Contains(t, status.Message(), "joins the running gang with its whole segment of 2 consecutive ranks, of which 1 are present")
 	require.Empty(t, node)
+}
+
+// An elastic segmented gang with minMember members but too few whole
+// segments waits in PreEnqueue, not once per member per cycle in PreFilter,
+// and says which segments lack members; the member that completes one
+// releases the held ones.
+func TestElasticSegmentedGangWaitsInPreEnqueueForWholeSegments(t *testing.T) {
+	env, job := elasticSegmented(t)
+	env.delete(job[1])
+	env.delete(job[3])
+	// Ranks 0, 2, 4 and 5 are minMember 4, but only segment 2 is whole.
+	for _, r := range []int{0, 2, 4, 5} {
+		status := env.pl.PreEnqueue(env.ctx, job[r])
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "rank %d: %v", r, status)
+		require.Contains(t, status.Message(), "segment 0 (ranks 0–1): 1/2 present, segment 1 (ranks 2–3): 1/2 present")
+	}
+	require.True(t, hasEvent(env.recorded(), ReasonWaitingForMembers, "4 more must be placed, in whole segments of 2 consecutive ranks; segment 0 (ranks 0–1): 1/2 present"))
+
+	// Rank 1 arrives and completes segment 0: with segment 2 that is
+	// quorum, and the held members are released.
+	env.activator.Reset()
+	env.syncWatch()
+	env.create(job[1])
+	require.Eventually(t, func() bool { return len(env.activator.Get()) == 4 }, wait.ForeverTestTimeout, 10*time.Millisecond,
+		"activated: %v", env.activator.Get())
+	for _, r := range []int{0, 1, 2, 4, 5} {
+		require.True(t, env.pl.PreEnqueue(env.ctx, job[r]).IsSuccess(), "rank %d", r)
+	}
+}
+
+// A member whose scheduling gates are removed completes its segment without
+// being added: it passes PreEnqueue, and releases the siblings held for it.
+func TestElasticSegmentedGangUngatedMemberReleasesItsSegment(t *testing.T) {
+	env, job := elasticSegmented(t)
+	env.delete(job[4])
+	env.delete(job[5])
+	gated := job[1].DeepCopy()
+	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/quota"}}
+	env.update(gated)
+	env.waitForLister(gated, func(p *v1.Pod) bool { return len(p.Spec.SchedulingGates) > 0 })
+	status := env.pl.PreEnqueue(env.ctx, job[0])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+	require.Contains(t, status.Message(), "segment 0 (ranks 0–1): 1/2 present")
+
+	env.activator.Reset()
+	ungated := gated.DeepCopy()
+	ungated.Spec.SchedulingGates = nil
+	env.update(ungated)
+	env.waitForLister(ungated, func(p *v1.Pod) bool { return len(p.Spec.SchedulingGates) == 0 })
+	require.True(t, env.pl.PreEnqueue(env.ctx, ungated).IsSuccess())
+	require.Eventually(t, func() bool { return slices.Contains(env.activator.Get(), testNS+"/"+job[0].Name) },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
 }
