@@ -164,19 +164,25 @@ func (pl *Plugin) joinSegment(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) (
 
 // segmentReady reports whether a member of a running gang may bind: its
 // segment runs already, or all of it holds a node (gang.Segments.Ready).
-// Members of gangs without segments may.
-func (pl *Plugin) segmentReady(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) bool {
+// Members of gangs without segments may. When it may not, wait says what
+// its segment awaits, for its Permit status.
+func (pl *Plugin) segmentReady(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) (ready bool, wait string) {
 	v, ok, status := pl.viewSegments(spec, members)
 	if !ok || status != nil {
 		// PreFilter turned away the members of invalid segments; a member
 		// placed before its PodGroup changed binds as it would have.
-		return true
+		return true, ""
 	}
 	i := v.index(pod)
 	if i < 0 {
-		return true
+		return true, ""
 	}
 	// Permit runs on the assumed pod: the informer does not show it on its
 	// node, the ledger shows its reservation.
-	return v.seg.Ready(v.members, v.where, i)
+	if v.seg.Ready(v.members, v.where, i) {
+		return true, ""
+	}
+	c := v.seg.CountOf(v.members, v.where, i)
+	return false, fmt.Sprintf("waiting for gang %s: segment %d (ranks %d–%d), which joins the running gang whole: %d/%d members hold a node",
+		spec.Key, c.Index, c.First, c.Last, c.Placed, v.seg.Size)
 }

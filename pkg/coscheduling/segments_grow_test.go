@@ -155,3 +155,22 @@ func TestElasticSegmentedGangUngatedMemberReleasesItsSegment(t *testing.T) {
 	require.Eventually(t, func() bool { return slices.Contains(env.activator.Get(), testNS+"/"+job[0].Name) },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
 }
+
+// A segment that joins a running gang waits in Permit for its own members,
+// and says so: not the gang's count against minMember, which is met.
+func TestElasticSegmentPermitSaysWhatItAwaits(t *testing.T) {
+	env, job := elasticSegmented(t)
+	statuses, _, nodes := scheduleAll(t, env, job[:4])
+	require.True(t, statuses[3].IsSuccess(), "segments 0 and 1 start: %v", statuses[3])
+	for i, p := range job[:4] {
+		env.bind(p, nodes[i])
+	}
+
+	n4, status := env.schedule(job[4])
+	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
+	require.Contains(t, status.Message(), "waiting for gang "+testNS+"/el: segment 2 (ranks 4–5), which joins the running gang whole: 1/2 members hold a node")
+	w4 := env.waitAsync(job[4], n4)
+	_, status = env.schedule(job[5])
+	require.True(t, status.IsSuccess(), "the segment's last member lets it bind: %v", status)
+	require.True(t, outcome(t, w4).IsSuccess())
+}
