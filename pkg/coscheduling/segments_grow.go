@@ -26,10 +26,12 @@ type segmentView struct {
 }
 
 // viewSegments returns the view of the gang spec names, whose members are
-// members; ok is false for a gang without segments or a composite unit
-// (whose PodGroups are its units of growth). Segments that cannot be
-// honoured get segmentsOf's Event and the status to reject with.
-func (pl *Plugin) viewSegments(spec *gang.Spec, members []*v1.Pod) (v segmentView, ok bool, status *fwk.Status) {
+// members and whose admission unit (the ledger's key for its reservations)
+// is unit: the gang itself, or the gang composite above a PodGroup; ok is
+// false for a gang without segments or a composite unit (whose PodGroups
+// are its units of growth). Segments that cannot be honoured get
+// segmentsOf's Event and the status to reject with.
+func (pl *Plugin) viewSegments(unit gang.Key, spec *gang.Spec, members []*v1.Pod) (v segmentView, ok bool, status *fwk.Status) {
 	if spec.Key.API == gang.Composite || len(members) == 0 {
 		return segmentView{}, false, nil
 	}
@@ -50,7 +52,7 @@ func (pl *Plugin) viewSegments(spec *gang.Spec, members []*v1.Pod) (v segmentVie
 	if status != nil || seg.Size == 0 {
 		return segmentView{}, status != nil, status
 	}
-	reserved := pl.ledger.Claims.Reservations(spec.Key)
+	reserved := pl.ledger.Claims.Reservations(unit)
 	where := make([]gang.Where, len(sorted))
 	for i, p := range sorted {
 		_, isReserved := reserved[p.UID]
@@ -82,11 +84,12 @@ func (v segmentView) index(pod *v1.Pod) int {
 	return slices.IndexFunc(v.members, func(p *v1.Pod) bool { return p.UID == pod.UID })
 }
 
-// startSegments is toPlan for a segmented gang: the pending members of the
-// whole segments that bring it to quorum (gang.Segments.Start). ok is false
-// for a gang without segments.
-func (pl *Plugin) startSegments(spec *gang.Spec, members []*v1.Pod, missing int32) (batch []*v1.Pod, status *fwk.Status, ok bool) {
-	v, ok, status := pl.viewSegments(spec, members)
+// startSegments is toPlan for a segmented gang, on its own or a PodGroup
+// under a gang composite (unit, see viewSegments): the pending members of
+// the whole segments that bring it to quorum (gang.Segments.Start). ok is
+// false for a gang without segments.
+func (pl *Plugin) startSegments(unit gang.Key, spec *gang.Spec, members []*v1.Pod, missing int32) (batch []*v1.Pod, status *fwk.Status, ok bool) {
+	v, ok, status := pl.viewSegments(unit, spec, members)
 	if !ok || status != nil {
 		return nil, status, ok
 	}
@@ -126,7 +129,7 @@ func (v segmentView) waiting(key gang.Key, missing int32) string {
 // siblings held for it: a member whose scheduling gates were removed
 // completes its segment without being added.
 func (pl *Plugin) waitForSegments(ctx context.Context, pod *v1.Pod, spec *gang.Spec, members []*v1.Pod, missing int32) *fwk.Status {
-	v, ok, status := pl.viewSegments(spec, members)
+	v, ok, status := pl.viewSegments(spec.Key, spec, members)
 	if !ok || status != nil {
 		return status
 	}
@@ -145,7 +148,7 @@ func (pl *Plugin) waitForSegments(ctx context.Context, pod *v1.Pod, spec *gang.S
 // (gang.Segments.Join). ok is false for a gang without segments, or a pod
 // the gang's members do not show yet.
 func (pl *Plugin) joinSegment(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) (batch []*v1.Pod, status *fwk.Status, ok bool) {
-	v, ok, status := pl.viewSegments(spec, members)
+	v, ok, status := pl.viewSegments(spec.Key, spec, members)
 	if !ok || status != nil {
 		return nil, status, ok
 	}
@@ -167,7 +170,7 @@ func (pl *Plugin) joinSegment(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) (
 // Members of gangs without segments may. When it may not, wait says what
 // its segment awaits, for its Permit status.
 func (pl *Plugin) segmentReady(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) (ready bool, wait string) {
-	v, ok, status := pl.viewSegments(spec, members)
+	v, ok, status := pl.viewSegments(spec.Key, spec, members)
 	if !ok || status != nil {
 		// PreFilter turned away the members of invalid segments; a member
 		// placed before its PodGroup changed binds as it would have.

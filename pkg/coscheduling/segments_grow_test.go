@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -173,4 +174,31 @@ func TestElasticSegmentPermitSaysWhatItAwaits(t *testing.T) {
 	_, status = env.schedule(job[5])
 	require.True(t, status.IsSuccess(), "the segment's last member lets it bind: %v", status)
 	require.True(t, outcome(t, w4).IsSuccess())
+}
+
+// An elastic segmented PodGroup under a gang composite starts with whole
+// segments of its ranks, as it does on its own: rank 1 is not created yet,
+// so segment 0 (ranks 0-1) waits and segment 1 (ranks 2-3) starts, not the
+// first two members present, ranks 0 and 2, which are of no one segment.
+func TestCompositeChildStartsWithWholeSegments(t *testing.T) {
+	a := nativeMembers("a", 4, "4")
+	for i, p := range a {
+		p.Labels = map[string]string{scheduling.KubeflowReplicaIndexLabel: strconv.Itoa(i)}
+	}
+	present := []*v1.Pod{a[0], a[2], a[3]}
+	env := newTestEnv(t, fabric(), present, nil, withTopology(t), withComposites(
+		[]*schedulingv1alpha3.CompositePodGroup{composite("job", 1).Obj()},
+		child("a", "job", 2).
+			Annotation(scheduling.AnnotationSegmentSize, "2").
+			Annotation(scheduling.AnnotationSegmentTopologyRequired, scheduling.HostnameKey).Obj()))
+
+	for _, p := range present {
+		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess(), p.Name)
+	}
+	statuses, waits, nodes := scheduleAll(t, env, present)
+	require.Equal(t, fwk.Unschedulable, statuses[0].Code(), "rank 0 is outside the plan of segment 1: %v", statuses[0])
+	require.True(t, statuses[1].IsWait(), "rank 2 waits for rank 3: %v", statuses[1])
+	require.True(t, statuses[2].IsSuccess(), "rank 3 completes segment 1: %v", statuses[2])
+	require.True(t, outcome(t, waits[1]).IsSuccess())
+	require.Equal(t, nodes[1], nodes[2], "segment 1 on one node")
 }
