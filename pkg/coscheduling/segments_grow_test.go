@@ -88,16 +88,23 @@ func TestElasticSegmentedGangGrowsByWholeSegments(t *testing.T) {
 	require.NotEqual(t, "s0-l1-n1", placed[4], "segment 2 joins whole, on a whole node, not one member on the half node that best fits it alone")
 }
 
-// A member whose segment has not all its members waits, and none of the
-// segment holds a node: a partial segment never starts.
-func TestElasticSegmentWaitsForItsMembers(t *testing.T) {
-	env, job := elasticSegmented(t)
-	env.delete(job[5])
+// startFirstSegments starts elasticSegmented's job with ranks 0-3, its
+// segments 0 and 1, and binds them.
+func startFirstSegments(t *testing.T, env *testEnv, job []*v1.Pod) {
+	t.Helper()
 	statuses, _, nodes := scheduleAll(t, env, job[:4])
 	require.True(t, statuses[3].IsSuccess(), "segments 0 and 1 start: %v", statuses[3])
 	for i, p := range job[:4] {
 		env.bind(p, nodes[i])
 	}
+}
+
+// A member whose segment has not all its members waits, and none of the
+// segment holds a node: a partial segment never starts.
+func TestElasticSegmentWaitsForItsMembers(t *testing.T) {
+	env, job := elasticSegmented(t)
+	env.delete(job[5])
+	startFirstSegments(t, env, job)
 
 	node, status := env.schedule(job[4])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
@@ -161,11 +168,7 @@ func TestElasticSegmentedGangUngatedMemberReleasesItsSegment(t *testing.T) {
 // and says so: not the gang's count against minMember, which is met.
 func TestElasticSegmentPermitSaysWhatItAwaits(t *testing.T) {
 	env, job := elasticSegmented(t)
-	statuses, _, nodes := scheduleAll(t, env, job[:4])
-	require.True(t, statuses[3].IsSuccess(), "segments 0 and 1 start: %v", statuses[3])
-	for i, p := range job[:4] {
-		env.bind(p, nodes[i])
-	}
+	startFirstSegments(t, env, job)
 
 	n4, status := env.schedule(job[4])
 	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
