@@ -122,25 +122,46 @@ func (v segmentView) waiting(key gang.Key, missing int32) string {
 	return msg + "; " + strings.Join(short, ", ")
 }
 
-// waitForSegments holds a member of a segmented gang that has quorum of
-// members but not enough whole segments to start (gang.Segments.Start), with
-// an Event that says which segments lack members; the members that complete
-// them release it (onPodAdd). When the gang can start, it releases the
-// siblings held for it: a member whose scheduling gates were removed
-// completes its segment without being added.
-func (pl *Plugin) waitForSegments(ctx context.Context, pod *v1.Pod, spec *gang.Spec, members []*v1.Pod, missing int32) *fwk.Status {
+// waitForSegments holds a member of a segmented gang whose segments cannot
+// take it yet, with an Event that says which segments lack members: before
+// the gang runs, one that has quorum of members but not enough whole
+// segments to start (gang.Segments.Start); once it runs, one whose segment
+// has not started and is not whole (gang.Segments.Join). The members that
+// complete the segments release it: onPodAdd, or, when a member passes
+// here, the siblings held for it are released, since what they waited for
+// may be what it brought (a member whose scheduling gates were removed
+// completes its segment without being added).
+func (pl *Plugin) waitForSegments(ctx context.Context, pod *v1.Pod, spec *gang.Spec, members []*v1.Pod, q gang.GroupQuorum, running bool) *fwk.Status {
 	v, ok, status := pl.viewSegments(spec.Key, spec, members)
 	if !ok || status != nil {
 		return status
 	}
-	if _, whole := v.seg.Start(v.members, v.where, missing); whole {
+	var msg string
+	switch i := v.index(pod); {
+	case running && i >= 0:
+		if _, _, whole := v.seg.Join(v.members, v.where, i); !whole {
+			msg = v.joinWaiting(spec.Key, pod, i)
+		}
+	case !running:
+		if _, whole := v.seg.Start(v.members, v.where, q.Missing); !whole {
+			msg = v.waiting(spec.Key, q.Missing)
+		}
+	}
+	if msg == "" {
 		pl.releaseGated(spec.Key)
 		return nil
 	}
-	msg := v.waiting(spec.Key, missing)
 	pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers, "%s", msg)
-	klog.FromContext(ctx).V(5).Info("Gang has no whole segments to start yet", "pod", klog.KObj(pod), "podGroup", spec.Key, "missing", missing, "segmentSize", v.seg.Size)
+	klog.FromContext(ctx).V(5).Info("Segment lacks members", "pod", klog.KObj(pod), "podGroup", spec.Key, "running", running, "segmentSize", v.seg.Size)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// joinWaiting says what members[i] of a running gang waits for: the rest
+// of its segment, which joins whole.
+func (v segmentView) joinWaiting(key gang.Key, pod *v1.Pod, i int) string {
+	c := v.seg.CountOf(v.members, v.where, i)
+	return fmt.Sprintf("waiting for members of PodGroup %s: %s joins the running gang with its whole segment of %d consecutive ranks, of which %d are present: segment %d (ranks %d–%d)",
+		key, pod.Name, v.seg.Size, c.Present, c.Index, c.First, c.Last)
 }
 
 // joinSegment is joining for a member of a running segmented gang: the
@@ -156,11 +177,9 @@ func (pl *Plugin) joinSegment(spec *gang.Spec, members []*v1.Pod, pod *v1.Pod) (
 	if i < 0 {
 		return nil, nil, false
 	}
-	pick, present, whole := v.seg.Join(v.members, v.where, i)
+	pick, _, whole := v.seg.Join(v.members, v.where, i)
 	if !whole {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-			fmt.Sprintf("waiting for members of PodGroup %s: %s joins the running gang with its whole segment of %d consecutive ranks, of which %d are present",
-				spec.Key, pod.Name, v.seg.Size, present)), true
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, v.joinWaiting(spec.Key, pod, i)), true
 	}
 	return v.pods(pick), nil, true
 }

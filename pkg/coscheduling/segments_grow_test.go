@@ -205,3 +205,25 @@ func TestCompositeChildStartsWithWholeSegments(t *testing.T) {
 	require.True(t, outcome(t, waits[1]).IsSuccess())
 	require.Equal(t, nodes[1], nodes[2], "segment 1 on one node")
 }
+
+// A member of a running gang whose segment lacks members waits in
+// PreEnqueue, not in PreFilter once per cycle, and the member that
+// completes its segment releases it.
+func TestElasticSegmentJoiningWaitsInPreEnqueue(t *testing.T) {
+	env, job := elasticSegmented(t)
+	env.delete(job[5])
+	startFirstSegments(t, env, job)
+
+	status := env.pl.PreEnqueue(env.ctx, job[4])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+	require.Contains(t, status.Message(), "of which 1 are present: segment 2 (ranks 4–5)")
+	require.True(t, hasEvent(env.recorded(), ReasonWaitingForMembers, "el-4 joins the running gang with its whole segment"))
+
+	env.activator.Reset()
+	env.syncWatch()
+	env.create(job[5])
+	require.True(t, env.pl.PreEnqueue(env.ctx, job[5]).IsSuccess())
+	require.Eventually(t, func() bool { return slices.Contains(env.activator.Get(), testNS+"/"+job[4].Name) },
+		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
+	require.True(t, env.pl.PreEnqueue(env.ctx, job[4]).IsSuccess())
+}
