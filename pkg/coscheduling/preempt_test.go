@@ -185,7 +185,11 @@ func TestNoPreemptionTwiceForOnePlacement(t *testing.T) {
 
 	// A scheduler that lost its memory of the preemption (the record's
 	// wait ran out) still evicts nothing more: the victims being deleted
-	// count as room, and the gang fits in it.
+	// count as room, and the gang fits in it. The informer must show them
+	// leaving first: until it does, they are running pods to this scheduler.
+	for _, p := range podsNamed(running, "low-d-0", "low-d-1") {
+		env.waitForLister(p, func(q *v1.Pod) bool { return q.DeletionTimestamp != nil })
+	}
 	env.clock.Step(10 * time.Minute)
 	env.pl.ledger.ForgetGang(gang.Key{Namespace: testNS, Name: "urgent"})
 	res, status := env.attempt(job[0])
