@@ -84,14 +84,14 @@ func TestCompositeStartsWhole(t *testing.T) {
 		[]*schedulingv1alpha3.CompositePodGroup{composite("job", 2).Obj()},
 		child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
 
-	status := env.pl.PreEnqueue(env.ctx, a[0])
+	status := env.preEnqueue(a[0])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "child a is whole, b is not: %v", status)
 	require.Contains(t, status.Message(), "1 of minGroupCount 2")
 
 	env.create(b[1])
 	all := append(a, b...)
 	for _, p := range all {
-		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess(), p.Name)
+		require.True(t, env.preEnqueue(p).IsSuccess(), p.Name)
 	}
 	statuses, waits, _ := scheduleAll(t, env, all)
 	for i := range 3 {
@@ -113,7 +113,7 @@ func TestCompositeMinGroupCountBelowChildren(t *testing.T) {
 		[]*schedulingv1alpha3.CompositePodGroup{composite("job", 1).Obj()},
 		child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
 
-	require.True(t, env.pl.PreEnqueue(env.ctx, a[0]).IsSuccess())
+	require.True(t, env.preEnqueue(a[0]).IsSuccess())
 	bound := env.runGang(a)
 	require.Len(t, bound, 2)
 	require.True(t, hasEvent(env.recorded(), ReasonGangScheduled, "child groups placed whole, at least minGroupCount 1"))
@@ -171,9 +171,9 @@ func TestBasicCompositeChildrenIndependent(t *testing.T) {
 		[]*schedulingv1alpha3.CompositePodGroup{gangtest.MakeCompositePodGroup("job", testNS).Basic().Obj()},
 		child("a", "job", 2).Obj(), child("b", "job", 2).Obj()))
 
-	require.True(t, env.pl.PreEnqueue(env.ctx, a[0]).IsSuccess())
+	require.True(t, env.preEnqueue(a[0]).IsSuccess())
 	require.Len(t, env.runGang(a), 2)
-	status := env.pl.PreEnqueue(env.ctx, b[0])
+	status := env.preEnqueue(b[0])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.Contains(t, status.Message(), "1/2 present", "b is a gang of its own")
 }
@@ -200,7 +200,7 @@ func TestCompositeBadInput(t *testing.T) {
 	t.Run("a parent that does not exist", func(t *testing.T) {
 		a := nativeMembers("a", 2, "8")
 		env := newTestEnv(t, gpuNodes(2), a, nil, withComposites(nil, child("a", "missing", 2).Obj()))
-		status := env.pl.PreEnqueue(env.ctx, a[0])
+		status := env.preEnqueue(a[0])
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 		require.True(t, hasEvent(env.recorded(), ReasonPodGroupNotFound, "/missing as its parent, which does not exist: create it"))
 	})
@@ -208,7 +208,7 @@ func TestCompositeBadInput(t *testing.T) {
 		a := nativeMembers("a", 2, "8")
 		env := newTestEnv(t, gpuNodes(2), a, nil, withComposites([]*schedulingv1alpha3.CompositePodGroup{
 			composite("x", 1).Parent("y").Obj(), composite("y", 1).Parent("x").Obj()}, child("a", "x", 2).Obj()))
-		status := env.pl.PreEnqueue(env.ctx, a[0])
+		status := env.preEnqueue(a[0])
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 		require.True(t, hasEvent(env.recorded(), ReasonInvalidPodGroup, "form a cycle"))
 	})
@@ -216,7 +216,7 @@ func TestCompositeBadInput(t *testing.T) {
 		a := nativeMembers("a", 2, "8")
 		env := newTestEnv(t, gpuNodes(2), a, nil, withComposites(
 			[]*schedulingv1alpha3.CompositePodGroup{composite("job", 3).Obj()}, child("a", "job", 2).Obj()))
-		status := env.pl.PreEnqueue(env.ctx, a[0])
+		status := env.preEnqueue(a[0])
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 		require.True(t, hasEvent(env.recorded(), ReasonInvalidPodGroup, "minGroupCount 3: create the missing children"))
 	})

@@ -291,6 +291,18 @@ func (e *testEnv) forget(pod *v1.Pod) {
 	*e.snapshot = *internalcache.NewSnapshot(e.pods, e.nodes)
 }
 
+// preEnqueue runs PreEnqueue as the scheduling queue does, under the
+// queue's lock, which activating pods takes: a plugin that activated pods
+// from PreEnqueue would deadlock kube-scheduler, and fails the test here.
+func (e *testEnv) preEnqueue(pod *v1.Pod) *fwk.Status {
+	e.t.Helper()
+	var status *fwk.Status
+	if !e.activator.UnderQueueLock(5*time.Second, func() { status = e.pl.PreEnqueue(e.ctx, pod) }) {
+		e.t.Fatalf("PreEnqueue of %s activated pods under the scheduling queue's lock, where kube-scheduler deadlocks", pod.Name)
+	}
+	return status
+}
+
 // waitAsync starts WaitOnPermit for a pod that Permit told to wait, the way
 // the binding cycle does, and reports its outcome on the returned channel.
 // A rejected pod is unreserved, as the scheduler does.

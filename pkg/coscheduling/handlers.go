@@ -49,6 +49,11 @@ func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 		pl.preemptorBound(n)
 	}
 	if sameGang(o, n) {
+		if len(o.Spec.SchedulingGates) > 0 && len(n.Spec.SchedulingGates) == 0 {
+			// An ungated member counts now, as an added one does: it
+			// may complete a segment its siblings wait for.
+			pl.onPodAdd(n)
+		}
 		return
 	}
 	if key, ok := pl.unitOf(o); ok {

@@ -94,7 +94,7 @@ func TestRunningGangReplacementBindsAtOnce(t *testing.T) {
 	env.recorded()
 
 	r := env.replace(bound[3])
-	require.Nil(t, env.pl.PreEnqueue(env.ctx, r), "a running gang's replacement is not held for quorum")
+	require.Nil(t, env.preEnqueue(r), "a running gang's replacement is not held for quorum")
 	node, status := env.schedule(r)
 	require.True(t, status.IsSuccess(), "the replacement binds without waiting: %v", status)
 	require.Contains(t, []string{freed, "node-ai"}, node)
@@ -118,7 +118,7 @@ func TestFinishedMembersCountTowardsQuorum(t *testing.T) {
 	env.pl.ledger.ForgetGang(gang.Key{Namespace: testNS, Name: "job"})
 
 	r := env.replace(bound[1])
-	require.Eventually(t, func() bool { return env.pl.PreEnqueue(env.ctx, r).IsSuccess() }, wait.ForeverTestTimeout, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return env.preEnqueue(r).IsSuccess() }, wait.ForeverTestTimeout, 10*time.Millisecond,
 		"the succeeded member must count: 1 bound + 1 succeeded + 1 replacement make quorum")
 	_, status := env.schedule(r)
 	require.True(t, status.IsSuccess(), "%v", status)
@@ -129,13 +129,13 @@ func TestFinishedMembersCountTowardsQuorum(t *testing.T) {
 	env.delete(r)
 	fresh := member("job", "job-9", "8")
 	env.create(fresh)
-	require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, fresh).Code())
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, env.preEnqueue(fresh).Code())
 	// A whole new run gathers and starts as a gang again: its first member
 	// waits for the others in Permit.
 	next := []*v1.Pod{fresh, member("job", "job-10", "8"), member("job", "job-11", "8")}
 	env.create(next[1])
 	env.create(next[2])
-	require.True(t, env.pl.PreEnqueue(env.ctx, fresh).IsSuccess())
+	require.True(t, env.preEnqueue(fresh).IsSuccess())
 	env.forget(bound[0])
 	_, status = env.schedule(fresh)
 	require.Equal(t, fwk.Wait, status.Code(), "the new run's first member must wait for its gang: %v", status)
@@ -350,7 +350,7 @@ func TestGatedMemberFollowsItsLabel(t *testing.T) {
 		gangtest.MakePodGroup("a", testNS).MinMember(2).Obj(),
 		gangtest.MakePodGroup("b", testNS).MinMember(1).Obj(),
 	})
-	require.False(t, env.pl.PreEnqueue(env.ctx, a).IsSuccess())
+	require.False(t, env.preEnqueue(a).IsSuccess())
 	require.Equal(t, 1, env.pl.ledger.Gate.Held(gang.Key{Namespace: testNS, Name: "a"}))
 
 	moved := a.DeepCopy()
@@ -359,7 +359,7 @@ func TestGatedMemberFollowsItsLabel(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return env.pl.ledger.Gate.Held(gang.Key{Namespace: testNS, Name: "a"}) == 0
 	}, wait.ForeverTestTimeout, 10*time.Millisecond, "a pod that left gang a is no longer held for it")
-	require.True(t, env.pl.PreEnqueue(env.ctx, moved).IsSuccess())
+	require.True(t, env.preEnqueue(moved).IsSuccess())
 }
 
 func TestGangMetricsCoverEveryInstance(t *testing.T) {

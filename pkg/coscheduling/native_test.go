@@ -65,7 +65,7 @@ func TestNativeGangRunsAsOneGang(t *testing.T) {
 	env := newTestEnv(t, gpuNodes(3), job[:2], nil,
 		withNativePodGroups(gangtest.MakeNativePodGroup("job", testNS).MinCount(3).Obj()))
 
-	status := env.pl.PreEnqueue(env.ctx, job[0])
+	status := env.preEnqueue(job[0])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.Contains(t, status.Message(), "2/3 present")
 	require.True(t, hasEvent(env.recorded(), ReasonWaitingForMembers, "waiting for members: 2/3 present"))
@@ -74,7 +74,7 @@ func TestNativeGangRunsAsOneGang(t *testing.T) {
 	require.Eventually(t, func() bool { return sets.New(env.activator.Get()...).Has(testNS + "/job-0") },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "the third member releases the held ones")
 	for _, p := range job {
-		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess())
+		require.True(t, env.preEnqueue(p).IsSuccess())
 	}
 	bound := env.runGang(job)
 	nodes := sets.New[string]()
@@ -133,10 +133,10 @@ func TestPodInBothKindsOfGang(t *testing.T) {
 
 	key, _ := gang.Of(both)
 	require.Equal(t, gang.Native, key.API)
-	require.True(t, env.pl.PreEnqueue(env.ctx, both).IsSuccess(), "the native gang of one is complete")
+	require.True(t, env.preEnqueue(both).IsSuccess(), "the native gang of one is complete")
 	require.True(t, hasEvent(env.recorded(), ReasonTwoPodGroups, "it belongs to team-a/job (scheduling.k8s.io/v1beta1) alone, and team-a/job does not count it"))
 
-	status := env.pl.PreEnqueue(env.ctx, labelled)
+	status := env.preEnqueue(labelled)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "the labelled gang has 1 of its 2 members: %v", status)
 	require.Contains(t, status.Message(), "1/2 present")
 
@@ -166,10 +166,10 @@ func TestNativePodGroupsIgnored(t *testing.T) {
 		[]*v1alpha1.PodGroup{gangtest.MakePodGroup("other", testNS).MinMember(1).Obj()},
 		withNativeIgnored("the API server does not serve them"))
 
-	status := env.pl.PreEnqueue(env.ctx, nativePod)
+	status := env.preEnqueue(nativePod)
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.True(t, hasEvent(env.recorded(), ReasonNativePodGroupsIgnored, "gpu-gang ignores native PodGroups: not watched: the API server does not serve them"))
-	require.True(t, env.pl.PreEnqueue(env.ctx, labelled).IsSuccess())
+	require.True(t, env.preEnqueue(labelled).IsSuccess())
 	node, status := env.schedule(labelled)
 	require.True(t, status.IsSuccess(), "%v", status)
 	require.NotEmpty(t, node)
@@ -199,7 +199,7 @@ func TestNativePodGroupDeletedMidFlight(t *testing.T) {
 	env.forget(job[0])
 	env.recorded()
 
-	status = env.pl.PreEnqueue(env.ctx, job[1])
+	status = env.preEnqueue(job[1])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.True(t, hasEvent(env.recorded(), ReasonPodGroupNotFound,
 		"PodGroup team-a/job (scheduling.k8s.io/v1beta1) does not exist: create it in namespace team-a, or recreate the pod without spec.schedulingGroup"))
@@ -243,7 +243,7 @@ func TestNativePodGroupBeingDeletedStillSchedules(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return hasEvent(env.recorded(), ReasonPodGroupDeleting, "while 2 of its members wait for a node")
 	}, wait.ForeverTestTimeout, 10*time.Millisecond)
-	require.True(t, env.pl.PreEnqueue(env.ctx, job[0]).IsSuccess())
+	require.True(t, env.preEnqueue(job[0]).IsSuccess())
 	require.Len(t, env.runGang(job), 2)
 }
 

@@ -291,7 +291,7 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	job := members("job", 3, "8")
 	env := newTestEnv(t, gpuNodes(3), job[:2], nil)
 	for _, p := range job[:2] {
-		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, p).Code())
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.preEnqueue(p).Code())
 	}
 	// The PodGroup arrives: still only 2 of 3 members, they are looked at
 	// again and held again.
@@ -299,7 +299,7 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	require.Eventually(t, func() bool { return slices.Equal([]string{"team-a/job-0", "team-a/job-1"}, env.activator.Get()) },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
 	for _, p := range job[:2] {
-		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.pl.PreEnqueue(env.ctx, p).Code())
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, env.preEnqueue(p).Code())
 	}
 	env.activator.Reset()
 	// The third member arrives and brings quorum: the two are released.
@@ -309,7 +309,7 @@ func TestHeldMembersAreReleasedAtQuorum(t *testing.T) {
 	require.Eventually(t, func() bool { return len(env.activator.Get()) == 2 }, wait.ForeverTestTimeout, 10*time.Millisecond,
 		"activated: %v", env.activator.Get())
 	for _, p := range job {
-		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess())
+		require.True(t, env.preEnqueue(p).IsSuccess())
 	}
 }
 

@@ -104,7 +104,7 @@ func TestPreEnqueue(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := newTestEnv(t, gpuNodes(4), tt.pods, tt.pgs)
-			got := env.pl.PreEnqueue(env.ctx, tt.pod)
+			got := env.preEnqueue(tt.pod)
 			require.Equal(t, tt.wantCode, got.Code(), "status: %v", got)
 			if tt.wantMsg != "" {
 				require.Contains(t, got.Message(), tt.wantMsg)
@@ -115,7 +115,7 @@ func TestPreEnqueue(t *testing.T) {
 				require.True(t, hasEvent(evs, reason, note), "want event %q, got %q", tt.wantEvent, evs)
 			}
 			// The same problem seen again is not recorded again.
-			env.pl.PreEnqueue(env.ctx, tt.pod)
+			env.preEnqueue(tt.pod)
 			require.Empty(t, env.recorded(), "a repeated PreEnqueue recorded the same Event again")
 		})
 	}

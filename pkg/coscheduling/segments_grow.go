@@ -127,10 +127,10 @@ func (v segmentView) waiting(key gang.Key, missing int32) string {
 // the gang runs, one that has quorum of members but not enough whole
 // segments to start (gang.Segments.Start); once it runs, one whose segment
 // has not started and is not whole (gang.Segments.Join). The members that
-// complete the segments release it: onPodAdd, or, when a member passes
-// here, the siblings held for it are released, since what they waited for
-// may be what it brought (a member whose scheduling gates were removed
-// completes its segment without being added).
+// complete the segments release it through the pod informer's handlers
+// (onPodAdd, and onPodUpdate for a member whose scheduling gates were
+// removed), never from here: PreEnqueue runs under the scheduling queue's
+// lock, which activating pods takes.
 func (pl *Plugin) waitForSegments(ctx context.Context, pod *v1.Pod, spec *gang.Spec, members []*v1.Pod, q gang.GroupQuorum, running bool) *fwk.Status {
 	v, ok, status := pl.viewSegments(spec.Key, spec, members)
 	if !ok || status != nil {
@@ -148,7 +148,6 @@ func (pl *Plugin) waitForSegments(ctx context.Context, pod *v1.Pod, spec *gang.S
 		}
 	}
 	if msg == "" {
-		pl.releaseGated(spec.Key)
 		return nil
 	}
 	pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers, "%s", msg)

@@ -122,7 +122,7 @@ func TestElasticSegmentedGangWaitsInPreEnqueueForWholeSegments(t *testing.T) {
 	env.delete(job[3])
 	// Ranks 0, 2, 4 and 5 are minMember 4, but only segment 2 is whole.
 	for _, r := range []int{0, 2, 4, 5} {
-		status := env.pl.PreEnqueue(env.ctx, job[r])
+		status := env.preEnqueue(job[r])
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "rank %d: %v", r, status)
 		require.Contains(t, status.Message(), "segment 0 (ranks 0–1): 1/2 present, segment 1 (ranks 2–3): 1/2 present")
 	}
@@ -136,7 +136,7 @@ func TestElasticSegmentedGangWaitsInPreEnqueueForWholeSegments(t *testing.T) {
 	require.Eventually(t, func() bool { return len(env.activator.Get()) == 4 }, wait.ForeverTestTimeout, 10*time.Millisecond,
 		"activated: %v", env.activator.Get())
 	for _, r := range []int{0, 1, 2, 4, 5} {
-		require.True(t, env.pl.PreEnqueue(env.ctx, job[r]).IsSuccess(), "rank %d", r)
+		require.True(t, env.preEnqueue(job[r]).IsSuccess(), "rank %d", r)
 	}
 }
 
@@ -150,7 +150,7 @@ func TestElasticSegmentedGangUngatedMemberReleasesItsSegment(t *testing.T) {
 	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/quota"}}
 	env.update(gated)
 	env.waitForLister(gated, func(p *v1.Pod) bool { return len(p.Spec.SchedulingGates) > 0 })
-	status := env.pl.PreEnqueue(env.ctx, job[0])
+	status := env.preEnqueue(job[0])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.Contains(t, status.Message(), "segment 0 (ranks 0–1): 1/2 present")
 
@@ -159,7 +159,7 @@ func TestElasticSegmentedGangUngatedMemberReleasesItsSegment(t *testing.T) {
 	ungated.Spec.SchedulingGates = nil
 	env.update(ungated)
 	env.waitForLister(ungated, func(p *v1.Pod) bool { return len(p.Spec.SchedulingGates) == 0 })
-	require.True(t, env.pl.PreEnqueue(env.ctx, ungated).IsSuccess())
+	require.True(t, env.preEnqueue(ungated).IsSuccess())
 	require.Eventually(t, func() bool { return slices.Contains(env.activator.Get(), testNS+"/"+job[0].Name) },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
 }
@@ -196,7 +196,7 @@ func TestCompositeChildStartsWithWholeSegments(t *testing.T) {
 			Annotation(scheduling.AnnotationSegmentTopologyRequired, scheduling.HostnameKey).Obj()))
 
 	for _, p := range present {
-		require.True(t, env.pl.PreEnqueue(env.ctx, p).IsSuccess(), p.Name)
+		require.True(t, env.preEnqueue(p).IsSuccess(), p.Name)
 	}
 	statuses, waits, nodes := scheduleAll(t, env, present)
 	require.Equal(t, fwk.Unschedulable, statuses[0].Code(), "rank 0 is outside the plan of segment 1: %v", statuses[0])
@@ -214,7 +214,7 @@ func TestElasticSegmentJoiningWaitsInPreEnqueue(t *testing.T) {
 	env.delete(job[5])
 	startFirstSegments(t, env, job)
 
-	status := env.pl.PreEnqueue(env.ctx, job[4])
+	status := env.preEnqueue(job[4])
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 	require.Contains(t, status.Message(), "of which 1 are present: segment 2 (ranks 4–5)")
 	require.True(t, hasEvent(env.recorded(), ReasonWaitingForMembers, "el-4 joins the running gang with its whole segment"))
@@ -222,8 +222,8 @@ func TestElasticSegmentJoiningWaitsInPreEnqueue(t *testing.T) {
 	env.activator.Reset()
 	env.syncWatch()
 	env.create(job[5])
-	require.True(t, env.pl.PreEnqueue(env.ctx, job[5]).IsSuccess())
+	require.True(t, env.preEnqueue(job[5]).IsSuccess())
 	require.Eventually(t, func() bool { return slices.Contains(env.activator.Get(), testNS+"/"+job[4].Name) },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "activated: %v", env.activator.Get())
-	require.True(t, env.pl.PreEnqueue(env.ctx, job[4]).IsSuccess())
+	require.True(t, env.preEnqueue(job[4]).IsSuccess())
 }

@@ -94,20 +94,47 @@ func containsEach(got, want []string) bool {
 }
 
 // Activator records the pods the plugins move to the active queue, as
-// namespace/name.
+// namespace/name. Like the scheduling queue, it takes the queue's lock to
+// activate (see UnderQueueLock).
 type Activator struct {
+	queue     sync.Mutex
 	mu        sync.Mutex
 	activated []string
 }
 
 // Activate implements the framework's pod activator.
 func (a *Activator) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	a.queue.Lock()
+	defer a.queue.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k := range pods {
 		a.activated = append(a.activated, k)
 	}
 	sort.Strings(a.activated)
+}
+
+// UnderQueueLock runs f holding the lock the scheduling queue holds while
+// it runs PreEnqueue plugins, which activating pods takes too: an f that
+// activates pods itself blocks, as kube-scheduler's queue deadlocks there.
+// It reports whether f returned within timeout; if not, the lock is let go
+// so that f can finish.
+func (a *Activator) UnderQueueLock(timeout time.Duration, f func()) bool {
+	a.queue.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		a.queue.Unlock()
+		return true
+	case <-time.After(timeout):
+		a.queue.Unlock()
+		<-done
+		return false
+	}
 }
 
 // Get returns the pods activated so far, sorted, each as many times as it
