@@ -163,12 +163,12 @@ func (pl *Plugin) quorum(spec *gang.Spec, members []*v1.Pod) gang.GroupQuorum {
 // order within each PodGroup: for a gang the next Missing pending members
 // (for a segmented gang, those of its first whole segments: startSegments);
 // for a composite, the pending members that bring each PodGroup gang.Admit
-// chose to its own quorum (whole segments for a segmented one). only, if set, narrows a composite's PodGroups to
+// chose to its own quorum. only, if set, narrows a composite's PodGroups to
 // the one a member of a running composite belongs to. The status says what
 // the unit still waits for.
 func (pl *Plugin) toPlan(spec *gang.Spec, members []*v1.Pod, q gang.GroupQuorum, only *gang.Key) ([]*v1.Pod, *fwk.Status) {
 	key := spec.Key
-	if batch, status, ok := pl.startSegments(key, spec, members, q.Missing); ok {
+	if batch, status, ok := pl.startSegments(spec, members, q.Missing); ok {
 		return batch, status
 	}
 	if key.API != gang.Composite {
@@ -189,19 +189,11 @@ func (pl *Plugin) toPlan(spec *gang.Spec, members []*v1.Pod, q gang.GroupQuorum,
 	if !adm.Ready {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingForChildren(spec, gq[0]))
 	}
-	all, of := byLeaf(members), byLeaf(pl.pending(key, members))
+	of := byLeaf(pl.pending(key, members))
 	var out []*v1.Pod
 	for _, i := range adm.Plan {
 		n := &tree.Nodes[i]
 		if only != nil && n.Key != *only {
-			continue
-		}
-		// A segmented PodGroup starts with whole segments, as a gang does.
-		if batch, status, ok := pl.startSegments(key, n.Spec, all[n.Key], gq[i].Missing); ok {
-			if status != nil {
-				return nil, status
-			}
-			out = append(out, batch...)
 			continue
 		}
 		pending := of[n.Key]

@@ -87,13 +87,12 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 	q := pl.quorum(spec, members)
 	census := q.Census
 	ready := q.Placed || wasRunning
-	var segmentWait string
 	if ready && wasRunning && key.API == gang.Composite {
 		// A child that joins a running composite still starts whole.
 		ready = pl.childReady(key, members, pod)
 	} else if ready && wasRunning {
 		// So does a segment that joins a running gang.
-		ready, segmentWait = pl.segmentReady(spec, members, pod)
+		ready = pl.segmentReady(spec, members, pod)
 	}
 	if ready {
 		if gone := pl.goneReservation(key); gone != "" {
@@ -111,11 +110,6 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no plan in flight", key)), 0
 	}
 	logger.V(4).Info("Member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "placed", census.Placed(), "need", q.Need, "wait", wait)
-	if segmentWait != "" {
-		// The gang's quorum is met already: the segment's members are
-		// what this one waits for.
-		return fwk.NewStatus(fwk.Wait, segmentWait), wait
-	}
 	if key.API == gang.Composite {
 		_, placed := q.Counted(q.Need)
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %s: %d of minGroupCount %d child groups placed whole (%d members placed)", key, placed, q.Need, census.Placed())), wait

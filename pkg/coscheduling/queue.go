@@ -61,11 +61,9 @@ func (pl *Plugin) Less(a, b fwk.QueuedEntityInfo) bool {
 }
 
 // PreEnqueue holds a member until its PodGroup exists, is valid, and has at
-// least minMember members that all name the same scheduler, in whole
-// segments for a segmented gang. Members of a running gang (replacements,
-// elastic extras) are not held, but for one whose segment joins the gang
-// and lacks members. A held member is remembered, so that the member or
-// PodGroup it waits for releases it.
+// least minMember members that all name the same scheduler. Members of a
+// running gang (replacements, elastic extras) are not held. A held member
+// is remembered, so that the member or PodGroup it waits for releases it.
 func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	own, ok := gang.Of(pod)
 	if !ok {
@@ -108,8 +106,7 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 	}
 	q := pl.quorum(spec, members)
 	if pl.running(key, q) {
-		// A segment joins a running gang whole.
-		return pl.waitForSegments(ctx, pod, spec, members, q, true)
+		return nil
 	}
 	if key.API == gang.Composite && !q.Gathered {
 		return pl.waitForChildren(ctx, pod, spec, q)
@@ -122,8 +119,7 @@ func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fw
 		klog.FromContext(ctx).V(5).Info("Gang has no quorum yet", "pod", klog.KObj(pod), "podGroup", key, "present", present, "minMember", spec.MinMember)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for members of PodGroup %s: %d/%d present", key, present, spec.MinMember))
 	}
-	// An elastic segmented gang starts with whole segments only.
-	return pl.waitForSegments(ctx, pod, spec, members, q, false)
+	return nil
 }
 
 func schedulerNames(pods []*v1.Pod) []string {

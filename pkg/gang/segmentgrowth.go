@@ -36,9 +36,6 @@ func (w Where) placed() bool { return w == Reserved || w == Bound }
 // segment is one segment's members, as indices into the members Start,
 // Join and Ready were given.
 type segment struct {
-	// index is the segment's: its members' ordinals are index*Size to
-	// index*Size+Size-1.
-	index                  int
 	members                []int
 	pending, placed, bound int
 }
@@ -56,7 +53,7 @@ func (seg Segments) cut(members []*v1.Pod, where []Where) (segs []segment, of []
 		if !ok {
 			j = len(segs)
 			index[s] = j
-			segs = append(segs, segment{index: s})
+			segs = append(segs, segment{})
 		}
 		of[i] = j
 		g := &segs[j]
@@ -145,42 +142,4 @@ func (seg Segments) Ready(members []*v1.Pod, where []Where, i int) bool {
 	segs, of := seg.cut(members, where)
 	g := segs[of[i]]
 	return g.bound > 0 || g.placed >= int(seg.Size)
-}
-
-// SegmentCount is one segment of a segmented gang as Start, Join and Ready
-// count it, for the messages that say what the segment waits for.
-type SegmentCount struct {
-	// Index is the segment's; First and Last are its members' ordinals
-	// (see Assign: the ranks, when every member carries one).
-	Index, First, Last int
-	// Present members exist and are not held; Placed ones hold a node.
-	Present, Placed int
-	// Whole is whether the segment may start: all its members are present.
-	Whole bool
-}
-
-func (seg Segments) count(g segment) SegmentCount {
-	k := int(seg.Size)
-	return SegmentCount{
-		Index: g.index, First: g.index * k, Last: g.index*k + k - 1,
-		Present: g.pending + g.placed, Placed: g.placed, Whole: g.whole(seg.Size),
-	}
-}
-
-// Counts returns each segment that has a member, in segment order (see
-// Start for members and where).
-func (seg Segments) Counts(members []*v1.Pod, where []Where) []SegmentCount {
-	segs, _ := seg.cut(members, where)
-	out := make([]SegmentCount, len(segs))
-	for j, g := range segs {
-		out[j] = seg.count(g)
-	}
-	return out
-}
-
-// CountOf returns the segment of members[i] (see Start for members and
-// where).
-func (seg Segments) CountOf(members []*v1.Pod, where []Where, i int) SegmentCount {
-	segs, of := seg.cut(members, where)
-	return seg.count(segs[of[i]])
 }

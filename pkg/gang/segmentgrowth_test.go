@@ -122,21 +122,3 @@ func TestSegmentsJoinAndReady(t *testing.T) {
 		})
 	}
 }
-
-func TestSegmentsCounts(t *testing.T) {
-	// Ranks 3, 6 and 7 are missing and rank 9 is held: segment 0 has 3 of
-	// its 4, segment 1 has 2, segment 2 has 3 present (and one held).
-	members := indexed(0, 1, 2, 4, 5, 8, 9, 10, 11)
-	where := places("prpppphpp")
-	want := []SegmentCount{
-		{Index: 0, First: 0, Last: 3, Present: 3, Placed: 1},
-		{Index: 1, First: 4, Last: 7, Present: 2},
-		{Index: 2, First: 8, Last: 11, Present: 3},
-	}
-	if diff := cmp.Diff(want, fourPerClique.Counts(members, where)); diff != "" {
-		t.Errorf("Counts (-want,+got):\n%s", diff)
-	}
-	all := indexed(ranks(12)...)
-	got := fourPerClique.CountOf(all, places("bbbbbbbbrrrp"), 9)
-	require.Equal(t, SegmentCount{Index: 2, First: 8, Last: 11, Present: 4, Placed: 3, Whole: true}, got)
-}
