@@ -17,8 +17,9 @@ import (
 var pageTemplate string
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"f2":   func(v float64) string { return fmt.Sprintf("%.2f", v) },
-	"join": strings.Join,
+	"f2":           func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"join":         strings.Join,
+	"notExpressed": notExpressed,
 	"latency": func(g metrics.Gang) string {
 		if g.AllBound == nil {
 			return "-"

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"html"
 	"strings"
 	"testing"
 
@@ -157,7 +158,7 @@ func TestWriteSummaryNotExpressedAndPeakRSS(t *testing.T) {
 	require.NoError(t, WriteSummary(&b, run))
 	out := b.String()
 	require.Contains(t, out, "scheduler peak RSS (VmHWM of its own process): gpu-gang 1536 MiB\n")
-	require.Contains(t, out, "default-affinity: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: one product/driver per gang (uniform); one capacity type per gang (capacity-type: uniform)\n")
+	require.Contains(t, out, "default-affinity: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: one product/driver per gang (uniform); one capacity type per gang (capacity-type: uniform).\n")
 }
 
 // The HTML report shows the same: a peak-RSS row where some profile has
@@ -174,7 +175,7 @@ func TestWriteHTMLNotExpressedAndPeakRSS(t *testing.T) {
 	run.Results[1].Summary.NotExpressed = []string{"one product/driver per gang (uniform)", "one capacity type per gang"}
 	b.Reset()
 	require.NoError(t, WriteHTML(&b, run))
-	html := b.String()
-	require.Regexp(t, `scheduler peak RSS \(MiB, VmHWM of its own process\)</td><td class="muted">lower</td><td>1536</td><td>-</td>`, html)
-	require.Contains(t, html, "default-affinity: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: one product/driver per gang (uniform); one capacity type per gang.")
+	page := b.String()
+	require.Regexp(t, `scheduler peak RSS \(MiB, VmHWM of its own process\)</td><td class="muted">lower</td><td>1536</td><td>-</td>`, page)
+	require.Contains(t, html.UnescapeString(page), "default-affinity: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: one product/driver per gang (uniform); one capacity type per gang.")
 }

@@ -84,9 +84,8 @@ func WriteSummary(w io.Writer, run *Run) error {
 		fmt.Fprintf(w, "scheduler peak RSS (VmHWM of its own process): %s\n", strings.Join(rss, ", "))
 	}
 	for _, r := range run.Results {
-		if len(r.Summary.NotExpressed) > 0 {
-			fmt.Fprintf(w, "%s: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: %s\n",
-				r.Profile, strings.Join(r.Summary.NotExpressed, "; "))
+		if s := notExpressed(r.Profile, r.Summary.NotExpressed); s != "" {
+			fmt.Fprintln(w, s)
 		}
 	}
 	writeClaims(w, run.Results)
@@ -193,6 +192,16 @@ func excess(levels []metrics.LevelSummary) string {
 
 // ratio renders a/b for a throughput-like number and b/a-like readings
 // alike: it is just a over b, or "-" when either is zero.
+// notExpressed says which of a gang's GPU fleet rules a configured baseline
+// profile could not be given as node affinity; "" when it was given all.
+func notExpressed(profile string, rules []string) string {
+	if len(rules) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: each gang member has the required node affinity of its gang's GPU fleet policy; not expressible as node affinity, so not given: %s.",
+		profile, strings.Join(rules, "; "))
+}
+
 func ratio(a, b float64) string {
 	if a == 0 || b == 0 {
 		return "-"
