@@ -287,10 +287,11 @@ func (pl *Plugin) podDevicesFor(ctx context.Context, pod *v1.Pod, plain capacity
 // template's nodes to those where a member could allocate now.
 func (d *demand) markCounted(templates []*template, of []int) {
 	for _, t := range templates {
-		t.devicesCounted = false
+		t.devicesCounted, t.devices = false, nil
 		if d.gang == nil {
 			continue
 		}
+		t.devices = d.pods[t.members[0]]
 		takes, exact := false, true
 		for _, i := range t.members {
 			takes = takes || d.pods[i] != nil && d.pods[i].Any()
