@@ -1,7 +1,6 @@
 package coscheduling
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -11,34 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
-	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
-	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
-	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
-
-// withGPUFleetDevices is withGPUFleet reading devices too, as the shipped
-// scheduler builds it: pods whose GPUs come through DRA are GPU pods, and
-// device attributes (CUDA version, product) are judged.
-func withGPUFleetDevices(t testing.TB) envOption {
-	args := &config.GPUFleetArgs{UnlabelledNodes: config.UnlabelledNodesSkip, CapacityTypeLabels: scheduling.DefaultCapacityTypeLabels()}
-	var devices capacity.SharedInventories
-	return func(c *envConfig) {
-		c.filters = append(c.filters, func(sources *gang.Sources) tf.RegisterPluginFunc {
-			return tf.RegisterPluginAsExtensions(gpufleet.Name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-				return gpufleet.New(ctx, args, fh, sources, gpufleet.WithDevices(devices.ForDRAManager(ctx, fh.SharedDRAManager())))
-			}, "PreFilter", "Filter")
-		})
-	}
-}
 
 // cudaSlice is gpuSlice of 8 H100s whose driver supports CUDA up to cuda.
 func cudaSlice(node, cuda string) *resourceapi.ResourceSlice {
