@@ -15,8 +15,9 @@ import (
 // PreFilter of every pod that other gangs' holds concern, reads the whole
 // cluster's allocated devices (tens of thousands on a large fleet) from the
 // DRA manager; between two passes they rarely change. Telling whether they
-// did costs one hash per device, not a map write per device and per node.
-// Safe for concurrent use.
+// did costs one hash per device, not a map write per device and per node;
+// read through the claim tracker (fromTracker), one hash per claim, and no
+// copy of the devices. Safe for concurrent use.
 type allocatedCache struct {
 	mu sync.Mutex
 	// version identifies the set positions were built from (see version);
