@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // NodeCapacity is a node's own resources as the scheduler's cache shows
@@ -76,6 +77,21 @@ type Devices struct {
 func NewDevices(m *Matcher, registry *Registry, resolver ExtendedResolver, allocated sets.Set[structured.DeviceID]) *Devices {
 	positions, generation := m.allocated.get(m.Inventory(), allocated)
 	return &Devices{matcher: m, registry: registry, resolver: resolver, allocated: positions, generation: generation}
+}
+
+// NewDevicesFromTracker is NewDevices with the devices allocated in
+// tracker, the DRA manager's claim tracker, which list reads (its
+// ListAllAllocatedDevices, retried as the caller sees fit). While the
+// tracker holds the same claim objects and allocations in flight as at the
+// matcher's last read, the set is not listed: that copies the whole set,
+// tens of thousands of devices on a large fleet, for every pass.
+func NewDevicesFromTracker(m *Matcher, registry *Registry, resolver ExtendedResolver, tracker fwk.ResourceClaimTracker,
+	list func() (sets.Set[structured.DeviceID], error)) (*Devices, error) {
+	positions, generation, err := m.allocated.fromTracker(m.Inventory(), tracker, list)
+	if err != nil {
+		return nil, err
+	}
+	return &Devices{matcher: m, registry: registry, resolver: resolver, allocated: positions, generation: generation}, nil
 }
 
 // WithAllocated returns a copy of d that sees allocated instead: what would

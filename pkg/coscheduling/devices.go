@@ -67,18 +67,22 @@ func (s *deviceSource) pass(ctx context.Context) (*capacity.Devices, error) {
 	if err != nil {
 		return nil, err
 	}
-	var allocated sets.Set[structured.DeviceID]
-	// The tracker refuses a read that raced with a change; read again, as
-	// DynamicResources does.
-	err = wait.PollUntilContextTimeout(ctx, 0, allocatedReadTimeout, true, func(context.Context) (bool, error) {
-		var err error
-		allocated, err = s.dra.ResourceClaims().ListAllAllocatedDevices()
-		return err == nil, nil
+	claims := s.dra.ResourceClaims()
+	devices, err := capacity.NewDevicesFromTracker(m, s.registry, s.dra.DeviceClassResolver(), claims, func() (sets.Set[structured.DeviceID], error) {
+		var allocated sets.Set[structured.DeviceID]
+		// The tracker refuses a read that raced with a change; read again,
+		// as DynamicResources does.
+		err := wait.PollUntilContextTimeout(ctx, 0, allocatedReadTimeout, true, func(context.Context) (bool, error) {
+			var err error
+			allocated, err = claims.ListAllAllocatedDevices()
+			return err == nil, nil
+		})
+		return allocated, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing allocated devices: %w", err)
 	}
-	return capacity.NewDevices(m, s.registry, s.dra.DeviceClassResolver(), allocated), nil
+	return devices, nil
 }
 
 // allocatedReadTimeout bounds the retries of a raced read of allocations.
@@ -287,10 +291,11 @@ func (pl *Plugin) podDevicesFor(ctx context.Context, pod *v1.Pod, plain capacity
 // template's nodes to those where a member could allocate now.
 func (d *demand) markCounted(templates []*template, of []int) {
 	for _, t := range templates {
-		t.devicesCounted = false
+		t.devicesCounted, t.devices = false, nil
 		if d.gang == nil {
 			continue
 		}
+		t.devices = d.pods[t.members[0]]
 		takes, exact := false, true
 		for _, i := range t.members {
 			takes = takes || d.pods[i] != nil && d.pods[i].Any()

@@ -92,6 +92,9 @@ type template struct {
 	// devices exactly (demand.markCounted): DynamicResources then judges
 	// capacity alone for it, and is skipped as the resource fit is.
 	devicesCounted bool
+	// devices is what pod takes of devices (demand.markCounted); nil when
+	// it takes none or was not read.
+	devices *capacity.PodDevices
 	// perNode is the cap on the template's members per node, 0 for none.
 	perNode int
 	// eligible[i] says whether the template may run on node i.
@@ -267,7 +270,14 @@ func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template,
 			continue
 		}
 		t.state = framework.NewCycleState()
-		res, status, _ := pl.runner.RunPreFilterPlugins(simCtx, t.state, t.pod)
+		// Devices the model counts need no DynamicResources PreFilter
+		// (dra_standin.go); GPUFleet reads the member's demand still.
+		pod := t.pod
+		if s, ok := pl.standIn(t, t.devices); ok {
+			pod = s
+			fleet.WithDemandPod(t.state, t.pod)
+		}
+		res, status, _ := pl.runner.RunPreFilterPlugins(simCtx, t.state, pod)
 		t.eligible = make([]bool, len(nodeInfos))
 		if !status.IsSuccess() && !status.IsSkip() {
 			t.rejected = status

@@ -24,13 +24,26 @@ import (
 
 // withGPUFleet registers the GPUFleet plugin at PreFilter and Filter before
 // the gang plugin, as the shipped profile does. It reads gangs from the
-// same gang sources as the gang plugin, as in the scheduler.
-func withGPUFleet(t testing.TB) envOption {
+// same gang sources as the gang plugin, as in the scheduler, and node
+// labels only.
+func withGPUFleet(t testing.TB) envOption { return gpuFleet(false) }
+
+// withGPUFleetDevices is withGPUFleet reading devices too, as the shipped
+// scheduler builds it: pods whose GPUs come through DRA are GPU pods, and
+// device attributes (CUDA version, product) are judged.
+func withGPUFleetDevices(t testing.TB) envOption { return gpuFleet(true) }
+
+func gpuFleet(devices bool) envOption {
 	args := &config.GPUFleetArgs{UnlabelledNodes: config.UnlabelledNodesSkip, CapacityTypeLabels: scheduling.DefaultCapacityTypeLabels()}
+	var inventories capacity.SharedInventories
 	return func(c *envConfig) {
 		c.filters = append(c.filters, func(sources *gang.Sources) tf.RegisterPluginFunc {
 			return tf.RegisterPluginAsExtensions(gpufleet.Name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-				return gpufleet.New(ctx, args, fh, sources)
+				var opts []gpufleet.Option
+				if devices {
+					opts = append(opts, gpufleet.WithDevices(inventories.ForDRAManager(ctx, fh.SharedDRAManager())))
+				}
+				return gpufleet.New(ctx, args, fh, sources, opts...)
 			}, "PreFilter", "Filter")
 		})
 	}

@@ -68,6 +68,10 @@
 //     gang's first GPU member for the groups (Requirements.GroupKey per
 //     node, NewGrouping) and hands them to the planner, which plans inside
 //     each group and never mixes them.
+//   - Stand-ins: the gang plugin runs PreFilter for a copy of a member
+//     without the claims whose devices it counts itself, and records the
+//     member with WithDemandPod; GPUFleet reads the demand of DemandPod, so
+//     the member's GPU rules bind the copy.
 //
 // The simulator judges placements with the same functions
 // (pkg/simulator/metrics.CountFleet).

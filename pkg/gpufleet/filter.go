@@ -23,7 +23,9 @@ import (
 // the bad value; a pod no node admits waits with one sentence saying why.
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	dv := &deviceView{pl: pl}
-	d, err := pl.demandOf(ctx, pod, dv)
+	// A stand-in for a member (the gang plugin's claim-less copy) carries
+	// the member's GPU demand.
+	d, err := pl.demandOf(ctx, fleet.DemandPod(cs, pod), dv)
 	if err != nil {
 		return nil, demandStatus(err)
 	}

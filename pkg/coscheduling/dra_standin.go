@@ -1,0 +1,101 @@
+package coscheduling
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+)
+
+// A template whose devices the capacity model counts exactly
+// (devicesCounted) has DynamicResources' Filter skipped: its verdict on a
+// node would be capacity, which the planner counts. Its PreFilter would
+// still build an allocator over every slice and every allocated device,
+// which costs more than the whole plan, only to have its Filter skipped.
+// So the template's PreFilter plugins run for a stand-in: the member less
+// the ResourceClaims and DRA-served extended resources the model counts.
+// DynamicResources skips the stand-in; NodeResourcesFit, the other plugin
+// that reads a DRA-served extended resource, is skipped for capacity
+// anyway; GPUFleet reads the member's own GPU demand (fleet.DemandPod), so
+// its rules, uniform groups and kept verdicts stay the same. Every other
+// plugin reads nothing the stand-in lacks.
+//
+// What DynamicResources' PreFilter would reject the member for without
+// its Filter (a claim being deleted, allocated, made for another pod,
+// being allocated in another cycle; a DRA-served extended resource whose
+// claim a previous cycle made) keeps the member itself in PreFilter, as
+// do devices the model does not count exactly (matchAttribute
+// constraints, partitionable devices, admin access: devicesCounted is not
+// set), so DynamicResources judges those as before.
+
+// standIn returns the stand-in for t's PreFilter plugins, and false when
+// t's member must run them itself. pd is what the member takes of devices
+// (demand.pods), nil when it was not read.
+func (pl *Plugin) standIn(t *template, pd *capacity.PodDevices) (*v1.Pod, bool) {
+	if pl.devices == nil || !t.devicesCounted || pd == nil || !pd.Any() {
+		return nil, false
+	}
+	pod := t.pod
+	claims := pl.devices.dra.ResourceClaims()
+	for i := range pod.Spec.ResourceClaims {
+		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil {
+			return nil, false
+		}
+		if name == nil {
+			continue // DynamicResources skips it too
+		}
+		claim, err := claims.Get(pod.Namespace, *name)
+		if err != nil || claim.DeletionTimestamp != nil || claim.Status.Allocation != nil ||
+			mustCheckOwner && resourceclaim.IsForPod(pod, claim, false) != nil ||
+			claims.GetPendingAllocation(claim.UID) != nil {
+			return nil, false
+		}
+	}
+	if len(pd.Mapped) > 0 && pl.hasExtendedResourceClaim(pod) {
+		return nil, false
+	}
+	out := pod.DeepCopy()
+	out.Spec.ResourceClaims = nil
+	out.Status.ResourceClaimStatuses = nil
+	out.Status.ExtendedResourceClaimStatus = nil
+	strip := func(cs []v1.Container) {
+		for i := range cs {
+			r := &cs[i].Resources
+			r.Claims = nil
+			for _, m := range pd.Mapped {
+				delete(r.Requests, m.Resource)
+				delete(r.Limits, m.Resource)
+			}
+		}
+	}
+	strip(out.Spec.InitContainers)
+	strip(out.Spec.Containers)
+	return out, true
+}
+
+// hasExtendedResourceClaim reports whether a previous cycle made the claim
+// for pod's DRA-served extended resources, which DynamicResources' PreFilter
+// then judges (a claim from a failed binding is deallocated first).
+func (pl *Plugin) hasExtendedResourceClaim(pod *v1.Pod) bool {
+	if pod.Status.ExtendedResourceClaimStatus != nil {
+		return true
+	}
+	all, err := pl.devices.dra.ResourceClaims().List()
+	if err != nil {
+		return true
+	}
+	for _, c := range all {
+		if c.Namespace != pod.Namespace || c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
+			continue
+		}
+		for _, or := range c.OwnerReferences {
+			if or.UID == pod.UID && ptr.Deref(or.Controller, false) {
+				return true
+			}
+		}
+	}
+	return false
+}
