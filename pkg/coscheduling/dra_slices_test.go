@@ -39,6 +39,10 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 	}
 	env := newTestEnv(t, nodes, nil, nil, withDRA(), withObjects(objects...))
 	inventories := env.pl.devices.inventories
+	// GPUFleet is handed the inventories of capacity.ForDRAManager: one
+	// device model per scheduler.
+	require.Same(t, capacity.ForDRAManager(env.ctx, env.fh.SharedDRAManager()), inventories,
+		"Coscheduling keeps inventories of its own")
 	// The env's PublishSlice probes the watch with a slice of its own each
 	// time, which would change the list with every change; once the watch
 	// is known to run, slices change alone.
