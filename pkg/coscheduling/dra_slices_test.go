@@ -46,7 +46,8 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 	// The env's PublishSlice probes the watch with a slice of its own each
 	// time, which would change the list with every change; once the watch
 	// is known to run, slices change alone.
-	env.PublishSlice(gpuSlice(nodes[0].Name, "H100", "H100", "H100", "H100"))
+	env.PublishSlice(gpuSlice(nodes[1].Name, "H100", "H100", "H100", "H100"))
+	published[nodes[1].Name] = true
 	slicesAPI := env.client.ResourceV1().ResourceSlices()
 	listed := func(name string) *resourceapi.ResourceSlice {
 		list, err := env.pl.devices.dra.ResourceSlices().ListWithDeviceTaintRules()
@@ -94,6 +95,9 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 				if r.IntN(3) == 0 {
 					s.Spec.Devices[0].Taints = []resourceapi.DeviceTaint{{Key: "example.com/broken", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 				}
+				// Wait for the new object, not only its contents: a
+				// slice replaced by an equal one is a change too.
+				before := listed(s.Name)
 				var err error
 				if published[node] {
 					_, err = slicesAPI.Update(env.ctx, s, metav1.UpdateOptions{})
@@ -103,7 +107,7 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 				require.NoError(t, err)
 				require.Eventually(t, func() bool {
 					got := listed(s.Name)
-					return got != nil && apiequality.Semantic.DeepEqual(got.Spec, s.Spec)
+					return got != nil && got != before && apiequality.Semantic.DeepEqual(got.Spec, s.Spec)
 				}, sliceListedTimeout, sliceListedTimeout/100)
 				published[node] = true
 			}
