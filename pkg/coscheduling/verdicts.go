@@ -115,8 +115,11 @@ func (v *nodeView) verdictsOf(handle fwk.Handle) *verdicts {
 
 // filterKnown is the plugin's filterTemplates, less the nodes whose
 // kept verdict still holds for a template, which it marks eligible; it
-// keeps the new passes. only selects the nodes as there.
-func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, only func(i int) bool) {
+// keeps the new passes. only selects the nodes as there. gens, when not
+// nil, are nodeInfos' generations as the node view read them in this
+// cycle (nodeView.nodes): the kept verdicts are checked against them, not
+// against every NodeInfo loaded again.
+func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) {
 	for _, t := range templates {
 		if !t.pending {
 			continue
@@ -127,7 +130,7 @@ func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeIn
 			pl.filterTemplates(ctx, []*template{t}, nodeInfos, only)
 			continue
 		}
-		known := vs.known(key, t, nodeInfos, only)
+		known := vs.known(key, t, nodeInfos, gens, only)
 		unknown := func(i int) bool { return (only == nil || only(i)) && !known[i] }
 		// When every selected node is known, as between plans where nothing
 		// changed, there is nothing to Filter or keep.
@@ -148,7 +151,8 @@ func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeIn
 // known marks eligible for t the selected nodes on which its kept verdict
 // holds, and returns which they are. Nodes the gang's lessons exclude, or a
 // PreFilter plugin left out, are never known: filterTemplates says why.
-func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, only func(i int) bool) []bool {
+// gens are nodeInfos' generations now, or nil to read them.
+func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) []bool {
 	out := make([]bool, len(nodeInfos))
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -158,7 +162,10 @@ func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, 
 	}
 	for i, ni := range nodeInfos {
 		s := stamps[i]
-		if s.ni != ni || s.gen != ni.GetGeneration() || (only != nil && !only(i)) {
+		if s.ni != ni || (only != nil && !only(i)) {
+			continue
+		}
+		if gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
 			continue
 		}
 		if t.excluded.Len() > 0 || t.nodes != nil {
