@@ -132,6 +132,16 @@ func groupPositions(t *Tree, g *placement.Groups) [][]int32 {
 	return at
 }
 
+// nodesAt returns the indices in the Request of the nodes at depth-first
+// positions at: a group's nodes, for Request.InGroupAt.
+func (t *Tree) nodesAt(at []int32) []int {
+	out := make([]int, len(at))
+	for j, p := range at {
+		out[j] = int(t.node[p])
+	}
+	return out
+}
+
 // anyBound reports whether some member is bound by topology, and so by
 // groups.
 func anyBound(req *placement.Request) bool {
