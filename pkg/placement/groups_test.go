@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -52,16 +53,16 @@ func TestInGroupAtMatchesNarrowingEveryNode(t *testing.T) {
 		for i := range n {
 			req.Groups.Of[i] = r.IntN(groups)
 		}
-		slices := [][]bool{nil}
+		shared := [][]bool{nil}
 		for range 2 {
 			e := make([]bool, n)
 			for i := range e {
 				e[i] = r.IntN(3) > 0
 			}
-			slices = append(slices, e)
+			shared = append(shared, e)
 		}
 		for m := range 1 + r.IntN(6) {
-			req.Members = append(req.Members, Member{Name: fmt.Sprint(m), Accelerated: r.IntN(4) > 0, Eligible: slices[r.IntN(len(slices))]})
+			req.Members = append(req.Members, Member{Name: fmt.Sprint(m), Accelerated: r.IntN(4) > 0, Eligible: shared[r.IntN(len(shared))]})
 		}
 		for range r.IntN(3) {
 			req.Anchors = append(req.Anchors, r.IntN(n))
@@ -74,7 +75,7 @@ func TestInGroupAtMatchesNarrowingEveryNode(t *testing.T) {
 				}
 			}
 			r.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
-			got := req.InGroupAt(k, in)
+			got := req.InGroupAt(k, slices.Values(in))
 			for m, member := range req.Members {
 				want := member.Eligible
 				if member.Accelerated {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"iter"
 
 	"k8s.io/klog/v2"
 
@@ -132,14 +133,16 @@ func groupPositions(t *Tree, g *placement.Groups) [][]int32 {
 	return at
 }
 
-// nodesAt returns the indices in the Request of the nodes at depth-first
+// nodesAt yields the indices in the Request of the nodes at depth-first
 // positions at: a group's nodes, for Request.InGroupAt.
-func (t *Tree) nodesAt(at []int32) []int {
-	out := make([]int, len(at))
-	for j, p := range at {
-		out[j] = int(t.node[p])
+func (t *Tree) nodesAt(at []int32) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for _, p := range at {
+			if !yield(int(t.node[p])) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 // anyBound reports whether some member is bound by topology, and so by
