@@ -17,7 +17,9 @@ import (
 // gang inside every group that could hold it and keep the best plan by
 // their usual rules, ties going to the lower group index.
 type Groups struct {
-	// Of[i] is the index in Names of node i's group.
+	// Of[i] is the index in Names of node i's group. Of is not changed
+	// once a planner has seen it: groups that change come in a new slice,
+	// so planners may keep what they derive from Of by its identity.
 	Of []int
 	// Names describe the groups for people, in group order. The order must
 	// not depend on the order of Request.Nodes: it breaks ties.

@@ -65,13 +65,15 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	logger := klog.FromContext(ctx)
 	// Groups narrow eligibility only: every group plans on the same tree.
 	t := p.Tree(req)
-	at := groupPositions(t, g)
+	lay := p.layouts.of(t, g)
+	at := lay.at
 	var sc slotScratch
 	tries := make([]*placement.FitError, len(g.Names))
 	var best *Result
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
+		sc.next, sc.nextAt = lay.above[k], at[k]
 		res, rk, err := planIn(t, k, at[k], &sc)
 		sc.reset()
 		var fe *placement.FitError

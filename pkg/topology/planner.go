@@ -41,6 +41,8 @@ type Planner struct {
 
 	// packers recycles the exact packer's buffers across calls.
 	packers sync.Pool
+	// layouts keeps where the last groups' nodes lie on the tree.
+	layouts layouts
 }
 
 var _ placement.Planner = &Planner{}
