@@ -44,8 +44,12 @@ func (c deviceCells) next(cols []column) (deviceCells, bool) {
 // previous source, still hold: no column reads devices, or the node's
 // devices and their allocations are as they were.
 func (c deviceCells) unchangedOn(node string) bool {
-	if c.src == nil || c.src.Unchanged(c.prev) {
-		return true
-	}
-	return c.src.UnchangedOn(c.prev, node)
+	return c.unchangedEverywhere() || c.src.UnchangedOn(c.prev, node)
+}
+
+// unchangedEverywhere reports whether every node's device cells still
+// hold: no column reads devices, or no device moved anywhere. A pass asks
+// once, not per node, so that it need not read each node's name.
+func (c deviceCells) unchangedEverywhere() bool {
+	return c.src == nil || c.src.Unchanged(c.prev)
 }

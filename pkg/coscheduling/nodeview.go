@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -44,8 +45,14 @@ type nodeView struct {
 	// lent is base with the holds of the plan it was last lent to (see
 	// nodes); patched lists the nodes whose Free that plan's holds
 	// replaced, and stale says a node's vectors were read again while it
-	// was lent. leased is set while a plan holds lent: no one writes it.
+	// was lent. lentGen are the nodes' generations as that plan found them
+	// (the kept verdicts compare them rather than load every NodeInfo
+	// again). leased is set while a plan holds lent and lentGen: no one
+	// writes them. gens are where a pass that lends nothing reads the
+	// generations.
 	lent    []placement.Node
+	lentGen []int64
+	gens    []int64
 	patched []int
 	stale   bool
 	leased  bool
@@ -78,7 +85,7 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	v.input, v.gen = slices.Clone(nodeInfos), gen
 	v.sorted = pl.liveNodes(nodeInfos)
 	v.dims, v.vecs, v.base, v.cells = nil, nil, nil, deviceCells{}
-	v.lent, v.patched, v.stale = nil, nil, false
+	v.lent, v.lentGen, v.gens, v.patched, v.stale = nil, nil, nil, nil, false
 	return v.sorted
 }
 
@@ -95,8 +102,13 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 // held nodes patched, so a plan pays per node a generation compare and
 // nothing else. While the slice is lent, or when lend is false (a caller
 // that keeps the nodes past its plan), the caller gets a copy.
+//
+// gens, when not nil, are the generations of nodeInfos this pass found
+// (gens[i] is nodeInfos[i].GetGeneration() now), lent with the nodes: a
+// caller that checks kept state per node reads them in one array rather
+// than loading every NodeInfo again. Only lent nodes come with them.
 func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []column,
-	held map[string]capacity.Amounts, lend bool) (out []placement.Node, release func()) {
+	held map[string]capacity.Amounts, lend bool) (out []placement.Node, gens []int64, release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	cached := len(nodeInfos) > 0 && len(nodeInfos) == len(v.sorted) && &nodeInfos[0] == &v.sorted[0]
@@ -110,15 +122,15 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 				out[i].Free[c] = cols[c].free(ctx, ni, held[n.Name])
 			}
 		}
-		return out, func() {}
+		return out, nil, func() {}
 	}
 	cells, same := v.cells.next(cols)
 	if v.vecs == nil || !slices.Equal(dims, v.dims) || !same {
 		v.dims, v.vecs, v.base = slices.Clone(dims), make([]nodeVectors, len(nodeInfos)), make([]placement.Node, len(nodeInfos))
-		v.lent, v.patched = nil, nil
+		v.lent, v.lentGen, v.patched = nil, nil, nil
 	}
 	if lend && !v.leased && v.lent == nil {
-		v.lent, v.stale = make([]placement.Node, len(nodeInfos)), true
+		v.lent, v.lentGen, v.stale = make([]placement.Node, len(nodeInfos)), make([]int64, len(nodeInfos)), true
 	}
 	lease := lend && !v.leased
 	if lease {
@@ -128,12 +140,23 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		v.patched = v.patched[:0]
 	}
 	v.cells = cells
+	// Most passes find no device moved: a node's name (another object to
+	// load) is read only when some did.
+	everywhere := cells.unchangedEverywhere()
+	seen := v.lentGen
+	if !lease {
+		if len(v.gens) != len(nodeInfos) {
+			v.gens = make([]int64, len(nodeInfos))
+		}
+		seen = v.gens
+	}
+	readGenerations(nodeInfos, seen)
 	for i, ni := range nodeInfos {
 		nv := &v.vecs[i]
-		if nv.ni == ni && nv.gen == ni.GetGeneration() && cells.unchangedOn(ni.Node().Name) {
+		if nv.ni == ni && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
 			continue
 		}
-		*nv = nodeVectors{ni: ni, gen: ni.GetGeneration(), alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
+		*nv = nodeVectors{ni: ni, gen: seen[i], alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
 		for c := range cols {
 			nv.alloc[c] = cols[c].allocatable(ctx, ni)
 			nv.free[c] = cols[c].free(ctx, ni, nil)
@@ -152,7 +175,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			copy(v.lent, v.base)
 			v.stale = false
 		}
-		out, v.leased = v.lent, true
+		out, gens, v.leased = v.lent, v.lentGen, true
 		release = func() {
 			v.mu.Lock()
 			v.leased = false
@@ -182,5 +205,20 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			v.patched = append(v.patched, i)
 		}
 	}
-	return out, release
+	return out, gens, release
+}
+
+// readGenerations reads each NodeInfo's generation into gens, in a loop of
+// its own: the NodeInfos lie apart in memory, and loads that nothing else
+// waits on are in flight together, where a loop that also compares and
+// branches on each one waits for them one by one. It is most of what an
+// unchanged node costs a plan.
+func readGenerations(nodeInfos []fwk.NodeInfo, gens []int64) {
+	for i, ni := range nodeInfos {
+		if fi, ok := ni.(*framework.NodeInfo); ok {
+			gens[i] = fi.Generation
+			continue
+		}
+		gens[i] = ni.GetGeneration()
+	}
 }

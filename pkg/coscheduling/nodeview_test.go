@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -17,7 +18,8 @@ import (
 // TestNodeViewReadsWhatChanged checks the view's vectors against a fresh
 // read of every node, plan after plan, while pods land on random nodes (the
 // NodeInfo's generation moves), holds come and go, and the plan's
-// dimensions change.
+// dimensions change. The generations lent with the nodes must be the
+// NodeInfos' own, also after a pod landed while the nodes were lent.
 func TestNodeViewReadsWhatChanged(t *testing.T) {
 	r := rand.New(rand.NewPCG(18, 3))
 	nodes, running := randomFleet(r, 48)
@@ -25,6 +27,16 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
 	dimsOf := [][]v1.ResourceName{{gpu}, {v1.ResourceCPU, gpu, v1.ResourcePods}}
+	// land puts a pod on a random node: its generation moves.
+	land := func(sorted []fwk.NodeInfo, tag string) {
+		ni, ok := sorted[r.IntN(len(sorted))].(*framework.NodeInfo)
+		require.True(t, ok)
+		p := st.MakePod().Namespace("other").Name("land-" + tag).UID("land-" + tag).
+			Node(ni.Node().Name).Req(map[v1.ResourceName]string{gpu: "1", v1.ResourceCPU: "1"}).Obj()
+		pi, err := framework.NewPodInfo(p)
+		require.NoError(t, err)
+		ni.AddPodInfo(pi)
+	}
 	for round := range 20 {
 		sorted := env.pl.view.live(env.pl, list)
 		require.Same(t, &sorted[0], &env.pl.view.live(env.pl, list)[0], "an unchanged snapshot keeps its order")
@@ -39,26 +51,27 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 			held[sorted[r.IntN(len(sorted))].Node().Name] = capacity.Amounts{gpu: int64(1 + r.IntN(4)), v1.ResourceCPU: 500}
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
-		got, release := env.pl.view.nodes(env.ctx, sorted, dims, cols, held, true)
+		got, gens, release := env.pl.view.nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got), "round %d (-fresh,+view)", round)
+		require.Len(t, gens, len(sorted), "round %d: a lent list comes with its generations", round)
+		for i, ni := range sorted {
+			require.Equal(t, ni.GetGeneration(), gens[i], "round %d: node %s", round, ni.Node().Name)
+		}
 		// While the view's slice is lent, a second plan gets a copy, and
 		// the lent slice does not change under the first.
 		if round%3 == 0 {
+			// A pod lands first: the copy reads its node again, which the
+			// next lease must not miss.
+			land(sorted, fmt.Sprint("lent-", round))
 			other := map[string]capacity.Amounts{sorted[r.IntN(len(sorted))].Node().Name: {gpu: 2}}
-			again, rel := env.pl.view.nodes(env.ctx, sorted, dims, cols, other, true)
+			again, againGens, rel := env.pl.view.nodes(env.ctx, sorted, dims, cols, other, true)
 			require.NotSame(t, &got[0], &again[0], "round %d: a lent slice is not lent twice", round)
+			require.Nil(t, againGens, "round %d: a copy comes without generations", round)
 			require.Empty(t, cmp.Diff(readFresh(env.ctx, sorted, cols, other), again), "round %d: the copy (-fresh,+view)", round)
 			rel()
 			require.Empty(t, cmp.Diff(want, got), "round %d: the lent slice changed under its plan (-fresh,+view)", round)
 		}
 		release()
-		// A pod lands: its node's generation moves.
-		ni, ok := sorted[r.IntN(len(sorted))].(*framework.NodeInfo)
-		require.True(t, ok)
-		p := st.MakePod().Namespace("other").Name(fmt.Sprint("land-", round)).UID(fmt.Sprint("land-", round)).
-			Node(ni.Node().Name).Req(map[v1.ResourceName]string{gpu: "1", v1.ResourceCPU: "1"}).Obj()
-		pi, err := framework.NewPodInfo(p)
-		require.NoError(t, err)
-		ni.AddPodInfo(pi)
+		land(sorted, fmt.Sprint(round))
 	}
 }

@@ -48,7 +48,9 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		return status
 	}
 	var req *placement.Request
-	// The request's nodes are lent by the node view until the plan is done.
+	// The request's nodes, and their generations, are lent by the node
+	// view until the plan is done.
+	var gens []int64
 	release := func() {}
 	defer func() { release() }()
 	var plan *placement.Plan
@@ -64,8 +66,8 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		// Members share their template's eligibility slice, which Filter
 		// fills in place (prune.go).
 		release()
-		req, release = pl.lendRequest(ctx, key, members, d, sorted, held, templates, of, true)
-		rest := pl.roomyFirst(ctx, templates, sorted, req)
+		req, gens, release = pl.lendRequest(ctx, key, members, d, sorted, held, templates, of, true)
+		rest := pl.roomyFirst(ctx, templates, sorted, gens, req)
 		// A ComputeDomain's gang is placed on whole cliques apart from other
 		// domains (computedomain_apart.go), which needs every node filtered.
 		if rest != nil && (someIneligible(templates) || pl.inComputeDomain(members)) {
@@ -188,18 +190,19 @@ func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
 // nodes are its own.
 func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *demand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*template, of []int) *placement.Request {
-	req, _ := pl.lendRequest(ctx, key, members, d, nodeInfos, held, templates, of, false)
+	req, _, _ := pl.lendRequest(ctx, key, members, d, nodeInfos, held, templates, of, false)
 	return req
 }
 
 // lendRequest is buildRequest whose nodes, when lend is set, may be the
 // node view's own (nodeView.nodes): the caller plans with the request and
-// calls release before the next plan, and does not keep it after.
+// calls release before the next plan, and does not keep it after. gens
+// are the nodes' generations when the view lent them, else nil.
 func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *demand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
-	templates []*template, of []int, lend bool) (*placement.Request, func()) {
+	templates []*template, of []int, lend bool) (*placement.Request, []int64, func()) {
 	dims := dimensions(d.reqs)
 	cols := d.columns(dims)
-	nodes, release := pl.view.nodes(ctx, nodeInfos, dims, cols, held, lend)
+	nodes, gens, release := pl.view.nodes(ctx, nodeInfos, dims, cols, held, lend)
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))
 	for i, p := range members {
@@ -221,7 +224,7 @@ func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.P
 		NodeGeneration: pl.nodeGeneration.Load(),
 		Members:        ms,
 		Groups:         gangGroups(templates, of, accelerated, nodes),
-	}, release
+	}, gens, release
 }
 
 // gangGroups asks for the groups of nodes the gang's accelerated members

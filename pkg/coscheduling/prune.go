@@ -31,10 +31,11 @@ import (
 // roomyFirst runs the templates' Filter plugins on the roomy nodes of req
 // (see roomy) and returns what runs them on the rest. It runs them on every
 // node and returns nil when pruning does not apply: no template left to
-// Filter, a template whose plans are verified, or no node to spare.
-func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, req *placement.Request) (rest func()) {
+// Filter, a template whose plans are verified, or no node to spare. gens
+// are nodeInfos' generations now, or nil (filterKnown).
+func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest func()) {
 	if pl.noPrune || !prunable(templates) {
-		pl.filterKnown(ctx, templates, nodeInfos, nil)
+		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
 		return nil
 	}
 	room := roomy(req)
@@ -45,12 +46,12 @@ func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInf
 		}
 	}
 	if spare == 0 {
-		pl.filterKnown(ctx, templates, nodeInfos, nil)
+		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
 		return nil
 	}
-	pl.filterKnown(ctx, templates, nodeInfos, func(i int) bool { return room[i] })
+	pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return room[i] })
 	return func() {
-		pl.filterKnown(ctx, templates, nodeInfos, func(i int) bool { return !room[i] })
+		pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return !room[i] })
 	}
 }
 

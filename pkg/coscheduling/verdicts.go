@@ -115,8 +115,11 @@ func (v *nodeView) verdictsOf(handle fwk.Handle) *verdicts {
 
 // filterKnown is the plugin's filterTemplates, less the nodes whose
 // kept verdict still holds for a template, which it marks eligible; it
-// keeps the new passes. only selects the nodes as there.
-func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, only func(i int) bool) {
+// keeps the new passes. only selects the nodes as there. gens, when not
+// nil, are nodeInfos' generations as the node view read them in this
+// cycle (nodeView.nodes): the kept verdicts are checked against them, not
+// against every NodeInfo loaded again.
+func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) {
 	for _, t := range templates {
 		if !t.pending {
 			continue
@@ -127,49 +130,57 @@ func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeIn
 			pl.filterTemplates(ctx, []*template{t}, nodeInfos, only)
 			continue
 		}
-		known := vs.known(key, t, nodeInfos, only)
-		unknown := func(i int) bool { return (only == nil || only(i)) && !known[i] }
 		// When every selected node is known, as between plans where nothing
 		// changed, there is nothing to Filter or keep.
-		need := false
-		for i := range nodeInfos {
-			if need = unknown(i); need {
-				break
-			}
-		}
+		known, need := vs.known(key, t, nodeInfos, gens, only)
 		if !need {
 			continue
 		}
+		unknown := func(i int) bool { return (only == nil || only(i)) && !known[i] }
 		pl.filterTemplates(ctx, []*template{t}, nodeInfos, unknown)
 		vs.keep(key, t, nodeInfos, unknown)
 	}
 }
 
 // known marks eligible for t the selected nodes on which its kept verdict
-// holds, and returns which they are. Nodes the gang's lessons exclude, or a
-// PreFilter plugin left out, are never known: filterTemplates says why.
-func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, only func(i int) bool) []bool {
-	out := make([]bool, len(nodeInfos))
+// holds, and returns which they are, and whether some selected node is not
+// among them (need: Filter must run). Nodes the gang's lessons exclude, or
+// a PreFilter plugin left out, are never known: filterTemplates says why.
+// gens are nodeInfos' generations now, or nil to read them.
+func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) (out []bool, need bool) {
+	out = make([]bool, len(nodeInfos))
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	stamps := v.byKey[key]
-	if len(stamps) != len(nodeInfos) {
-		return out
-	}
+	kept := len(stamps) == len(nodeInfos)
 	for i, ni := range nodeInfos {
-		s := stamps[i]
-		if s.ni != ni || s.gen != ni.GetGeneration() || (only != nil && !only(i)) {
+		if only != nil && !only(i) {
 			continue
 		}
-		if t.excluded.Len() > 0 || t.nodes != nil {
-			name := ni.Node().Name
-			if t.excluded.Has(name) || (t.nodes != nil && !t.nodes.Has(name)) {
-				continue
-			}
+		if !kept || !v.holds(stamps[i], t, ni, gens, i) {
+			need = true
+			continue
 		}
 		out[i], t.eligible[i] = true, true
 	}
-	return out
+	return out, need
+}
+
+// holds reports whether stamp s, kept for t on node i (ni), still holds:
+// the NodeInfo and its generation (gens[i], or read when gens is nil) are
+// those it was stamped with, and neither the gang's lessons nor a PreFilter
+// plugin leave the node out.
+func (v *verdicts) holds(s stamp, t *template, ni fwk.NodeInfo, gens []int64, i int) bool {
+	if s.ni != ni || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
+		return false
+	}
+	if t.excluded.Len() > 0 || t.nodes != nil {
+		name := ni.Node().Name
+		if t.excluded.Has(name) || (t.nodes != nil && !t.nodes.Has(name)) {
+			return false
+		}
+	}
+	return true
 }
 
 // keep stamps the nodes filtered now (ran) with t's verdict: a pass is

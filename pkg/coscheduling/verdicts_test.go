@@ -27,7 +27,9 @@ import (
 // same content), and checks after each change that the eligibility and the
 // rejections a plan reads with the kept verdicts (filterKnown) are those a
 // fresh Filter pass over every node gives. A kept verdict that outlives its
-// node's change fails it.
+// node's change fails it. Every other round checks the verdicts against the
+// generations the node view lends with its nodes, as a plan does, the
+// others against the NodeInfos.
 func TestKeptVerdictsFollowNodeChanges(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -45,8 +47,8 @@ func TestKeptVerdictsFollowNodeChanges(t *testing.T) {
 			used := 0
 			for round := range 60 {
 				job := jobs[r.IntN(len(jobs))]
-				kept, keyed := eligibilityOf(t, env, job, sorted, true)
-				fresh, _ := eligibilityOf(t, env, job, sorted, false)
+				kept, keyed := eligibilityOf(t, env, job, sorted, true, round%2 == 0)
+				fresh, _ := eligibilityOf(t, env, job, sorted, false, false)
 				require.Empty(t, cmp.Diff(fresh, kept), "round %d (-fresh,+kept)", round)
 				if keyed {
 					used++
@@ -66,8 +68,9 @@ type filterPass struct {
 }
 
 // eligibilityOf runs PreFilter and Filter for job's templates over sorted,
-// with the kept verdicts or without, and reports whether they were keyed.
-func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeInfo, kept bool) ([]filterPass, bool) {
+// with the kept verdicts or without, and reports whether they were keyed;
+// lent checks the kept verdicts against the generations the node view lends.
+func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeInfo, kept, lent bool) ([]filterPass, bool) {
 	t.Helper()
 	reqs := make([]capacity.Amounts, len(job))
 	for i, p := range job {
@@ -81,7 +84,15 @@ func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeI
 			_, ok := env.pl.view.verdictsOf(env.pl.handle).keyOf(tmpl)
 			keyed = keyed && ok
 		}
-		env.pl.filterKnown(env.ctx, templates, sorted, nil)
+		var gens []int64
+		if lent {
+			cols := []column{{name: gpu}}
+			var release func()
+			_, gens, release = env.pl.view.nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
+			defer release()
+			require.Len(t, gens, len(sorted))
+		}
+		env.pl.filterKnown(env.ctx, templates, sorted, gens, nil)
 	} else {
 		env.pl.filterTemplates(env.ctx, templates, sorted, nil)
 	}

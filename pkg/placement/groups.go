@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 )
@@ -16,7 +17,9 @@ import (
 // gang inside every group that could hold it and keep the best plan by
 // their usual rules, ties going to the lower group index.
 type Groups struct {
-	// Of[i] is the index in Names of node i's group.
+	// Of[i] is the index in Names of node i's group. Of is not changed
+	// once a planner has seen it: groups that change come in a new slice,
+	// so planners may keep what they derive from Of by its identity.
 	Of []int
 	// Names describe the groups for people, in group order. The order must
 	// not depend on the order of Request.Nodes: it breaks ties.
@@ -91,9 +94,23 @@ func (req *Request) AnchorGroup() int {
 // do not bind them. Anchors outside group k are dropped. req is not
 // modified; nodes and vectors are shared with it.
 func (req *Request) InGroup(k int) *Request {
+	return req.InGroupAt(k, func(yield func(int) bool) {
+		for i, g := range req.Groups.Of {
+			if g == k && !yield(i) {
+				return
+			}
+		}
+	})
+}
+
+// InGroupAt is InGroup for a caller that knows group k's nodes: in yields
+// the index of each, once, in any order. A narrowed slice then costs a
+// cleared slice and group k's nodes, not a test of every node, so that
+// narrowing to every group in turn costs the nodes once (issue 18).
+func (req *Request) InGroupAt(k int, in iter.Seq[int]) *Request {
 	out := *req
 	out.Groups = nil
-	in := func(i int) bool { return req.Groups.Of[i] == k }
+	// The map only finds a narrowed copy again; nothing iterates it.
 	narrowed := map[*bool][]bool{}
 	var all []bool // narrows a nil slice, shared by every member with one
 	out.Members = make([]Member, len(req.Members))
@@ -103,8 +120,8 @@ func (req *Request) InGroup(k int) *Request {
 			case m.Eligible == nil:
 				if all == nil {
 					all = make([]bool, len(req.Nodes))
-					for n := range all {
-						all[n] = in(n)
+					for n := range in {
+						all[n] = true
 					}
 				}
 				m.Eligible = all
@@ -112,8 +129,8 @@ func (req *Request) InGroup(k int) *Request {
 				e, ok := narrowed[&m.Eligible[0]]
 				if !ok {
 					e = make([]bool, len(m.Eligible))
-					for n, ok := range m.Eligible {
-						e[n] = ok && in(n)
+					for n := range in {
+						e[n] = m.Eligible[n]
 					}
 					narrowed[&m.Eligible[0]] = e
 				}
@@ -124,7 +141,7 @@ func (req *Request) InGroup(k int) *Request {
 	}
 	out.Anchors = nil
 	for _, a := range req.Anchors {
-		if in(a) {
+		if req.Groups.Of[a] == k {
 			out.Anchors = append(out.Anchors, a)
 		}
 	}

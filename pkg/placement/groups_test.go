@@ -1,6 +1,9 @@
 package placement
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,6 +39,65 @@ func TestInGroup(t *testing.T) {
 	require.Equal(t, []int{0, 2}, sub.Anchors, "anchors outside the group are dropped")
 	require.Equal(t, []bool{true, false, true, true}, shared, "the request is not modified")
 	require.NotNil(t, req.Groups)
+}
+
+// TestInGroupAtMatchesNarrowingEveryNode checks InGroupAt, given a group's
+// nodes in a random order, against narrowing each member's eligibility
+// node by node, on random requests: members with and without eligibility,
+// shared slices, loose members, anchors.
+func TestInGroupAtMatchesNarrowingEveryNode(t *testing.T) {
+	r := rand.New(rand.NewPCG(18, 7))
+	for round := range 200 {
+		n, groups := 1+r.IntN(40), 1+r.IntN(4)
+		req := &Request{Nodes: make([]Node, n), Groups: &Groups{Of: make([]int, n), Names: make([]string, groups)}}
+		for i := range n {
+			req.Groups.Of[i] = r.IntN(groups)
+		}
+		shared := [][]bool{nil}
+		for range 2 {
+			e := make([]bool, n)
+			for i := range e {
+				e[i] = r.IntN(3) > 0
+			}
+			shared = append(shared, e)
+		}
+		for m := range 1 + r.IntN(6) {
+			req.Members = append(req.Members, Member{Name: fmt.Sprint(m), Accelerated: r.IntN(4) > 0, Eligible: shared[r.IntN(len(shared))]})
+		}
+		for range r.IntN(3) {
+			req.Anchors = append(req.Anchors, r.IntN(n))
+		}
+		for k := range groups {
+			var in []int
+			for i, g := range req.Groups.Of {
+				if g == k {
+					in = append(in, i)
+				}
+			}
+			r.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+			got := req.InGroupAt(k, slices.Values(in))
+			for m, member := range req.Members {
+				want := member.Eligible
+				if member.Accelerated {
+					want = make([]bool, n)
+					for i := range want {
+						want[i] = (member.Eligible == nil || member.Eligible[i]) && req.Groups.Of[i] == k
+					}
+				}
+				if diff := cmp.Diff(want, got.Members[m].Eligible); diff != "" {
+					t.Fatalf("round %d, group %d, member %d (-want,+got):\n%s", round, k, m, diff)
+				}
+			}
+			var anchors []int
+			for _, a := range req.Anchors {
+				if req.Groups.Of[a] == k {
+					anchors = append(anchors, a)
+				}
+			}
+			require.Equal(t, anchors, got.Anchors, "round %d, group %d", round, k)
+			require.Nil(t, got.Groups)
+		}
+	}
 }
 
 func TestAnchorGroup(t *testing.T) {

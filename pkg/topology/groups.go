@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"iter"
 
 	"k8s.io/klog/v2"
 
@@ -64,13 +65,15 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	logger := klog.FromContext(ctx)
 	// Groups narrow eligibility only: every group plans on the same tree.
 	t := p.Tree(req)
-	at := groupPositions(t, g)
+	lay := p.layouts.of(t, g)
+	at := lay.at
 	var sc slotScratch
 	tries := make([]*placement.FitError, len(g.Names))
 	var best *Result
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
+		sc.next, sc.nextAt = lay.above[k], at[k]
 		res, rk, err := planIn(t, k, at[k], &sc)
 		sc.reset()
 		var fe *placement.FitError
@@ -130,6 +133,18 @@ func groupPositions(t *Tree, g *placement.Groups) [][]int32 {
 		at[k] = append(at[k], int32(p))
 	}
 	return at
+}
+
+// nodesAt yields the indices in the Request of the nodes at depth-first
+// positions at: a group's nodes, for Request.InGroupAt.
+func (t *Tree) nodesAt(at []int32) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for _, p := range at {
+			if !yield(int(t.node[p])) {
+				return
+			}
+		}
+	}
 }
 
 // anyBound reports whether some member is bound by topology, and so by

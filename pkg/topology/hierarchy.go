@@ -33,11 +33,11 @@ func (p *Planner) planHierarchy(ctx context.Context, req *placement.Request) (*R
 		return p.planOneSubgroup(ctx, req)
 	}
 	if req.Groups.Split() && anyBound(req) {
-		return p.planGroups(ctx, req, func(t *Tree, k int, _ []int32, _ *slotScratch) (*Result, rank, error) {
-			return p.planHierarchyIn(ctx, t, req, k)
+		return p.planGroups(ctx, req, func(t *Tree, k int, at []int32, _ *slotScratch) (*Result, rank, error) {
+			return p.planHierarchyIn(ctx, t, req, k, at)
 		})
 	}
-	res, _, err := p.planHierarchyIn(ctx, p.Tree(req), req, -1)
+	res, _, err := p.planHierarchyIn(ctx, p.Tree(req), req, -1, nil)
 	return res, err
 }
 
@@ -64,11 +64,12 @@ func (p *Planner) planOneSubgroup(ctx context.Context, req *placement.Request) (
 }
 
 // planHierarchyIn plans the hierarchy on tree t, inside group k of
-// req.Groups (-1 for all nodes).
-func (p *Planner) planHierarchyIn(ctx context.Context, t *Tree, req *placement.Request, k int) (*Result, rank, error) {
+// req.Groups (-1 for all nodes), whose nodes are at depth-first positions
+// at.
+func (p *Planner) planHierarchyIn(ctx context.Context, t *Tree, req *placement.Request, k int, at []int32) (*Result, rank, error) {
 	sub := req
 	if k >= 0 {
-		sub = req.InGroup(k)
+		sub = req.InGroupAt(k, t.nodesAt(at))
 	}
 	h, err := newHier(ctx, p, t, sub, req, k)
 	if err != nil {

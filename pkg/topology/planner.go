@@ -41,6 +41,8 @@ type Planner struct {
 
 	// packers recycles the exact packer's buffers across calls.
 	packers sync.Pool
+	// layouts keeps where the last groups' nodes lie on the tree.
+	layouts layouts
 }
 
 var _ placement.Planner = &Planner{}
@@ -94,7 +96,7 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 	}
 	if req.Groups.Split() && anyBound(req) {
 		return p.planGroups(ctx, req, func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error) {
-			return p.planDetailed(ctx, t, req.InGroup(k), at, sc)
+			return p.planDetailed(ctx, t, req.InGroupAt(k, t.nodesAt(at)), at, sc)
 		})
 	}
 	res, _, err := p.planDetailed(ctx, p.Tree(req), req, nil, nil)

@@ -13,6 +13,20 @@ type slotScratch struct {
 	// at and above are what the last count wrote (see domainsAbove).
 	at    []int32
 	above [][]int32
+	// next, when not nil, are the domains above the nodes nextAt, as the
+	// caller knew them (groupLayout): a count on those very nodes uses
+	// them. reset forgets them.
+	next   [][]int32
+	nextAt []int32
+}
+
+// aboveOf returns the domains above the nodes at (ascending): next when at
+// is nextAt itself, else what domainsAbove finds.
+func (sc *slotScratch) aboveOf(t *Tree, at []int32) [][]int32 {
+	if sc != nil && sc.next != nil && len(at) == len(sc.nextAt) && (len(at) == 0 || &at[0] == &sc.nextAt[0]) {
+		return sc.next
+	}
+	return t.domainsAbove(at)
 }
 
 // arrays returns shape s's per-level slot arrays on t, all zero, and
@@ -44,5 +58,5 @@ func (sc *slotScratch) reset() {
 			}
 		}
 	}
-	sc.at, sc.above = nil, nil
+	sc.at, sc.above, sc.next, sc.nextAt = nil, nil, nil, nil
 }

@@ -182,7 +182,7 @@ func (u *usage) countSlots(lo, hi int32, at []int32) {
 	top := t.top()
 	var above [][]int32
 	if at != nil {
-		above = t.domainsAbove(at)
+		above = u.scratch.aboveOf(t, at)
 	}
 	u.slots = make([][][]int64, len(u.bound))
 	for s := range u.bound {

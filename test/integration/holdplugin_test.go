@@ -55,10 +55,13 @@ func (holdPlugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 }
 
 // EventsToRegister asks for the pod's own label changes: removing the label
-// releases it.
+// releases it. The queue files an update of the pod itself under TargetPod;
+// UnscheduledPod is another pending pod's update, and with it the release
+// rested on release's Activate alone, which fails when it runs before the
+// queue holds the new labels (the test then timed out about one run in six).
 func (holdPlugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{{
-		Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.UpdatePodLabel},
+		Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodLabel},
 		QueueingHintFn: func(_ klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
 			if p, ok := newObj.(*v1.Pod); ok && p.UID == pod.UID && p.Labels[holdLabel] != "true" {
 				return fwk.Queue, nil
