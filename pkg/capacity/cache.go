@@ -7,25 +7,33 @@ import (
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
 
 // Inventories keeps the Inventory of the cluster's current ResourceSlices,
 // and its Matcher, and rebuilds them only when the slices changed. Whether
-// they changed is read off the list itself: the slices' identities and
-// resource versions, which costs a pass over the slices but no device, and
-// needs no event handler (a DeviceTaintRule changes what a slice shows by
-// replacing the patched object the list returns). Safe for concurrent use.
+// they changed is read off the list itself: which slice objects it holds,
+// which costs a pass over the slices but no device, and needs no event
+// handler (a DeviceTaintRule changes what a slice shows by replacing the
+// patched object the list returns). Safe for concurrent use.
+//
+// An event handler would spare the list, but it cannot tell when the list
+// has the change: with DeviceTaintRules (on by default in 1.37) the DRA
+// manager lists the slice tracker's patched copies, which the tracker
+// writes from its own handler on the same informers, in no order with any
+// other handler, so a generation bumped by ours could be read, and a list
+// without the change cached under it, before the tracker wrote the copy.
 type Inventories struct {
 	list func() ([]*resourceapi.ResourceSlice, error)
 	cel  *cel.Cache
 
 	mu sync.Mutex
-	// fingerprint identifies the slices matcher was built from; guarded by
-	// mu.
+	// fingerprint identifies the slices matcher was built from, and held
+	// keeps those slices alive, so that no address fingerprint hashed is
+	// reused for another object while matcher stands; guarded by mu.
 	fingerprint uint64
+	held        []*resourceapi.ResourceSlice
 	matcher     *Matcher
 }
 
@@ -49,23 +57,21 @@ func (c *Inventories) Current() (*Matcher, error) {
 		return c.matcher, nil
 	}
 	c.matcher = NewMatcher(BuildInventory(slices), c.cel)
-	c.fingerprint = fp
+	c.fingerprint, c.held = fp, slices
 	return c.matcher, nil
 }
 
 // fingerprint identifies a list of slices in any order: a slice that is
-// replaced, updated, added or removed changes it.
+// replaced, updated, added or removed changes it. It hashes the objects'
+// addresses only: neither the informer nor the slice tracker writes a
+// listed object in place (an update, or a DeviceTaintRule, stores a new
+// object), so the same objects hold the same devices.
 func fingerprint(slices []*resourceapi.ResourceSlice) uint64 {
-	// It runs on every planning pass, over every slice: one hash per
-	// slice, no formatting.
-	type identity struct {
-		object          *resourceapi.ResourceSlice
-		uid             types.UID
-		resourceVersion string
-	}
+	// It runs on every planning pass, over every slice: one hash of one
+	// word per slice.
 	var sum uint64
 	for _, s := range slices {
-		sum += maphash.Comparable(sliceSeed, identity{s, s.UID, s.ResourceVersion})
+		sum += maphash.Comparable(sliceSeed, s)
 	}
 	return sum ^ uint64(len(slices))
 }

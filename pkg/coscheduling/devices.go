@@ -43,10 +43,6 @@ type deviceSource struct {
 	reader   *capacity.Reader
 }
 
-// sharedInventories keeps one device inventory per scheduler, whatever the
-// number of profiles: they share the scheduler's DRA manager.
-var sharedInventories capacity.SharedInventories
-
 func newDeviceSource(ctx context.Context, handle fwk.Handle) *deviceSource {
 	dra := handle.SharedDRAManager()
 	if dra == nil {
@@ -54,7 +50,7 @@ func newDeviceSource(ctx context.Context, handle fwk.Handle) *deviceSource {
 	}
 	return &deviceSource{
 		dra:         dra,
-		inventories: sharedInventories.Get(ctx, dra, dra.ResourceSlices().ListWithDeviceTaintRules),
+		inventories: capacity.ForDRAManager(ctx, dra),
 		registry:    capacity.NewRegistry(),
 		reader:      &capacity.Reader{Claims: dra.ResourceClaims(), Classes: dra.DeviceClasses(), Resolver: dra.DeviceClassResolver()},
 	}

@@ -3,7 +3,10 @@ package coscheduling
 import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
@@ -32,8 +35,9 @@ import (
 
 // standIn returns the stand-in for t's PreFilter plugins, and false when
 // t's member must run them itself. pd is what the member takes of devices
-// (demand.pods), nil when it was not read.
-func (pl *Plugin) standIn(t *template, pd *capacity.PodDevices) (*v1.Pod, bool) {
+// (demand.pods), nil when it was not read; ext tells the pods whose
+// extended resources have a claim already, for every template of the pass.
+func (pl *Plugin) standIn(t *template, pd *capacity.PodDevices, ext *extendedClaims) (*v1.Pod, bool) {
 	if pl.devices == nil || !t.devicesCounted || pd == nil || !pd.Any() {
 		return nil, false
 	}
@@ -54,7 +58,7 @@ func (pl *Plugin) standIn(t *template, pd *capacity.PodDevices) (*v1.Pod, bool) 
 			return nil, false
 		}
 	}
-	if len(pd.Mapped) > 0 && pl.hasExtendedResourceClaim(pod) {
+	if len(pd.Mapped) > 0 && ext.has(pod) {
 		return nil, false
 	}
 	out := pod.DeepCopy()
@@ -76,26 +80,58 @@ func (pl *Plugin) standIn(t *template, pd *capacity.PodDevices) (*v1.Pod, bool) 
 	return out, true
 }
 
-// hasExtendedResourceClaim reports whether a previous cycle made the claim
-// for pod's DRA-served extended resources, which DynamicResources' PreFilter
-// then judges (a claim from a failed binding is deallocated first).
-func (pl *Plugin) hasExtendedResourceClaim(pod *v1.Pod) bool {
+// extendedClaims tells whether a previous cycle made the claim for a pod's
+// DRA-served extended resources, which DynamicResources' PreFilter then
+// judges (a claim from a failed binding is deallocated first). Such claims
+// are found only by listing every claim, so a pass lists them once, when
+// its first template asks, for all of its templates. Not safe for
+// concurrent use: one pass's.
+type extendedClaims struct {
+	claims fwk.ResourceClaimTracker
+	read   bool
+	// owners are the pods that control such a claim; err is why they
+	// could not be read, which counts as every pod having one.
+	owners sets.Set[podRef]
+	err    error
+}
+
+// podRef names a pod by namespace and UID, as a claim's owner reference
+// does with the claim's namespace.
+type podRef struct {
+	namespace string
+	uid       types.UID
+}
+
+// extendedClaims returns the pass's view of extended-resource claims, read
+// from the DRA manager's claim tracker on first use.
+func (pl *Plugin) extendedClaims() *extendedClaims {
+	if pl.devices == nil {
+		return &extendedClaims{read: true, owners: sets.New[podRef]()}
+	}
+	return &extendedClaims{claims: pl.devices.dra.ResourceClaims()}
+}
+
+// has reports whether pod has such a claim.
+func (e *extendedClaims) has(pod *v1.Pod) bool {
 	if pod.Status.ExtendedResourceClaimStatus != nil {
 		return true
 	}
-	all, err := pl.devices.dra.ResourceClaims().List()
-	if err != nil {
-		return true
-	}
-	for _, c := range all {
-		if c.Namespace != pod.Namespace || c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
-			continue
-		}
-		for _, or := range c.OwnerReferences {
-			if or.UID == pod.UID && ptr.Deref(or.Controller, false) {
-				return true
+	if !e.read {
+		e.read = true
+		e.owners = sets.New[podRef]()
+		var all []*resourceapi.ResourceClaim
+		if all, e.err = e.claims.List(); e.err == nil {
+			for _, c := range all {
+				if c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
+					continue
+				}
+				for _, or := range c.OwnerReferences {
+					if ptr.Deref(or.Controller, false) {
+						e.owners.Insert(podRef{namespace: c.Namespace, uid: or.UID})
+					}
+				}
 			}
 		}
 	}
-	return false
+	return e.err != nil || e.owners.Has(podRef{namespace: pod.Namespace, uid: pod.UID})
 }

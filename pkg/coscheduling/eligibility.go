@@ -255,6 +255,7 @@ func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeIn
 func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, lv ledger.LessonView) {
 	logger := klog.FromContext(ctx)
 	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	ext := pl.extendedClaims()
 	for _, t := range templates {
 		if n, ok := lv.PerNode[t.sig]; ok && (t.perNode == 0 || n < t.perNode) {
 			t.perNode = n
@@ -273,7 +274,7 @@ func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template,
 		// Devices the model counts need no DynamicResources PreFilter
 		// (dra_standin.go); GPUFleet reads the member's demand still.
 		pod := t.pod
-		if s, ok := pl.standIn(t, t.devices); ok {
+		if s, ok := pl.standIn(t, t.devices, ext); ok {
 			pod = s
 			fleet.WithDemandPod(t.state, t.pod)
 		}

@@ -35,13 +35,12 @@ func withGPUFleetDevices(t testing.TB) envOption { return gpuFleet(true) }
 
 func gpuFleet(devices bool) envOption {
 	args := &config.GPUFleetArgs{UnlabelledNodes: config.UnlabelledNodesSkip, CapacityTypeLabels: scheduling.DefaultCapacityTypeLabels()}
-	var inventories capacity.SharedInventories
 	return func(c *envConfig) {
 		c.filters = append(c.filters, func(sources *gang.Sources) tf.RegisterPluginFunc {
 			return tf.RegisterPluginAsExtensions(gpufleet.Name, func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 				var opts []gpufleet.Option
 				if devices {
-					opts = append(opts, gpufleet.WithDevices(inventories.ForDRAManager(ctx, fh.SharedDRAManager())))
+					opts = append(opts, gpufleet.WithDevices(capacity.ForDRAManager(ctx, fh.SharedDRAManager())))
 				}
 				return gpufleet.New(ctx, args, fh, sources, opts...)
 			}, "PreFilter", "Filter")

@@ -45,7 +45,6 @@ func withShippedProfile(t testing.TB) envOption {
 	if profile == nil {
 		t.Fatalf("%s has no %s profile", shippedConfig, plugintest.SchedulerName)
 	}
-	devices := &capacity.SharedInventories{}
 	return func(c *envConfig) {
 		c.dra = true
 		c.profile = func(sources *gang.Sources, gangPlugin frameworkruntime.PluginFactory) tf.RegisterPluginFunc {
@@ -55,7 +54,7 @@ func withShippedProfile(t testing.TB) envOption {
 				}
 				(*reg)[Name] = gangPlugin
 				(*reg)[gpufleet.Name] = func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-					return gpufleet.New(ctx, obj, fh, sources, gpufleet.WithDevices(devices.ForDRAManager(ctx, fh.SharedDRAManager())))
+					return gpufleet.New(ctx, obj, fh, sources, gpufleet.WithDevices(capacity.ForDRAManager(ctx, fh.SharedDRAManager())))
 				}
 				*p = *profile.DeepCopy()
 			}

@@ -25,15 +25,15 @@ import (
 // gangs from one gang.Sources, so that each gang API has one informer: the
 // first plugin built starts it. They read the devices ResourceSlices
 // publish from one capacity.Inventories per DRA manager (one per
-// scheduler), so that the device model is built once for all of them.
+// scheduler, capacity.ForDRAManager), so that the device model is built
+// once for all of them.
 // Call it once per scheduler.
 func RegistryOptions() []app.Option {
 	shared := &gang.SharedSources{}
-	devices := &capacity.SharedInventories{}
 	return []app.Option{
 		app.WithPlugin(coscheduling.Name, withSources(shared, coscheduling.New)),
 		app.WithPlugin(gpufleet.Name, withSources(shared, func(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
-			return gpufleet.New(ctx, obj, handle, sources, gpufleet.WithDevices(devices.ForDRAManager(ctx, handle.SharedDRAManager())))
+			return gpufleet.New(ctx, obj, handle, sources, gpufleet.WithDevices(capacity.ForDRAManager(ctx, handle.SharedDRAManager())))
 		})),
 	}
 }
