@@ -83,7 +83,7 @@ func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 			counting := &countingClaims{ResourceClaimTracker: env.pl.devices.dra.ResourceClaims()}
 			ext := &extendedClaims{claims: counting}
 			for range 3 {
-				_, ok := env.pl.standIn(templates[0], templates[0].devices, ext)
+				_, ok := env.pl.standIn(templates[0], ext)
 				require.Equal(t, tt.want, ok)
 			}
 			require.Equal(t, 1, counting.lists, "the claims of one pass are listed once")

@@ -8,8 +8,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
-
-	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 )
 
 // A template whose devices the capacity model counts exactly
@@ -34,10 +32,11 @@ import (
 // set), so DynamicResources judges those as before.
 
 // standIn returns the stand-in for t's PreFilter plugins, and false when
-// t's member must run them itself. pd is what the member takes of devices
-// (demand.pods), nil when it was not read; ext tells the pods whose
-// extended resources have a claim already, for every template of the pass.
-func (pl *Plugin) standIn(t *template, pd *capacity.PodDevices, ext *extendedClaims) (*v1.Pod, bool) {
+// t's member must run them itself (t.devices, what the member takes of
+// devices, is nil when it was not read); ext tells the pods whose extended
+// resources have a claim already, for every template of the pass.
+func (pl *Plugin) standIn(t *template, ext *extendedClaims) (*v1.Pod, bool) {
+	pd := t.devices
 	if pl.devices == nil || !t.devicesCounted || pd == nil || !pd.Any() {
 		return nil, false
 	}

@@ -61,7 +61,7 @@ func TestStandInKeepsFleetDemand(t *testing.T) {
 			require.Nil(t, status)
 			templates, of := templatesOf(pods, d.reqs)
 			d.markCounted(templates, of)
-			_, ok := env.pl.standIn(templates[0], templates[0].devices, env.pl.extendedClaims())
+			_, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
 			require.True(t, ok, "the template pass must run on a stand-in")
 			env.pl.preFilterTemplates(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), ledger.LessonView{})
 			env.pl.filterTemplates(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), nil)
@@ -111,7 +111,7 @@ func TestStandInKeepsWhatDynamicResourcesJudges(t *testing.T) {
 			require.Nil(t, status)
 			templates, of := templatesOf([]*v1.Pod{pod}, d.reqs)
 			d.markCounted(templates, of)
-			standIn, ok := env.pl.standIn(templates[0], templates[0].devices, env.pl.extendedClaims())
+			standIn, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
 			require.Equal(t, tt.want, ok)
 			if ok {
 				require.Empty(t, standIn.Spec.ResourceClaims)

@@ -274,7 +274,7 @@ func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template,
 		// Devices the model counts need no DynamicResources PreFilter
 		// (dra_standin.go); GPUFleet reads the member's demand still.
 		pod := t.pod
-		if s, ok := pl.standIn(t, t.devices, ext); ok {
+		if s, ok := pl.standIn(t, ext); ok {
 			pod = s
 			fleet.WithDemandPod(t.state, t.pod)
 		}
