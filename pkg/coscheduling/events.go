@@ -76,8 +76,9 @@ const (
 	// not beside the pods that never finish on their own; it waits without
 	// holding capacity.
 	ReasonPermanentPodsInTheWay = "PermanentPodsInTheWay"
-	// ReasonGangHolding: the gang heads the queue and holds the free part
-	// of its plan for a bounded time while the rest frees up.
+	// ReasonGangHolding: the gang heads the queue and holds its plan's
+	// places, free and still in use, for a bounded time while the rest
+	// frees up.
 	ReasonGangHolding = "GangHolding"
 	// ReasonHoldExpired: the head gang's hold ran out; the gangs behind it
 	// use the capacity for as long (backfill) before it may hold again.

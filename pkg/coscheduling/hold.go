@@ -19,28 +19,37 @@ import (
 // so, and ends the turn with a timer.
 
 // holdAsHead lets a gang that would fit once running jobs finish, but does
-// not fit now, hold the part of that eventual plan that is free now, if it
-// is the first such gang in queue order (see package ledger, Head).
+// not fit now, hold the places of that eventual plan, if it is the first
+// such gang in queue order (see package ledger, Head): the places free now,
+// and, as waiting places, those that running pods still use, so that what
+// frees up there stays the gang's even when another gang is tried before
+// it plans again.
 func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, reqs []capacity.Amounts, eventual *placement.Plan) {
 	free := make([]placement.Vector, len(req.Nodes))
-	var slots []ledger.Slot
+	slots := make([]ledger.Slot, 0, len(members))
+	var freeSlots int
+	waitingOn := map[string]bool{}
 	for i, p := range members {
 		n := eventual.NodeOf[i]
 		if free[n] == nil {
 			free[n] = req.Nodes[n].Free.Clone()
 		}
-		if !req.Members[i].Request.FitsIn(free[n]) {
-			continue
+		s := ledger.Slot{UID: p.UID, Node: req.Nodes[n].Name, Request: reqs[i]}
+		if req.Members[i].Request.FitsIn(free[n]) {
+			free[n].Sub(req.Members[i].Request)
+			freeSlots++
+		} else {
+			s.Waiting = true
+			waitingOn[s.Node] = true
 		}
-		free[n].Sub(req.Members[i].Request)
-		slots = append(slots, ledger.Slot{UID: p.UID, Node: req.Nodes[n].Name, Request: reqs[i]})
+		slots = append(slots, s)
 	}
 	// A gang with nothing free yet still takes its turn at the head: it
-	// holds nothing now, but no gang behind it may take the turn, and what
-	// frees up joins its hold when it plans again (it comes first in the
-	// queue). Otherwise a later gang of which a part happens to fit would
-	// hold instead and keep absorbing what frees up, and the first gang
-	// would starve.
+	// holds only places it waits for, but no gang behind it may take the
+	// turn, and what frees up there is kept for it until it plans again.
+	// Otherwise a later gang of which a part happens to fit would hold
+	// instead and keep absorbing what frees up, and the first gang would
+	// starve.
 	turn := pl.timeout(spec)
 	holds, since := pl.ledger.Head.Take(spec.Key, pl.queueOrderOf(members[0]), slots, turn)
 	if !holds || since.IsZero() {
@@ -48,19 +57,21 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 	}
 	heldTotal := capacity.Amounts{}
 	for _, s := range slots {
-		heldTotal.Add(s.Request)
+		if !s.Waiting {
+			heldTotal.Add(s.Request)
+		}
 	}
 	holdsTaken.Inc()
-	klog.FromContext(ctx).V(3).Info("Gang holds the free part of its plan while it waits for room",
-		"podGroup", spec.Key, "held", len(slots), "members", len(members), "turn", turn)
-	if len(slots) == 0 {
+	klog.FromContext(ctx).V(3).Info("Gang holds its plan's places while it waits for room",
+		"podGroup", spec.Key, "free", freeSlots, "members", len(members), "waitingOnNodes", len(waitingOn), "turn", turn)
+	if freeSlots == 0 {
 		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
-			"first in the queue, the gang takes its turn at the head for up to %s: nothing is free for it yet, and what frees up is held for it as running jobs finish; gangs queued behind it cannot take the turn",
-			turn)
+			"first in the queue, the gang takes its turn at the head for up to %s: nothing is free for it yet; what frees up on the %d nodes its plan waits for is held for it as running jobs finish, and gangs and pods queued behind it stay out",
+			turn, len(waitingOn))
 	} else {
 		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
-			"first in the queue, the gang holds the free places of %d of its %d members (%s) for up to %s, gathering the rest as running jobs finish; pods queued behind it stay out of them",
-			len(slots), len(members), heldTotal.Describe(), turn)
+			"first in the queue, the gang holds the free places of %d of its %d members (%s) for up to %s, and what frees up on the %d nodes its plan waits for as running jobs finish; gangs and pods queued behind it stay out of them",
+			freeSlots, len(members), heldTotal.Describe(), turn, len(waitingOn))
 	}
 	key := spec.Key
 	pl.ledger.Timers.After(key, ledger.HoldEndTimer, turn, func() { pl.endHeadTurn(key, since) })

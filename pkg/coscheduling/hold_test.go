@@ -67,6 +67,43 @@ func TestLargeGangIsNotStarvedBySmallOnes(t *testing.T) {
 	require.False(t, heads, "a gang with a whole plan needs no partial hold")
 }
 
+func TestHeadKeepsWhatFreesUpBeforeItPlansAgain(t *testing.T) {
+	// The head gang waits for three busy nodes. When one frees up, the
+	// scheduler may try a later gang or a plain pod before the head plans
+	// again (kube-scheduler pops the pod whose backoff ends first, not the
+	// first in queue order): the node the head waits for stays its own.
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	nodes := gpuNodes(4)
+	var busy []*v1.Pod
+	for i := range 3 {
+		busy = append(busy, batchPod(fmt.Sprint("busy-", i), nodes[i].Name, "8"))
+	}
+	large, small := members("large", 4, "8"), members("small", 1, "8")
+	plain := st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
+		CreationTimestamp(metav1.NewTime(t0.Add(time.Minute))).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	env := newTestEnv(t, nodes, append(append(append(busy, large...), small...), plain), []*v1alpha1.PodGroup{
+		gangtest.MakePodGroup("large", testNS).MinMember(4).Created(t0).Obj(),
+		gangtest.MakePodGroup("small", testNS).MinMember(1).Created(t0.Add(time.Minute)).Obj(),
+	})
+	_, status := env.schedule(large[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+	require.True(t, hasEvent(env.recorded(), ReasonGangHolding, "what frees up on the 3 nodes its plan waits for"))
+	require.Equal(t, int64(8), env.pl.ledger.Held()[gpu], "only the free node is held idle; the busy ones still run their pods")
+
+	for i := range 3 {
+		env.forget(busy[i])
+		_, status = env.schedule(small[0])
+		require.Equal(t, fwk.Unschedulable, status.Code(), "round %d: the small gang took a node the head waits for before the head planned again: %v", i, status)
+		_, status = env.schedule(plain)
+		require.Equal(t, fwk.Unschedulable, status.Code(), "round %d: a plain pod took a node the head waits for: %v", i, status)
+	}
+	node, status := env.schedule(large[0])
+	require.Equal(t, fwk.Wait, status.Code(), "the head fits once its nodes are free: %v", status)
+	env.waitAsync(large[0], node)
+	_, heads := env.pl.ledger.Head.Holder()
+	require.False(t, heads, "a gang with a whole plan needs no partial hold")
+}
+
 func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 	// Three of four nodes run batch jobs that will finish. A large gang
 	// heads the queue and holds the free node for at most its timeout;

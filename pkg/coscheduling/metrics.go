@@ -67,7 +67,7 @@ var (
 	holdsTaken = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "head_holds_total",
-		Help:           "Turns in which the gang at the head of the queue held the free part of its plan while the rest freed up.",
+		Help:           "Turns in which the gang at the head of the queue held its plan's places while the rest freed up.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	holdsEnded = metrics.NewCounterVec(&metrics.CounterOpts{

@@ -27,7 +27,7 @@ import (
 // already hold a node. It holds the plan until the attempt's deadline.
 //
 // A gang that does not fit holds nothing, except that the first such gang
-// in queue order may hold the free part of its plan for a bounded time (see
+// in queue order may hold its plan's places for a bounded time (see
 // hold.go). The status says why: Unschedulable if room can free up,
 // UnschedulableAndUnresolvable (with an Event) if the gang could never fit.
 func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.Pod, held map[string]capacity.Amounts) *fwk.Status {

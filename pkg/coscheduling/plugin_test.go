@@ -70,7 +70,7 @@ func TestCapacityPreCheck(t *testing.T) {
 			gang:      members("four", 4, "8"),
 			wantCode:  fwk.Unschedulable,
 			wantMsg:   "free capacity fits 3 of its 4 members now (no node has cpu=1 nvidia.com/gpu=8 pods=1 free for team-a/four-3); it fits once running jobs finish",
-			wantNodes: 3, // the head of the queue holds the free part of its plan
+			wantNodes: 4, // the head of the queue holds its plan: three free nodes and the one it waits for
 			wantEvent: ReasonGangHolding,
 		},
 		{

@@ -85,6 +85,13 @@ type Slot struct {
 	Node string
 	// Request is what the slot holds on the node.
 	Request capacity.Amounts
+	// Waiting marks a place of the head hold that is not free yet: pods
+	// the plan expects to finish still use it. It is held from the gangs
+	// queued behind all the same, so that what frees up there stays the
+	// head's whichever gang the scheduler tries first; it is not idle, so
+	// Held does not count it. Claims never have waiting slots: their
+	// plans fit the free capacity.
+	Waiting bool
 }
 
 // NewClaims returns empty claims that read time from c.

@@ -57,8 +57,12 @@
 // The head hold keeps a large gang from being starved by small ones that
 // keep taking whatever frees up. The first gang in queue order that would
 // fit once running jobs finish, but does not fit the free capacity now,
-// holds the free part of its plan and gathers the rest as other pods
-// finish. A hold is bounded so that it cannot stall the cluster:
+// holds the places of that plan: the free ones, and the ones it waits for,
+// which running pods still use. What frees up at a place it waits for is
+// kept from the gangs and pods queued behind it, whichever the scheduler
+// tries first (its queue pops pods whose backoff ends first, not the head),
+// so the head gathers its plan as other pods finish. A hold is bounded so
+// that it cannot stall the cluster:
 //   - only a gang that would fit the capacity that can free up holds at
 //     all: pods that never leave (services, DaemonSets) are not counted as
 //     room (the plugin decides this before it calls Head.Take);

@@ -11,9 +11,9 @@ import (
 )
 
 // Head is the head hold: at most one gang, the first in queue order that
-// would fit once running jobs finish, holds the free part of its plan while
-// the rest frees up, for one bounded turn at a time. See doc.go for why it
-// cannot stall the cluster.
+// would fit once running jobs finish, holds its plan's places, the free
+// ones and the ones it waits for, while the rest frees up, for one bounded
+// turn at a time. See doc.go for why it cannot stall the cluster.
 type Head struct {
 	clock clock.PassiveClock
 
@@ -32,7 +32,8 @@ type Head struct {
 type turn struct {
 	key   gang.Key
 	order QueueOrder
-	// slots are the free places of a plan for part of the gang.
+	// slots are the places of the gang's eventual plan: free ones, and
+	// waiting ones that running pods still use.
 	slots []Slot
 	// since and until bound the turn; until is never moved.
 	since, until time.Time

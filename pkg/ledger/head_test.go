@@ -156,3 +156,22 @@ func TestEndTurnBeforeTheTurnRanOut(t *testing.T) {
 	holds, _ = l.Head.Take(a, first, nil, turnLength)
 	require.True(t, holds)
 }
+
+// TestHeadWaitingPlacesAreHeldNotIdle: the places the head waits for are
+// kept from the gangs behind it like its free ones, but they are not idle
+// capacity, so Held (the held-capacity gauge) leaves them out.
+func TestHeadWaitingPlacesAreHeldNotIdle(t *testing.T) {
+	a, b := key("a"), key("b")
+	l, _ := newTestLedger()
+	waiting := slot("a-1", "n2", 8)
+	waiting.Waiting = true
+	holds, _ := l.Head.Take(a, second, []Slot{slot("a-0", "n1", 8), waiting}, turnLength)
+	require.True(t, holds)
+
+	held := l.HeldByOthers(b, third)
+	require.Equal(t, gpus(8), held["n1"], "the free place is held from the gangs behind")
+	require.Equal(t, gpus(8), held["n2"], "so is the place the head waits for")
+	require.Nil(t, l.HeldByOthers(b, first), "a gang before the head sees nothing held")
+	require.Nil(t, l.HeldByOthers(a, second), "nor does the head itself")
+	require.Equal(t, gpus(8), l.Held(), "only the free place is held idle")
+}

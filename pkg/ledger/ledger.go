@@ -76,16 +76,21 @@ func (l *Ledger) claimsAndHead(f func(now time.Time)) {
 
 // Held sums what every live claim and the head hold keep from other pods
 // with no pod of theirs reserved on it yet: a claim's slots are its members
-// still to reserve, and the head hold's its free places. Members already
-// reserved wait in Permit and are the scheduler's own to count. It reads
-// both parts in one step, as HeldByOthers does.
+// still to reserve, and the head hold's its free places (not the places it
+// waits for, which running pods still use). Members already reserved wait
+// in Permit and are the scheduler's own to count. It reads both parts in
+// one step, as HeldByOthers does.
 func (l *Ledger) Held() capacity.Amounts {
 	held := map[string]capacity.Amounts{}
 	l.claimsAndHead(func(now time.Time) {
 		l.Claims.addHeldLocked(held, gang.Key{}, now)
 		l.Head.settle(now)
 		if t := l.Head.turn; t != nil {
-			addSlots(held, t.slots)
+			for _, s := range t.slots {
+				if !s.Waiting {
+					addSlots(held, []Slot{s})
+				}
+			}
 		}
 	})
 	total := capacity.Amounts{}
