@@ -222,8 +222,11 @@ func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.P
 		Resources:      dimNames(dims),
 		Nodes:          nodes,
 		NodeGeneration: pl.nodeGeneration.Load(),
-		Members:        ms,
-		Groups:         gangGroups(templates, of, accelerated, nodes),
+		// The view's vectors are never written (nodeVectors), and held
+		// nodes get fresh ones per plan.
+		StableFree: lend,
+		Members:    ms,
+		Groups:     gangGroups(templates, of, accelerated, nodes),
 	}, gens, release
 }
 

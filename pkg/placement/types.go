@@ -124,8 +124,14 @@ type Request struct {
 	// names and labels, but must check that Nodes still match what they
 	// cached: the snapshot Nodes come from may lag behind the event that
 	// changed the generation. They must not cache anything derived from
-	// Free.
+	// Free, unless StableFree is set.
 	NodeGeneration uint64
+	// StableFree says that no Free vector of Nodes is written once a
+	// planner has seen it: a node whose free capacity changes comes with a
+	// new vector. Planners may then keep what they derive from a node's
+	// Free by the vector's identity, holding the vector so that its memory
+	// is not reused.
+	StableFree bool
 	// Members are the members to place, in rank order.
 	Members []Member
 	// Policy is the gang's topology constraint.

@@ -68,12 +68,15 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	lay := p.layouts.of(t, g)
 	at := lay.at
 	var sc slotScratch
+	if sc.kept = p.kept.lease(lay, req); sc.kept != nil {
+		defer sc.kept.release()
+	}
 	tries := make([]*placement.FitError, len(g.Names))
 	var best *Result
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
-		sc.next, sc.nextAt = lay.above[k], at[k]
+		sc.next, sc.nextAt, sc.group = lay.above[k], at[k], k
 		res, rk, err := planIn(t, k, at[k], &sc)
 		sc.reset()
 		var fe *placement.FitError

@@ -43,6 +43,8 @@ type Planner struct {
 	packers sync.Pool
 	// layouts keeps where the last groups' nodes lie on the tree.
 	layouts layouts
+	// kept keeps the slot counts of the last plans in groups.
+	kept keptSlots
 }
 
 var _ placement.Planner = &Planner{}

@@ -18,6 +18,10 @@ type slotScratch struct {
 	// them. reset forgets them.
 	next   [][]int32
 	nextAt []int32
+	// kept, when not nil, serves the counts on group's nodes from the
+	// Planner's kept counts (keptslots.go) instead of these arrays.
+	kept  *slotLease
+	group int
 }
 
 // aboveOf returns the domains above the nodes at (ascending): next when at
