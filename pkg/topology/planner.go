@@ -273,8 +273,10 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 	for _, k := range cands {
 		lbs[k], scratch = u.lowerCost(l, k, w, scratch)
 	}
-	order := slices.Clone(cands)
-	slices.SortFunc(order, func(a, b int32) int {
+	// Candidates come off a heap in order of bound, then fit (a total
+	// order: fit ends in tree order); most plans evaluate one or two, so
+	// sorting them all cost more than the evaluations.
+	order := newCandidateHeap(cands, func(a, b int32) int {
 		if c := cmp.Compare(lbs[a], lbs[b]); c != 0 {
 			return c
 		}
@@ -289,18 +291,22 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 	var evaluated []outcome
 	var pruned []int32
 	win := -1
-	for i, k := range order {
+	for order.len() > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		k := order.peek()
 		if win >= 0 {
 			wk, wc := evaluated[win].k, evaluated[win].cost
 			if lbs[k] > wc || lbs[k] == wc && u.compareFit(l, k, wk) > 0 {
-				// order sorts by bound, then fit: no later candidate can win.
-				pruned = order[i:]
+				// order is by bound, then fit: no later candidate can win.
+				if logger.V(4).Enabled() {
+					pruned = order.rest()
+				}
 				break
 			}
 		}
+		order.pop()
 		o := outcome{k: k, cost: inf, greedy: !useExact || *budget <= 0}
 		if !o.greedy {
 			cur.reset(u, w, *budget)
