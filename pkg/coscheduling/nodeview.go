@@ -1,10 +1,12 @@
 package coscheduling
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -58,6 +60,8 @@ type nodeView struct {
 	leased  bool
 	// cells are the device columns vecs were read with.
 	cells deviceCells
+	// roomy keeps which nodes can take a member (prune.go).
+	roomy roomyMemo
 	// verdicts are the Filter verdicts kept per template (verdicts.go),
 	// made on first use.
 	verdictsOnce sync.Once
@@ -79,7 +83,7 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	gen := pl.nodeGeneration.Load()
-	if v.sorted != nil && gen == v.gen && slices.Equal(nodeInfos, v.input) {
+	if v.sorted != nil && gen == v.gen && sameNodeInfos(nodeInfos, v.input) {
 		return v.sorted
 	}
 	v.input, v.gen = slices.Clone(nodeInfos), gen
@@ -153,7 +157,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	readGenerations(nodeInfos, seen)
 	for i, ni := range nodeInfos {
 		nv := &v.vecs[i]
-		if nv.ni == ni && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
+		if sameNodeInfo(nv.ni, ni) && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
 			continue
 		}
 		*nv = nodeVectors{ni: ni, gen: seen[i], alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
@@ -221,4 +225,32 @@ func readGenerations(nodeInfos []fwk.NodeInfo, gens []int64) {
 		}
 		gens[i] = ni.GetGeneration()
 	}
+}
+
+// iface is how Go lays out a non-empty interface value: its type's table
+// and its data word.
+type iface struct{ tab, data unsafe.Pointer }
+
+// sameNodeInfo reports whether a and b are one NodeInfo: the same type
+// and the same data word, which for the pointers kube-scheduler keeps is
+// the same object. Comparing the interfaces with == calls into the runtime
+// for every node of every plan; this is two word compares. It never says
+// two different NodeInfos are the same; for a NodeInfo that is not a
+// pointer it may say equal ones differ, which only reads the node again.
+func sameNodeInfo(a, b fwk.NodeInfo) bool {
+	x, y := (*iface)(unsafe.Pointer(&a)), (*iface)(unsafe.Pointer(&b))
+	return x.tab == y.tab && x.data == y.data
+}
+
+// sameNodeInfos is sameNodeInfo over two lists, compared as memory in one
+// call rather than an interface compare per node.
+func sameNodeInfos(a, b []fwk.NodeInfo) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 {
+		return true
+	}
+	size := len(a) * int(unsafe.Sizeof(iface{}))
+	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), size))
 }

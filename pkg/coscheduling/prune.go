@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"slices"
+	"sync"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -38,7 +39,7 @@ func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInf
 		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
 		return nil
 	}
-	room := roomy(req)
+	room := pl.view.roomy.of(req)
 	spare := 0
 	for _, ok := range room {
 		if !ok {
@@ -74,6 +75,15 @@ func prunable(templates []*template) bool {
 // asks for nothing fits everywhere.
 func roomy(req *placement.Request) []bool {
 	out := make([]bool, len(req.Nodes))
+	shapes := shapesOf(req)
+	for i := range req.Nodes {
+		out[i] = roomyOn(shapes, req.Nodes[i].Free)
+	}
+	return out
+}
+
+// shapesOf lists the distinct requests of req's members.
+func shapesOf(req *placement.Request) []placement.Vector {
 	var shapes []placement.Vector
 	for i := range req.Members {
 		r := req.Members[i].Request
@@ -81,16 +91,58 @@ func roomy(req *placement.Request) []bool {
 			shapes = append(shapes, r)
 		}
 	}
-	for i := range req.Nodes {
-		free := req.Nodes[i].Free
-		for _, r := range shapes {
-			if fitsOnce(r, free) {
-				out[i] = true
-				break
-			}
+	return shapes
+}
+
+// roomyOn reports whether one of shapes fits in free once.
+func roomyOn(shapes []placement.Vector, free placement.Vector) bool {
+	for _, r := range shapes {
+		if fitsOnce(r, free) {
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// roomyMemo keeps roomy's answer per node from one plan to the next, with
+// the free vector it was read from (issue 18: reading every node's vector
+// again cost a plan a memory load per node). A node is read again when its
+// vector is another one: the node view never writes a vector it lent
+// (placement.Request.StableFree), so the same vector holds the same
+// capacity; the memo holds the vectors, so their memory is not reused.
+// All of it starts over when the members ask for other shapes or the
+// nodes are others in number. Safe for concurrent use.
+type roomyMemo struct {
+	mu     sync.Mutex
+	shapes []placement.Vector
+	free   []placement.Vector
+	room   []bool
+}
+
+// of is roomy(req), read again only on nodes whose vector changed, when
+// req's vectors are never written; otherwise roomy itself.
+func (m *roomyMemo) of(req *placement.Request) []bool {
+	if !req.StableFree {
+		return roomy(req)
+	}
+	shapes := shapesOf(req)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.room) != len(req.Nodes) || !slices.EqualFunc(m.shapes, shapes, slices.Equal) {
+		m.shapes = make([]placement.Vector, len(shapes))
+		for i, r := range shapes {
+			m.shapes[i] = slices.Clone(r)
+		}
+		m.free, m.room = make([]placement.Vector, len(req.Nodes)), make([]bool, len(req.Nodes))
+	}
+	for i := range req.Nodes {
+		f := req.Nodes[i].Free
+		if m.free[i] != nil && len(f) == len(m.free[i]) && (len(f) == 0 || &f[0] == &m.free[i][0]) {
+			continue
+		}
+		m.free[i], m.room[i] = f, roomyOn(shapes, f)
+	}
+	return slices.Clone(m.room)
 }
 
 // fitsOnce reports whether request fits in free once.
