@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"iter"
 
 	"k8s.io/klog/v2"
 
@@ -76,7 +75,7 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
-		sc.next, sc.nextAt, sc.group = lay.above[k], at[k], k
+		sc.next, sc.nextAt, sc.group, sc.nodes = lay.above[k], at[k], k, lay.indices[k]
 		res, rk, err := planIn(t, k, at[k], &sc)
 		sc.reset()
 		var fe *placement.FitError
@@ -138,16 +137,14 @@ func groupPositions(t *Tree, g *placement.Groups) [][]int32 {
 	return at
 }
 
-// nodesAt yields the indices in the Request of the nodes at depth-first
+// nodesAt lists the indices in the Request of the nodes at depth-first
 // positions at: a group's nodes, for Request.InGroupAt.
-func (t *Tree) nodesAt(at []int32) iter.Seq[int] {
-	return func(yield func(int) bool) {
-		for _, p := range at {
-			if !yield(int(t.node[p])) {
-				return
-			}
-		}
+func (t *Tree) nodesAt(at []int32) []int {
+	out := make([]int, len(at))
+	for j, p := range at {
+		out[j] = int(t.node[p])
 	}
+	return out
 }
 
 // anyBound reports whether some member is bound by topology, and so by

@@ -19,6 +19,8 @@ type groupLayout struct {
 	nodes, groups int
 	at            [][]int32
 	above         [][][]int32
+	// indices[k] are the indices in the Request of the nodes at at[k].
+	indices [][]int
 }
 
 // layouts keeps the last groupLayout a Planner made. Safe for concurrent
@@ -43,8 +45,10 @@ func (ls *layouts) of(t *Tree, g *placement.Groups) *groupLayout {
 	}
 	l := &groupLayout{tree: t, of: of, nodes: len(g.Of), groups: len(g.Names), at: groupPositions(t, g)}
 	l.above = make([][][]int32, len(l.at))
+	l.indices = make([][]int, len(l.at))
 	for k, at := range l.at {
 		l.above[k] = t.domainsAbove(at)
+		l.indices[k] = t.nodesAt(at)
 	}
 	ls.last = l
 	return l

@@ -22,6 +22,9 @@ type slotScratch struct {
 	// Planner's kept counts (keptslots.go) instead of these arrays.
 	kept  *slotLease
 	group int
+	// nodes are the indices in the Request of group's nodes, nextAt's
+	// (groupLayout.indices), for Request.InGroupAt.
+	nodes []int
 }
 
 // aboveOf returns the domains above the nodes at (ascending): next when at
