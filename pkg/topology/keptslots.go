@@ -33,6 +33,10 @@ type keptSlots struct {
 	lay       *groupLayout
 	resources []string
 	entries   []*keptShape
+	// bufs[k] are the eligibility buffers group k's narrowed Requests
+	// borrow (Request.InGroupAt): only group k's nodes are ever written in
+	// them, so every other node reads false, as a narrowed slice must.
+	bufs [][][]bool
 	// epoch numbers leases; an entry records the last one that used it.
 	epoch uint64
 }
@@ -81,7 +85,7 @@ func (ks *keptSlots) lease(lay *groupLayout, req *placement.Request) *slotLease 
 		return nil
 	}
 	if ks.lay != lay || !slices.Equal(ks.resources, req.Resources) {
-		ks.lay, ks.resources, ks.entries = lay, slices.Clone(req.Resources), nil
+		ks.lay, ks.resources, ks.entries, ks.bufs = lay, slices.Clone(req.Resources), nil, nil
 	}
 	ks.leased = true
 	ks.epoch++
@@ -169,6 +173,23 @@ func (sl *slotLease) entry(t *Tree, k, s int, sh *shape, nodes int) *keptShape {
 	}
 	ks.entries[old] = e
 	return e
+}
+
+// buffer is group k's j-th eligibility buffer for a Request of n nodes.
+// A plan narrows to each group once, so a buffer is never lent twice in
+// one lease.
+func (sl *slotLease) buffer(k, j, n int) []bool {
+	ks := sl.ks
+	if n != ks.lay.nodes {
+		return make([]bool, n)
+	}
+	for len(ks.bufs) <= k {
+		ks.bufs = append(ks.bufs, nil)
+	}
+	for len(ks.bufs[k]) <= j {
+		ks.bufs[k] = append(ks.bufs[k], make([]bool, n))
+	}
+	return ks.bufs[k][j]
 }
 
 // sameVector reports whether a and b are one vector (not merely equal).

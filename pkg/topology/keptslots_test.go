@@ -56,11 +56,17 @@ func requireKeptSlots(t *testing.T, name string, p *Planner, req *placement.Requ
 	require.NotNil(t, lease, "%s: no other call holds the kept counts", name)
 	defer lease.release()
 	for k, at := range lay.at {
-		sub := req.InGroupAt(k, tr.nodesAt(at))
+		sub := req.InGroupAt(k, tr.nodesAt(at), nil)
 		want, err := newUsageAt(tr, sub, at, nil)
 		require.NoError(t, err)
-		sc := &slotScratch{kept: lease, group: k, next: lay.above[k], nextAt: at}
-		got, err := newUsageAt(tr, sub, at, sc)
+		sc := &slotScratch{kept: lease, group: k, next: lay.above[k], nextAt: at, nodes: lay.indices[k]}
+		// Narrowed into the kept buffers, eligibility reads as narrowed
+		// into new slices.
+		lent := req.InGroupAt(k, sc.nodes, sc.narrowed(len(req.Nodes)))
+		for i := range sub.Members {
+			require.Equal(t, sub.Members[i].Eligible, lent.Members[i].Eligible, "%s: group %d: member %d's narrowed eligibility", name, k, i)
+		}
+		got, err := newUsageAt(tr, lent, at, sc)
 		require.NoError(t, err)
 		if diff := cmp.Diff(want.slots, got.slots); diff != "" {
 			t.Fatalf("%s: group %d: kept slots differ from a fresh count (-fresh,+kept):\n%s\n%s", name, k, diff, describeGroups(req))

@@ -98,7 +98,7 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 	}
 	if req.Groups.Split() && anyBound(req) {
 		return p.planGroups(ctx, req, func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error) {
-			return p.planDetailed(ctx, t, req.InGroupAt(k, sc.nodes), at, sc)
+			return p.planDetailed(ctx, t, req.InGroupAt(k, sc.nodes, sc.narrowed(len(req.Nodes))), at, sc)
 		})
 	}
 	res, _, err := p.planDetailed(ctx, p.Tree(req), req, nil, nil)

@@ -67,3 +67,13 @@ func (sc *slotScratch) reset() {
 	}
 	sc.at, sc.above, sc.next, sc.nextAt = nil, nil, nil, nil
 }
+
+// narrowed lends Request.InGroupAt the kept eligibility buffers of group
+// (slotLease.buffer) for a Request of n nodes, or returns nil (allocate)
+// when no lease is held.
+func (sc *slotScratch) narrowed(n int) func(j int) []bool {
+	if sc == nil || sc.kept == nil {
+		return nil
+	}
+	return func(j int) []bool { return sc.kept.buffer(sc.group, j, n) }
+}
