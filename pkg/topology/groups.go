@@ -54,8 +54,10 @@ func compareGroupPlans(a *Result, ra rank, b *Result, rb rank) int {
 // the slot arrays the groups' counts share (slotScratch).
 func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error)) (*Result, error) {
 	g := req.Groups
-	if err := g.Validate(len(req.Nodes)); err != nil {
-		return nil, err
+	if !p.layouts.validated(g, len(req.Nodes)) {
+		if err := g.Validate(len(req.Nodes)); err != nil {
+			return nil, err
+		}
 	}
 	// The groups share the nodes: checked once here, not per group.
 	if err := validateNodes(req); err != nil {

@@ -53,3 +53,17 @@ func (ls *layouts) of(t *Tree, g *placement.Groups) *groupLayout {
 	ls.last = l
 	return l
 }
+
+// validated reports whether the last layout was made from g's very Of (by
+// identity, which Groups allows: Of is never changed once a planner has
+// it) for n nodes and as many groups: that Of passed Groups.Validate then,
+// and a plan need not check every node's group again.
+func (ls *layouts) validated(g *placement.Groups, n int) bool {
+	if len(g.Of) == 0 {
+		return false
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.last
+	return l != nil && l.of == &g.Of[0] && l.nodes == n && len(g.Of) == n && l.groups == len(g.Names)
+}
