@@ -268,19 +268,23 @@ type outcome struct {
 func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int, cands []int32, budget *int64) (*choice, error) {
 	t := u.tree
 	w, exact := u.weights(l)
-	lbs := make([]uint64, len(t.dom[l]))
+	// lbs[i] bounds candidate cands[i]; the heap holds indices into cands,
+	// so a plan allocates per candidate, not per domain of the level.
+	lbs := make([]uint64, len(cands))
+	idx := make([]int32, len(cands))
 	var scratch []int64
-	for _, k := range cands {
-		lbs[k], scratch = u.lowerCost(l, k, w, scratch)
+	for i, k := range cands {
+		lbs[i], scratch = u.lowerCost(l, k, w, scratch)
+		idx[i] = int32(i)
 	}
 	// Candidates come off a heap in order of bound, then fit (a total
 	// order: fit ends in tree order); most plans evaluate one or two, so
 	// sorting them all cost more than the evaluations.
-	order := newCandidateHeap(cands, func(a, b int32) int {
+	order := newCandidateHeap(idx, func(a, b int32) int {
 		if c := cmp.Compare(lbs[a], lbs[b]); c != 0 {
 			return c
 		}
-		return u.compareFit(l, a, b)
+		return u.compareFit(l, cands[a], cands[b])
 	})
 
 	useExact := u.exactFeasible()
@@ -290,18 +294,23 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 
 	var evaluated []outcome
 	var pruned []int32
+	var prunedLB []uint64 // the bounds of pruned
 	win := -1
 	for order.len() > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		k := order.peek()
+		i := order.peek()
+		k := cands[i]
 		if win >= 0 {
 			wk, wc := evaluated[win].k, evaluated[win].cost
-			if lbs[k] > wc || lbs[k] == wc && u.compareFit(l, k, wk) > 0 {
+			if lbs[i] > wc || lbs[i] == wc && u.compareFit(l, k, wk) > 0 {
 				// order is by bound, then fit: no later candidate can win.
 				if logger.V(4).Enabled() {
-					pruned = order.rest()
+					for _, j := range order.rest() {
+						pruned = append(pruned, cands[j])
+						prunedLB = append(prunedLB, lbs[j])
+					}
 				}
 				break
 			}
@@ -335,7 +344,7 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 		}
 	}
 	if logger.V(4).Enabled() {
-		logLosers(logger, u, l, w, evaluated, win, pruned, lbs)
+		logLosers(logger, u, l, w, evaluated, win, pruned, prunedLB)
 	}
 	if win < 0 {
 		return nil, nil
@@ -443,7 +452,7 @@ const logPrunedV4 = 10
 
 // logLosers says why each candidate lost to the winner: evaluated ones by
 // their spans, skipped ones by their lower bound.
-func logLosers(logger logr.Logger, u *usage, l int, w []uint64, evaluated []outcome, win int, pruned []int32, lbs []uint64) {
+func logLosers(logger logr.Logger, u *usage, l int, w []uint64, evaluated []outcome, win int, pruned []int32, prunedLB []uint64) {
 	t := u.tree
 	lv := t.levels[l].Name
 	var wo outcome
@@ -473,7 +482,7 @@ func logLosers(logger logr.Logger, u *usage, l int, w []uint64, evaluated []outc
 			v = logger.V(5)
 		}
 		v.Info("Topology domain lost", "gang", u.req.Gang, "level", lv, "domain", t.name(l, k),
-			"reason", because(lbs[k], k, "spans at best"))
+			"reason", because(prunedLB[i], k, "spans at best"))
 	}
 	if len(pruned) > logPrunedV4 {
 		logger.V(4).Info("More topology domains lost on their lower bound", "gang", u.req.Gang, "level", lv,
