@@ -195,6 +195,12 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 	required := u.req.Policy.Required && u.req.Policy.Level != ""
 	budget := p.budget
 	var cands, scratch []int32
+	if sc := u.scratch; sc != nil {
+		// The groups of one Plan call share the buffers: pick copies what
+		// it keeps of cands.
+		cands, scratch = sc.fit[0], sc.fit[1]
+		defer func() { sc.fit[0], sc.fit[1] = cands[:0], scratch[:0] }()
+	}
 	for l := start; l <= top; l++ {
 		cands, scratch = u.fitting(l, cands, scratch)
 		if len(cands) == 0 {

@@ -22,6 +22,9 @@ type slotScratch struct {
 	// Planner's kept counts (keptslots.go) instead of these arrays.
 	kept  *slotLease
 	group int
+	// fit are the buffers of the candidate search (choose), handed from
+	// one group's plan to the next.
+	fit [2][]int32
 	// nodes are the indices in the Request of group's nodes, nextAt's
 	// (groupLayout.indices), for Request.InGroupAt.
 	nodes []int
