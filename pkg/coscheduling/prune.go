@@ -34,12 +34,15 @@ import (
 // node and returns nil when pruning does not apply: no template left to
 // Filter, a template whose plans are verified, or no node to spare. gens
 // are nodeInfos' generations now, or nil (filterKnown).
-func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest func()) {
+//
+// done ends the pass's use of what it found roomy: the caller calls it once
+// it no longer calls rest.
+func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest, done func()) {
 	if pl.noPrune || !prunable(templates) {
 		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
-		return nil
+		return nil, func() {}
 	}
-	room := pl.view.roomy.of(req)
+	room, done := pl.view.roomy.lend(req)
 	spare := 0
 	for _, ok := range room {
 		if !ok {
@@ -48,12 +51,12 @@ func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInf
 	}
 	if spare == 0 {
 		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
-		return nil
+		return nil, done
 	}
 	pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return room[i] })
 	return func() {
 		pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return !room[i] })
-	}
+	}, done
 }
 
 // prunable reports whether the templates' Filter plugins may run on roomy
@@ -113,21 +116,29 @@ func roomyOn(shapes []placement.Vector, free placement.Vector) bool {
 // All of it starts over when the members ask for other shapes or the
 // nodes are others in number. Safe for concurrent use.
 type roomyMemo struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// leased is set while a plan reads room (lend); no one writes the
+	// memo meanwhile.
+	leased bool
 	shapes []placement.Vector
 	free   []placement.Vector
 	room   []bool
 }
 
-// of is roomy(req), read again only on nodes whose vector changed, when
-// req's vectors are never written; otherwise roomy itself.
-func (m *roomyMemo) of(req *placement.Request) []bool {
+// lend is roomy(req), read again only on nodes whose vector changed, when
+// req's vectors are never written and no other plan holds the memo;
+// otherwise roomy itself. The answer is the memo's own until done is
+// called, and must not be written.
+func (m *roomyMemo) lend(req *placement.Request) (room []bool, done func()) {
 	if !req.StableFree {
-		return roomy(req)
+		return roomy(req), func() {}
 	}
 	shapes := shapesOf(req)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.leased {
+		return roomy(req), func() {}
+	}
 	if len(m.room) != len(req.Nodes) || !slices.EqualFunc(m.shapes, shapes, slices.Equal) {
 		m.shapes = make([]placement.Vector, len(shapes))
 		for i, r := range shapes {
@@ -142,7 +153,12 @@ func (m *roomyMemo) of(req *placement.Request) []bool {
 		}
 		m.free[i], m.room[i] = f, roomyOn(shapes, f)
 	}
-	return slices.Clone(m.room)
+	m.leased = true
+	return m.room, func() {
+		m.mu.Lock()
+		m.leased = false
+		m.mu.Unlock()
+	}
 }
 
 // fitsOnce reports whether request fits in free once.

@@ -153,7 +153,14 @@ func TestRoomyMemoMatchesRoomy(t *testing.T) {
 			if r.IntN(10) == 0 {
 				req.Nodes = append(req.Nodes, placement.Node{Name: "late", Free: vec()})
 			}
-			require.Equal(t, roomy(req), m.of(req), "case %d step %d", c, step)
+			got, done := m.lend(req)
+			require.Equal(t, roomy(req), got, "case %d step %d", c, step)
+			// Lent, the memo is no one else's: another plan gets a fresh answer.
+			other, otherDone := m.lend(req)
+			require.Equal(t, roomy(req), other, "case %d step %d: while lent", c, step)
+			require.NotSame(t, &got[0], &other[0], "case %d step %d: lent twice", c, step)
+			otherDone()
+			done()
 		}
 	}
 }
