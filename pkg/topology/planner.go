@@ -196,8 +196,7 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 	budget := p.budget
 	var cands, scratch []int32
 	if sc := u.scratch; sc != nil {
-		// The groups of one Plan call share the buffers: pick copies what
-		// it keeps of cands.
+		// One Plan call's groups share the buffers (pick keeps no cands).
 		cands, scratch = sc.fit[0], sc.fit[1]
 		defer func() { sc.fit[0], sc.fit[1] = cands[:0], scratch[:0] }()
 	}
@@ -274,8 +273,7 @@ type outcome struct {
 func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int, cands []int32, budget *int64) (*choice, error) {
 	t := u.tree
 	w, exact := u.weights(l)
-	// lbs[i] bounds candidate cands[i]; the heap holds indices into cands,
-	// so a plan allocates per candidate, not per domain of the level.
+	// lbs[i] bounds cands[i]: allocated per candidate, not per domain.
 	lbs := make([]uint64, len(cands))
 	idx := make([]int32, len(cands))
 	var scratch []int64
