@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"bytes"
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,10 @@ type nodeView struct {
 	dims []v1.ResourceName
 	vecs []nodeVectors
 	base []placement.Node
+	// vecGen[i] is vecs[i].gen, or unread while vecs[i] was never read:
+	// the generations in one dense array, which a plan compares with the
+	// ones it found before it loads any node's vectors.
+	vecGen []int64
 	// lent is base with the holds of the plan it was last lent to (see
 	// nodes); patched lists the nodes whose Free that plan's holds
 	// replaced, and stale says a node's vectors were read again while it
@@ -131,6 +136,10 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	cells, same := v.cells.next(cols)
 	if v.vecs == nil || !slices.Equal(dims, v.dims) || !same {
 		v.dims, v.vecs, v.base = slices.Clone(dims), make([]nodeVectors, len(nodeInfos)), make([]placement.Node, len(nodeInfos))
+		v.vecGen = make([]int64, len(nodeInfos))
+		for i := range v.vecGen {
+			v.vecGen[i] = unread
+		}
 		v.lent, v.lentGen, v.patched = nil, nil, nil
 	}
 	if lend && !v.leased && v.lent == nil {
@@ -156,11 +165,17 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	}
 	readGenerations(nodeInfos, seen)
 	for i, ni := range nodeInfos {
+		if everywhere && v.vecGen[i] == seen[i] {
+			// vecs[i] was read at this generation, from ni itself: vecs
+			// are read from the view's sorted nodes and dropped with them.
+			continue
+		}
 		nv := &v.vecs[i]
 		if sameNodeInfo(nv.ni, ni) && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
 			continue
 		}
 		*nv = nodeVectors{ni: ni, gen: seen[i], alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
+		v.vecGen[i] = seen[i]
 		for c := range cols {
 			nv.alloc[c] = cols[c].allocatable(ctx, ni)
 			nv.free[c] = cols[c].free(ctx, ni, nil)
@@ -211,6 +226,10 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	}
 	return out, gens, release
 }
+
+// unread marks a node whose vectors the view has not read (vecGen): no
+// NodeInfo's generation is that low.
+const unread = math.MinInt64
 
 // readGenerations reads each NodeInfo's generation into gens, in a loop of
 // its own: the NodeInfos lie apart in memory, and loads that nothing else
