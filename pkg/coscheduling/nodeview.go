@@ -1,10 +1,13 @@
 package coscheduling
 
 import (
+	"bytes"
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -42,6 +45,10 @@ type nodeView struct {
 	dims []v1.ResourceName
 	vecs []nodeVectors
 	base []placement.Node
+	// vecGen[i] is vecs[i].gen, or unread while vecs[i] was never read:
+	// the generations in one dense array, which a plan compares with the
+	// ones it found before it loads any node's vectors.
+	vecGen []int64
 	// lent is base with the holds of the plan it was last lent to (see
 	// nodes); patched lists the nodes whose Free that plan's holds
 	// replaced, and stale says a node's vectors were read again while it
@@ -58,6 +65,8 @@ type nodeView struct {
 	leased  bool
 	// cells are the device columns vecs were read with.
 	cells deviceCells
+	// roomy keeps which nodes can take a member (prune.go).
+	roomy roomyMemo
 	// verdicts are the Filter verdicts kept per template (verdicts.go),
 	// made on first use.
 	verdictsOnce sync.Once
@@ -79,7 +88,7 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	gen := pl.nodeGeneration.Load()
-	if v.sorted != nil && gen == v.gen && slices.Equal(nodeInfos, v.input) {
+	if v.sorted != nil && gen == v.gen && sameNodeInfos(nodeInfos, v.input) {
 		return v.sorted
 	}
 	v.input, v.gen = slices.Clone(nodeInfos), gen
@@ -127,6 +136,10 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	cells, same := v.cells.next(cols)
 	if v.vecs == nil || !slices.Equal(dims, v.dims) || !same {
 		v.dims, v.vecs, v.base = slices.Clone(dims), make([]nodeVectors, len(nodeInfos)), make([]placement.Node, len(nodeInfos))
+		v.vecGen = make([]int64, len(nodeInfos))
+		for i := range v.vecGen {
+			v.vecGen[i] = unread
+		}
 		v.lent, v.lentGen, v.patched = nil, nil, nil
 	}
 	if lend && !v.leased && v.lent == nil {
@@ -152,11 +165,17 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	}
 	readGenerations(nodeInfos, seen)
 	for i, ni := range nodeInfos {
+		if everywhere && v.vecGen[i] == seen[i] {
+			// vecs[i] was read at this generation, from ni itself: vecs
+			// are read from the view's sorted nodes and dropped with them.
+			continue
+		}
 		nv := &v.vecs[i]
-		if nv.ni == ni && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
+		if sameNodeInfo(nv.ni, ni) && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
 			continue
 		}
 		*nv = nodeVectors{ni: ni, gen: seen[i], alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
+		v.vecGen[i] = seen[i]
 		for c := range cols {
 			nv.alloc[c] = cols[c].allocatable(ctx, ni)
 			nv.free[c] = cols[c].free(ctx, ni, nil)
@@ -208,6 +227,10 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	return out, gens, release
 }
 
+// unread marks a node whose vectors the view has not read (vecGen): no
+// NodeInfo's generation is that low.
+const unread = math.MinInt64
+
 // readGenerations reads each NodeInfo's generation into gens, in a loop of
 // its own: the NodeInfos lie apart in memory, and loads that nothing else
 // waits on are in flight together, where a loop that also compares and
@@ -221,4 +244,32 @@ func readGenerations(nodeInfos []fwk.NodeInfo, gens []int64) {
 		}
 		gens[i] = ni.GetGeneration()
 	}
+}
+
+// iface is how Go lays out a non-empty interface value: its type's table
+// and its data word.
+type iface struct{ tab, data unsafe.Pointer }
+
+// sameNodeInfo reports whether a and b are one NodeInfo: the same type
+// and the same data word, which for the pointers kube-scheduler keeps is
+// the same object. Comparing the interfaces with == calls into the runtime
+// for every node of every plan; this is two word compares. It never says
+// two different NodeInfos are the same; for a NodeInfo that is not a
+// pointer it may say equal ones differ, which only reads the node again.
+func sameNodeInfo(a, b fwk.NodeInfo) bool {
+	x, y := (*iface)(unsafe.Pointer(&a)), (*iface)(unsafe.Pointer(&b))
+	return x.tab == y.tab && x.data == y.data
+}
+
+// sameNodeInfos is sameNodeInfo over two lists, compared as memory in one
+// call rather than an interface compare per node.
+func sameNodeInfos(a, b []fwk.NodeInfo) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 {
+		return true
+	}
+	size := len(a) * int(unsafe.Sizeof(iface{}))
+	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), size))
 }

@@ -75,3 +75,22 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 		land(sorted, fmt.Sprint(round))
 	}
 }
+
+// sameNodeInfo and sameNodeInfos say "same" only for the very NodeInfos,
+// never for another NodeInfo of the same node.
+func TestSameNodeInfo(t *testing.T) {
+	a := framework.NewNodeInfo()
+	a.SetNode(st.MakeNode().Name("a").Obj())
+	b := framework.NewNodeInfo()
+	b.SetNode(st.MakeNode().Name("a").Obj())
+	var none fwk.NodeInfo
+	require.True(t, sameNodeInfo(a, a))
+	require.False(t, sameNodeInfo(a, b), "another object of the same node")
+	require.False(t, sameNodeInfo(none, a))
+	require.True(t, sameNodeInfo(none, nil))
+	require.True(t, sameNodeInfos([]fwk.NodeInfo{a, b}, []fwk.NodeInfo{a, b}))
+	require.True(t, sameNodeInfos(nil, []fwk.NodeInfo{}))
+	require.False(t, sameNodeInfos([]fwk.NodeInfo{a, b}, []fwk.NodeInfo{a, a}))
+	require.False(t, sameNodeInfos([]fwk.NodeInfo{a, b}, []fwk.NodeInfo{a}))
+	require.False(t, sameNodeInfos([]fwk.NodeInfo{b, a}, []fwk.NodeInfo{a, b}))
+}

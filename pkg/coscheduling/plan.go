@@ -51,8 +51,8 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	// The request's nodes, and their generations, are lent by the node
 	// view until the plan is done.
 	var gens []int64
-	release := func() {}
-	defer func() { release() }()
+	release, releaseRoomy := func() {}, func() {}
+	defer func() { release(); releaseRoomy() }()
 	var plan *placement.Plan
 	var fp uint64
 	var templates []*template
@@ -67,7 +67,9 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		// fills in place (prune.go).
 		release()
 		req, gens, release = pl.lendRequest(ctx, key, members, d, sorted, held, templates, of, true)
-		rest := pl.roomyFirst(ctx, templates, sorted, gens, req)
+		releaseRoomy()
+		var rest func()
+		rest, releaseRoomy = pl.roomyFirst(ctx, templates, sorted, gens, req)
 		// A ComputeDomain's gang is placed on whole cliques apart from other
 		// domains (computedomain_apart.go), which needs every node filtered.
 		if rest != nil && (someIneligible(templates) || pl.inComputeDomain(members)) {
@@ -222,8 +224,11 @@ func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.P
 		Resources:      dimNames(dims),
 		Nodes:          nodes,
 		NodeGeneration: pl.nodeGeneration.Load(),
-		Members:        ms,
-		Groups:         gangGroups(templates, of, accelerated, nodes),
+		// The view's vectors are never written (nodeVectors), and held
+		// nodes get fresh ones per plan.
+		StableFree: lend,
+		Members:    ms,
+		Groups:     gangGroups(templates, of, accelerated, nodes),
 	}, gens, release
 }
 

@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"slices"
+	"sync"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -33,12 +34,15 @@ import (
 // node and returns nil when pruning does not apply: no template left to
 // Filter, a template whose plans are verified, or no node to spare. gens
 // are nodeInfos' generations now, or nil (filterKnown).
-func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest func()) {
+//
+// done ends the pass's use of what it found roomy: the caller calls it once
+// it no longer calls rest.
+func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest, done func()) {
 	if pl.noPrune || !prunable(templates) {
 		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
-		return nil
+		return nil, func() {}
 	}
-	room := roomy(req)
+	room, done := pl.view.roomy.lend(req)
 	spare := 0
 	for _, ok := range room {
 		if !ok {
@@ -47,12 +51,12 @@ func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInf
 	}
 	if spare == 0 {
 		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
-		return nil
+		return nil, done
 	}
 	pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return room[i] })
 	return func() {
 		pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return !room[i] })
-	}
+	}, done
 }
 
 // prunable reports whether the templates' Filter plugins may run on roomy
@@ -74,6 +78,15 @@ func prunable(templates []*template) bool {
 // asks for nothing fits everywhere.
 func roomy(req *placement.Request) []bool {
 	out := make([]bool, len(req.Nodes))
+	shapes := shapesOf(req)
+	for i := range req.Nodes {
+		out[i] = roomyOn(shapes, req.Nodes[i].Free)
+	}
+	return out
+}
+
+// shapesOf lists the distinct requests of req's members.
+func shapesOf(req *placement.Request) []placement.Vector {
 	var shapes []placement.Vector
 	for i := range req.Members {
 		r := req.Members[i].Request
@@ -81,16 +94,71 @@ func roomy(req *placement.Request) []bool {
 			shapes = append(shapes, r)
 		}
 	}
-	for i := range req.Nodes {
-		free := req.Nodes[i].Free
-		for _, r := range shapes {
-			if fitsOnce(r, free) {
-				out[i] = true
-				break
-			}
+	return shapes
+}
+
+// roomyOn reports whether one of shapes fits in free once.
+func roomyOn(shapes []placement.Vector, free placement.Vector) bool {
+	for _, r := range shapes {
+		if fitsOnce(r, free) {
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// roomyMemo keeps roomy's answer per node from one plan to the next, with
+// the free vector it was read from (issue 18: reading every node's vector
+// again cost a plan a memory load per node). A node is read again when its
+// vector is another one: the node view never writes a vector it lent
+// (placement.Request.StableFree), so the same vector holds the same
+// capacity; the memo holds the vectors, so their memory is not reused.
+// All of it starts over when the members ask for other shapes or the
+// nodes are others in number. Safe for concurrent use.
+type roomyMemo struct {
+	mu sync.Mutex
+	// leased is set while a plan reads room (lend); no one writes the
+	// memo meanwhile.
+	leased bool
+	shapes []placement.Vector
+	free   []placement.Vector
+	room   []bool
+}
+
+// lend is roomy(req), read again only on nodes whose vector changed, when
+// req's vectors are never written and no other plan holds the memo;
+// otherwise roomy itself. The answer is the memo's own until done is
+// called, and must not be written.
+func (m *roomyMemo) lend(req *placement.Request) (room []bool, done func()) {
+	if !req.StableFree {
+		return roomy(req), func() {}
+	}
+	shapes := shapesOf(req)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leased {
+		return roomy(req), func() {}
+	}
+	if len(m.room) != len(req.Nodes) || !slices.EqualFunc(m.shapes, shapes, slices.Equal) {
+		m.shapes = make([]placement.Vector, len(shapes))
+		for i, r := range shapes {
+			m.shapes[i] = slices.Clone(r)
+		}
+		m.free, m.room = make([]placement.Vector, len(req.Nodes)), make([]bool, len(req.Nodes))
+	}
+	for i := range req.Nodes {
+		f := req.Nodes[i].Free
+		if m.free[i] != nil && len(f) == len(m.free[i]) && (len(f) == 0 || &f[0] == &m.free[i][0]) {
+			continue
+		}
+		m.free[i], m.room[i] = f, roomyOn(shapes, f)
+	}
+	m.leased = true
+	return m.room, func() {
+		m.mu.Lock()
+		m.leased = false
+		m.mu.Unlock()
+	}
 }
 
 // fitsOnce reports whether request fits in free once.

@@ -84,7 +84,7 @@ func (g *groupings) groups(s *cycleState, nodes []placement.Node) *placement.Gro
 	for i := range nodes {
 		n := &nodes[i]
 		p := n.LabelsID()
-		if n.Name == m.names[i] && p == m.labels[i] {
+		if p == m.labels[i] && n.NamedAs(m.names[i]) {
 			continue
 		}
 		k := s.nodes.groupKey(n.Name, n.Labels, s.nodeDevices(n.Name), s.req)

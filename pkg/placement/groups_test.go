@@ -3,7 +3,6 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,7 +74,7 @@ func TestInGroupAtMatchesNarrowingEveryNode(t *testing.T) {
 				}
 			}
 			r.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
-			got := req.InGroupAt(k, slices.Values(in))
+			got := req.InGroupAt(k, in, nil)
 			for m, member := range req.Members {
 				want := member.Eligible
 				if member.Accelerated {

@@ -74,6 +74,17 @@ func (n *Node) LabelsID() unsafe.Pointer {
 	return *(*unsafe.Pointer)(unsafe.Pointer(&n.Labels))
 }
 
+// NamedAs reports whether n's name is name. Caches keyed by node keep the
+// name string they read, which shares its bytes with the node's own, so
+// comparing where the bytes lie settles it inline for every node of a
+// plan; only names that lie apart are compared byte by byte.
+func (n *Node) NamedAs(name string) bool {
+	if len(n.Name) != len(name) {
+		return false
+	}
+	return unsafe.StringData(n.Name) == unsafe.StringData(name) || n.Name == name
+}
+
 // Member is one gang member still to be placed.
 type Member struct {
 	// Name identifies the member in messages, as namespace/name.
@@ -124,8 +135,14 @@ type Request struct {
 	// names and labels, but must check that Nodes still match what they
 	// cached: the snapshot Nodes come from may lag behind the event that
 	// changed the generation. They must not cache anything derived from
-	// Free.
+	// Free, unless StableFree is set.
 	NodeGeneration uint64
+	// StableFree says that no Free vector of Nodes is written once a
+	// planner has seen it: a node whose free capacity changes comes with a
+	// new vector. Planners may then keep what they derive from a node's
+	// Free by the vector's identity, holding the vector so that its memory
+	// is not reused.
+	StableFree bool
 	// Members are the members to place, in rank order.
 	Members []Member
 	// Policy is the gang's topology constraint.

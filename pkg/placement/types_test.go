@@ -2,6 +2,7 @@ package placement
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,4 +19,18 @@ func TestLabelsIDIsTheMapsIdentity(t *testing.T) {
 	require.Equal(t, n.LabelsID(), same.LabelsID())
 	require.NotEqual(t, n.LabelsID(), other.LabelsID())
 	require.Nil(t, none.LabelsID())
+}
+
+// NamedAs compares names, whether their bytes are shared or not.
+func TestNodeNamedAs(t *testing.T) {
+	n := Node{Name: "node-7"}
+	apart := strings.Clone("node-7")
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{{n.Name, true}, {apart, true}, {"node-8", false}, {"node-77", false}, {"", false}} {
+		if got := n.NamedAs(tc.name); got != tc.want {
+			t.Errorf("NamedAs(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -56,12 +56,23 @@ func (u *usage) lowerCost(top int, k int32, w []uint64, scratch []int64) (uint64
 func (u *usage) minCover(l int, first, end int32, scratch []int64) (int, []int64) {
 	most := 0
 	for s := range u.bound {
-		scratch = append(scratch[:0], u.slots[s][l][first:end]...)
+		// Empty domains (most, in a busy cluster) are left out of the sort;
+		// they count only if the rest fall short.
+		scratch = scratch[:0]
+		for _, n := range u.slots[s][l][first:end] {
+			if n != 0 {
+				scratch = append(scratch, n)
+			}
+		}
+		empty := int(end-first) - len(scratch)
 		slices.Sort(scratch)
 		need, n := u.want[s], 0
 		for i := len(scratch) - 1; i >= 0 && need > 0; i-- {
 			need -= scratch[i]
 			n++
+		}
+		if need > 0 {
+			n += empty
 		}
 		most = max(most, n)
 	}

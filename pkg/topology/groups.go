@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"iter"
 
 	"k8s.io/klog/v2"
 
@@ -55,8 +54,10 @@ func compareGroupPlans(a *Result, ra rank, b *Result, rb rank) int {
 // the slot arrays the groups' counts share (slotScratch).
 func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error)) (*Result, error) {
 	g := req.Groups
-	if err := g.Validate(len(req.Nodes)); err != nil {
-		return nil, err
+	if !p.layouts.validated(g, len(req.Nodes)) {
+		if err := g.Validate(len(req.Nodes)); err != nil {
+			return nil, err
+		}
 	}
 	// The groups share the nodes: checked once here, not per group.
 	if err := validateNodes(req); err != nil {
@@ -68,12 +69,15 @@ func (p *Planner) planGroups(ctx context.Context, req *placement.Request, planIn
 	lay := p.layouts.of(t, g)
 	at := lay.at
 	var sc slotScratch
+	if sc.kept = p.kept.lease(lay, req); sc.kept != nil {
+		defer sc.kept.release()
+	}
 	tries := make([]*placement.FitError, len(g.Names))
 	var best *Result
 	var bestRank rank
 	bestGroup := -1
 	try := func(k int) error {
-		sc.next, sc.nextAt = lay.above[k], at[k]
+		sc.next, sc.nextAt, sc.group, sc.nodes = lay.above[k], at[k], k, lay.indices[k]
 		res, rk, err := planIn(t, k, at[k], &sc)
 		sc.reset()
 		var fe *placement.FitError
@@ -135,16 +139,14 @@ func groupPositions(t *Tree, g *placement.Groups) [][]int32 {
 	return at
 }
 
-// nodesAt yields the indices in the Request of the nodes at depth-first
+// nodesAt lists the indices in the Request of the nodes at depth-first
 // positions at: a group's nodes, for Request.InGroupAt.
-func (t *Tree) nodesAt(at []int32) iter.Seq[int] {
-	return func(yield func(int) bool) {
-		for _, p := range at {
-			if !yield(int(t.node[p])) {
-				return
-			}
-		}
+func (t *Tree) nodesAt(at []int32) []int {
+	out := make([]int, len(at))
+	for j, p := range at {
+		out[j] = int(t.node[p])
 	}
+	return out
 }
 
 // anyBound reports whether some member is bound by topology, and so by

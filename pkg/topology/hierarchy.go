@@ -69,7 +69,7 @@ func (p *Planner) planOneSubgroup(ctx context.Context, req *placement.Request) (
 func (p *Planner) planHierarchyIn(ctx context.Context, t *Tree, req *placement.Request, k int, at []int32) (*Result, rank, error) {
 	sub := req
 	if k >= 0 {
-		sub = req.InGroupAt(k, t.nodesAt(at))
+		sub = req.InGroupAt(k, t.nodesAt(at), nil)
 	}
 	h, err := newHier(ctx, p, t, sub, req, k)
 	if err != nil {

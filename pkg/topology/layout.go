@@ -19,6 +19,8 @@ type groupLayout struct {
 	nodes, groups int
 	at            [][]int32
 	above         [][][]int32
+	// indices[k] are the indices in the Request of the nodes at at[k].
+	indices [][]int
 }
 
 // layouts keeps the last groupLayout a Planner made. Safe for concurrent
@@ -43,9 +45,25 @@ func (ls *layouts) of(t *Tree, g *placement.Groups) *groupLayout {
 	}
 	l := &groupLayout{tree: t, of: of, nodes: len(g.Of), groups: len(g.Names), at: groupPositions(t, g)}
 	l.above = make([][][]int32, len(l.at))
+	l.indices = make([][]int, len(l.at))
 	for k, at := range l.at {
 		l.above[k] = t.domainsAbove(at)
+		l.indices[k] = t.nodesAt(at)
 	}
 	ls.last = l
 	return l
+}
+
+// validated reports whether the last layout was made from g's very Of (by
+// identity, which Groups allows: Of is never changed once a planner has
+// it) for n nodes and as many groups: that Of passed Groups.Validate then,
+// and a plan need not check every node's group again.
+func (ls *layouts) validated(g *placement.Groups, n int) bool {
+	if len(g.Of) == 0 {
+		return false
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l := ls.last
+	return l != nil && l.of == &g.Of[0] && l.nodes == n && len(g.Of) == n && l.groups == len(g.Names)
 }

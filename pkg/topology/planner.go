@@ -43,6 +43,8 @@ type Planner struct {
 	packers sync.Pool
 	// layouts keeps where the last groups' nodes lie on the tree.
 	layouts layouts
+	// kept keeps the slot counts of the last plans in groups.
+	kept keptSlots
 }
 
 var _ placement.Planner = &Planner{}
@@ -96,7 +98,7 @@ func (p *Planner) PlanDetailed(ctx context.Context, req *placement.Request) (*Re
 	}
 	if req.Groups.Split() && anyBound(req) {
 		return p.planGroups(ctx, req, func(t *Tree, k int, at []int32, sc *slotScratch) (*Result, rank, error) {
-			return p.planDetailed(ctx, t, req.InGroupAt(k, t.nodesAt(at)), at, sc)
+			return p.planDetailed(ctx, t, req.InGroupAt(k, sc.nodes, sc.narrowed(len(req.Nodes))), at, sc)
 		})
 	}
 	res, _, err := p.planDetailed(ctx, p.Tree(req), req, nil, nil)
@@ -193,6 +195,11 @@ func (p *Planner) choose(ctx context.Context, logger logr.Logger, u *usage, star
 	required := u.req.Policy.Required && u.req.Policy.Level != ""
 	budget := p.budget
 	var cands, scratch []int32
+	if sc := u.scratch; sc != nil {
+		// One Plan call's groups share the buffers (pick keeps no cands).
+		cands, scratch = sc.fit[0], sc.fit[1]
+		defer func() { sc.fit[0], sc.fit[1] = cands[:0], scratch[:0] }()
+	}
 	for l := start; l <= top; l++ {
 		cands, scratch = u.fitting(l, cands, scratch)
 		if len(cands) == 0 {
@@ -266,17 +273,22 @@ type outcome struct {
 func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int, cands []int32, budget *int64) (*choice, error) {
 	t := u.tree
 	w, exact := u.weights(l)
-	lbs := make([]uint64, len(t.dom[l]))
+	// lbs[i] bounds cands[i]: allocated per candidate, not per domain.
+	lbs := make([]uint64, len(cands))
+	idx := make([]int32, len(cands))
 	var scratch []int64
-	for _, k := range cands {
-		lbs[k], scratch = u.lowerCost(l, k, w, scratch)
+	for i, k := range cands {
+		lbs[i], scratch = u.lowerCost(l, k, w, scratch)
+		idx[i] = int32(i)
 	}
-	order := slices.Clone(cands)
-	slices.SortFunc(order, func(a, b int32) int {
+	// Candidates come off a heap in order of bound, then fit (a total
+	// order: fit ends in tree order); most plans evaluate one or two, so
+	// sorting them all cost more than the evaluations.
+	order := newCandidateHeap(idx, func(a, b int32) int {
 		if c := cmp.Compare(lbs[a], lbs[b]); c != 0 {
 			return c
 		}
-		return u.compareFit(l, a, b)
+		return u.compareFit(l, cands[a], cands[b])
 	})
 
 	useExact := u.exactFeasible()
@@ -286,19 +298,28 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 
 	var evaluated []outcome
 	var pruned []int32
+	var prunedLB []uint64 // the bounds of pruned
 	win := -1
-	for i, k := range order {
+	for order.len() > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		i := order.peek()
+		k := cands[i]
 		if win >= 0 {
 			wk, wc := evaluated[win].k, evaluated[win].cost
-			if lbs[k] > wc || lbs[k] == wc && u.compareFit(l, k, wk) > 0 {
-				// order sorts by bound, then fit: no later candidate can win.
-				pruned = order[i:]
+			if lbs[i] > wc || lbs[i] == wc && u.compareFit(l, k, wk) > 0 {
+				// order is by bound, then fit: no later candidate can win.
+				if logger.V(4).Enabled() {
+					for _, j := range order.rest() {
+						pruned = append(pruned, cands[j])
+						prunedLB = append(prunedLB, lbs[j])
+					}
+				}
 				break
 			}
 		}
+		order.pop()
 		o := outcome{k: k, cost: inf, greedy: !useExact || *budget <= 0}
 		if !o.greedy {
 			cur.reset(u, w, *budget)
@@ -327,7 +348,7 @@ func (p *Planner) pick(ctx context.Context, logger logr.Logger, u *usage, l int,
 		}
 	}
 	if logger.V(4).Enabled() {
-		logLosers(logger, u, l, w, evaluated, win, pruned, lbs)
+		logLosers(logger, u, l, w, evaluated, win, pruned, prunedLB)
 	}
 	if win < 0 {
 		return nil, nil
@@ -435,7 +456,7 @@ const logPrunedV4 = 10
 
 // logLosers says why each candidate lost to the winner: evaluated ones by
 // their spans, skipped ones by their lower bound.
-func logLosers(logger logr.Logger, u *usage, l int, w []uint64, evaluated []outcome, win int, pruned []int32, lbs []uint64) {
+func logLosers(logger logr.Logger, u *usage, l int, w []uint64, evaluated []outcome, win int, pruned []int32, prunedLB []uint64) {
 	t := u.tree
 	lv := t.levels[l].Name
 	var wo outcome
@@ -465,7 +486,7 @@ func logLosers(logger logr.Logger, u *usage, l int, w []uint64, evaluated []outc
 			v = logger.V(5)
 		}
 		v.Info("Topology domain lost", "gang", u.req.Gang, "level", lv, "domain", t.name(l, k),
-			"reason", because(lbs[k], k, "spans at best"))
+			"reason", because(prunedLB[i], k, "spans at best"))
 	}
 	if len(pruned) > logPrunedV4 {
 		logger.V(4).Info("More topology domains lost on their lower bound", "gang", u.req.Gang, "level", lv,

@@ -18,6 +18,16 @@ type slotScratch struct {
 	// them. reset forgets them.
 	next   [][]int32
 	nextAt []int32
+	// kept, when not nil, serves the counts on group's nodes from the
+	// Planner's kept counts (keptslots.go) instead of these arrays.
+	kept  *slotLease
+	group int
+	// fit are the buffers of the candidate search (choose), handed from
+	// one group's plan to the next.
+	fit [2][]int32
+	// nodes are the indices in the Request of group's nodes, nextAt's
+	// (groupLayout.indices), for Request.InGroupAt.
+	nodes []int
 }
 
 // aboveOf returns the domains above the nodes at (ascending): next when at
@@ -59,4 +69,14 @@ func (sc *slotScratch) reset() {
 		}
 	}
 	sc.at, sc.above, sc.next, sc.nextAt = nil, nil, nil, nil
+}
+
+// narrowed lends Request.InGroupAt the kept eligibility buffers of group
+// (slotLease.buffer) for a Request of n nodes, or returns nil (allocate)
+// when no lease is held.
+func (sc *slotScratch) narrowed(n int) func(j int) []bool {
+	if sc == nil || sc.kept == nil {
+		return nil
+	}
+	return func(j int) []bool { return sc.kept.buffer(sc.group, j, n) }
 }

@@ -187,6 +187,12 @@ func (u *usage) countSlots(lo, hi int32, at []int32) {
 	u.slots = make([][][]int64, len(u.bound))
 	for s := range u.bound {
 		sh := &u.bound[s]
+		if at != nil && u.scratch != nil && u.scratch.kept != nil {
+			if per := u.scratch.kept.count(t, u.req, u.scratch.group, s, sh, at); per != nil {
+				u.slots[s] = per
+				continue
+			}
+		}
 		var per [][]int64
 		if at != nil && u.scratch != nil {
 			per = u.scratch.arrays(t, s, at, above)

@@ -254,7 +254,7 @@ func (t *Tree) matches(nodes []placement.Node) bool {
 		return false
 	}
 	for i := range nodes {
-		if nodes[i].Name != t.names[i] {
+		if !nodes[i].NamedAs(t.names[i]) {
 			return false
 		}
 		if nodes[i].LabelsID() == t.labels[i] {
