@@ -26,6 +26,9 @@ type Input struct {
 	// SchedulerProcess runs every profile's scheduler in a process of its
 	// own (scenario.Scenario.SchedulerProcess).
 	SchedulerProcess bool
+	// Preload creates the workload before the scheduler starts
+	// (scenario.Scenario.Preload).
+	Preload bool
 	// Profiles are the profiles to run when the command line names none;
 	// nil for all (scenario.Scenario.Profiles).
 	Profiles []string
@@ -45,6 +48,7 @@ func ScenarioInput(sc *scenario.Scenario) (*Input, error) {
 		Timeout: sc.Timeout.Duration,
 
 		SchedulerProcess: sc.SchedulerProcess,
+		Preload:          sc.Preload,
 		Profiles:         sc.Profiles,
 	}, nil
 }

@@ -199,31 +199,52 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	submitted := func(job string, at time.Time) {
+		tracker.Submitted(job, at)
+		preemption.Submitted(job, at)
+	}
+	submitter := &workload.Submitter{
+		Kube: kube, Groups: groups, Builder: builder,
+		Jobs: submitJobs, PodsPerJob: submitPodsPerJob,
+		OnSubmit: submitted,
+	}
+	if err := submitter.WarmUp(ctx); err != nil {
+		return nil, err
+	}
+	if in.Preload {
+		// Every job arrives at 0 s (scenario.Validate): create them all
+		// while no scheduler runs; the clock starts with the scheduler.
+		logger.Info("Creating the workload before the scheduler starts", "profile", profile.Name, "input", in.Name, "jobs", len(jobs))
+		if err := submitter.Run(ctx, time.Now(), jobs); err != nil {
+			return nil, fmt.Errorf("creating the workload: %w", err)
+		}
+	}
+	start := time.Now()
 	sched, err := startScheduler(ctx, profile, opts, configFile, cp.KubeconfigPath())
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, sched.Stop()) }()
 
-	submitter := &workload.Submitter{
-		Kube: kube, Groups: groups, Builder: builder,
-		Jobs: submitJobs, PodsPerJob: submitPodsPerJob,
-		OnSubmit: func(job string, at time.Time) {
-			tracker.Submitted(job, at)
-			preemption.Submitted(job, at)
-		},
+	logger.Info("Running the workload", "profile", profile.Name, "input", in.Name, "jobs", len(jobs), "nodes", len(layout.Nodes), "preloaded", in.Preload)
+	if !in.Preload {
+		start = time.Now()
 	}
-	if err := submitter.WarmUp(ctx); err != nil {
-		return nil, err
-	}
-	logger.Info("Running the workload", "profile", profile.Name, "input", in.Name, "jobs", len(jobs), "nodes", len(layout.Nodes))
-	start := time.Now()
 	tracker.Start(start)
 	tracker.Sample(start)
 	runCtx, cancel := context.WithTimeoutCause(ctx, in.Timeout, errTimeout)
 	defer cancel()
 	submitErr := make(chan error, 1)
-	go func() { submitErr <- submitter.Run(runCtx, start, jobs) }()
+	if in.Preload {
+		// A preloaded job counts as submitted when the scheduler starts:
+		// its wait for a scheduler that is starting up is the run's.
+		for _, j := range jobs {
+			submitted(j.Name, start)
+		}
+		submitErr <- nil
+	} else {
+		go func() { submitErr <- submitter.Run(runCtx, start, jobs) }()
+	}
 	go sample(runCtx, tracker, opts.SampleInterval)
 	inProcess, holdsRead := sched.(*controlplane.Scheduler)
 	if holdsRead {

@@ -161,6 +161,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		errs = append(errs, validateGPU(g.GPU, p.Child("gpu"))...)
 		errs = append(errs, validateGPURequest(&s.Fabric, g.GPURequest, g.GPUsPerPod.smallest(), p.Child("gpuRequest"))...)
 		errs = append(errs, validateArrival(&g.Arrival, p.Child("arrival"))...)
+		errs = append(errs, validatePreloaded(s.Preload, &g.Arrival, p.Child("arrival"))...)
 	}
 	for i := range w.Jobs {
 		j := &w.Jobs[i]
@@ -174,6 +175,9 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		}
 		if j.At.Duration < 0 {
 			errs = append(errs, field.Invalid(p.Child("at"), j.At.String(), "must not be negative"))
+		}
+		if s.Preload && j.At.Duration != 0 {
+			errs = append(errs, field.Invalid(p.Child("at"), j.At.String(), "must be 0 with preload: the whole workload is created before the scheduler starts"))
 		}
 		if j.Duration.Duration < 0 {
 			errs = append(errs, field.Invalid(p.Child("duration"), j.Duration.String(), "must not be negative"))
@@ -194,6 +198,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		errs = append(errs, validateDurationRange(&c.Duration, p.Child("duration"))...)
 		errs = append(errs, validateGPURequest(&s.Fabric, c.GPURequest, c.GPUs.smallest(), p.Child("gpuRequest"))...)
 		errs = append(errs, validateArrival(&c.Arrival, p.Child("arrival"))...)
+		errs = append(errs, validatePreloaded(s.Preload, &c.Arrival, p.Child("arrival"))...)
 	}
 	if len(errs) == 0 {
 		errs = append(errs, validateFits(s, path)...)
@@ -289,4 +294,14 @@ func validateArrival(a *Arrival, path *field.Path) field.ErrorList {
 // at most 40 characters, leaving room for the suffixes names get.
 func isDNSLabel(s string) bool {
 	return len(s) <= 40 && len(validation.IsDNS1123Label(s)) == 0
+}
+
+// validatePreloaded checks that a preloaded scenario's arrival is a burst at
+// 0 s: its workload is created before the scheduler starts.
+func validatePreloaded(preload bool, a *Arrival, path *field.Path) field.ErrorList {
+	if !preload || a.Process == ArrivalBurst && a.Start.Duration == 0 {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, fmt.Sprintf("%s from %s", a.Process, a.Start),
+		"must be a burst at 0s with preload: the whole workload is created before the scheduler starts")}
 }

@@ -82,6 +82,11 @@ func TestParseErrors(t *testing.T) {
 			want: []string{"workload.jobs[0].topology.level", `"rack"`},
 		},
 		{
+			name: "preload with arrivals over time",
+			yaml: strings.Replace(minimal, "name: tiny\n", "name: tiny\npreload: true\n", 1),
+			want: []string{"workload.gangs[0].arrival", "must be a burst at 0s with preload", "workload.jobs[0].at", "must be 0 with preload"},
+		},
+		{
 			name: "empty workload",
 			yaml: "name: x\nfabric: {spines: 1, leavesPerSpine: 1, nodesPerLeaf: 1, gpusPerNode: 8}\n",
 			want: []string{"workload: Required value"},

@@ -28,6 +28,13 @@ type Scenario struct {
 	// read from an in-process scheduler, are then not read, for any
 	// profile.
 	SchedulerProcess bool `json:"schedulerProcess,omitempty"`
+	// Preload creates the whole workload before the scheduler starts, and
+	// starts the run's clock (every job's submission) when the scheduler
+	// does: every pod is pending from the first moment, so the run measures
+	// the scheduler rather than how fast the simulator creates objects on a
+	// machine it shares with the API server. Every arrival must then be a
+	// burst at 0 s.
+	Preload bool `json:"preload,omitempty"`
 	// Profiles are the profiles the simulator runs when its command line
 	// names none (--profiles); empty for every profile. A scenario whose
 	// every run is costly names the ones its question needs.
