@@ -61,8 +61,8 @@ func (w *sliceWatch) state() watchState {
 	return watchState{events: w.events, fingerprint: w.sum ^ uint64(len(w.objects)), noRules: w.rules.Len() == 0}
 }
 
-// setSlice records that name is now s (nil: deleted).
-func (w *sliceWatch) setSlice(name string, s *resourceapi.ResourceSlice) {
+// setSlice records that the slice name is now s, or is deleted.
+func (w *sliceWatch) setSlice(name string, s *resourceapi.ResourceSlice, exists bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.events++
@@ -70,14 +70,14 @@ func (w *sliceWatch) setSlice(name string, s *resourceapi.ResourceSlice) {
 		w.sum -= sliceHash(old)
 		delete(w.objects, name)
 	}
-	if s != nil {
+	if exists {
 		w.objects[name] = s
 		w.sum += sliceHash(s)
 	}
 }
 
 // setRule records that the DeviceTaintRule name exists or not.
-func (w *sliceWatch) setRule(name string, exists bool) {
+func (w *sliceWatch) setRule(name string, _ *resourceapi.DeviceTaintRule, exists bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.events++
@@ -91,41 +91,27 @@ func (w *sliceWatch) setRule(name string, exists bool) {
 // handlers returns the event handlers that feed the watch: slices with
 // slice, rules with rule.
 func (w *sliceWatch) handlers() (slices, rules cache.ResourceEventHandler) {
-	slices = cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if s, ok := obj.(*resourceapi.ResourceSlice); ok {
-				w.setSlice(s.Name, s)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if s, ok := obj.(*resourceapi.ResourceSlice); ok {
-				w.setSlice(s.Name, s)
-			}
-		},
+	return namedHandler(w.setSlice), namedHandler(w.setRule)
+}
+
+// namedHandler hands set each object of type T delivered, by name, and
+// the name of each one deleted.
+func namedHandler[T interface{ GetName() string }](set func(name string, obj T, exists bool)) cache.ResourceEventHandler {
+	put := func(obj any) {
+		if o, ok := obj.(T); ok {
+			set(o.GetName(), o, true)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    put,
+		UpdateFunc: func(_, obj any) { put(obj) },
 		DeleteFunc: func(obj any) {
 			if name, ok := deletedName(obj); ok {
-				w.setSlice(name, nil)
+				var none T
+				set(name, none, false)
 			}
 		},
 	}
-	rules = cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if r, ok := obj.(*resourceapi.DeviceTaintRule); ok {
-				w.setRule(r.Name, true)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if r, ok := obj.(*resourceapi.DeviceTaintRule); ok {
-				w.setRule(r.Name, true)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if name, ok := deletedName(obj); ok {
-				w.setRule(name, false)
-			}
-		},
-	}
-	return slices, rules
 }
 
 // deletedName is the name of a deleted object, or of the object a

@@ -176,7 +176,11 @@ func (w *draWorld) claimStep(rng *rand.Rand, node string) string {
 		_, err := w.client.ResourceV1().ResourceClaims("ns").Create(w.ctx, c, metav1.CreateOptions{})
 		w.must(err)
 		w.claims[name] = wc
-		w.settle("create claim " + name)
+		// Later steps read the claim through the claim cache.
+		w.eventually("the claim cache never showed "+name, func() bool {
+			_, err := w.dra.ResourceClaims().Get("ns", name)
+			return err == nil
+		})
 		return fmt.Sprintf("create claim %s holding %q", name, wc.device)
 	}
 	name := names[rng.IntN(len(names))]
