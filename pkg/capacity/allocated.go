@@ -77,6 +77,24 @@ func claimsVersionOf(tracker fwk.ResourceClaimTracker) (claimsVersion, error) {
 	return v, nil
 }
 
+// holdsVersion reports whether tracker holds what v names, without keeping
+// what it read: most passes find it so, and a copy of every claim's
+// pointers per pass would be garbage.
+func holdsVersion(tracker fwk.ResourceClaimTracker, v claimsVersion) (bool, error) {
+	if v.held == nil {
+		return false, nil
+	}
+	claims, err := tracker.List()
+	if err != nil || len(claims) != v.len {
+		return false, err
+	}
+	var sum uint64
+	for _, c := range claims {
+		sum += maphash.Comparable(allocatedSeed, heldClaim{claim: c, pending: tracker.GetPendingAllocation(c.UID)})
+	}
+	return sum == v.sum, nil
+}
+
 // accounts reports whether ids are exactly the devices v's claims hold
 // (their allocations, or those in flight, less admin access, which takes
 // no device away), so that positions read from ids may stand for as long
@@ -155,21 +173,27 @@ func (c *allocatedCache) fromTracker(inv *Inventory, tracker fwk.ResourceClaimTr
 	// Read before the devices: a change between the two reads leaves a
 	// version older than the positions, which the next pass does not
 	// match, never a version newer than them.
+	c.mu.Lock()
+	kept, positions, generation := c.claims, c.positions, c.generation
+	c.mu.Unlock()
+	if positions != nil {
+		same, err := holdsVersion(tracker, kept)
+		if err != nil {
+			return nil, 0, err
+		}
+		if same {
+			return positions, generation, nil
+		}
+	}
 	cv, err := claimsVersionOf(tracker)
 	if err != nil {
 		return nil, 0, err
 	}
-	c.mu.Lock()
-	if c.positions != nil && c.claims.same(cv) {
-		defer c.mu.Unlock()
-		return c.positions, c.generation, nil
-	}
-	c.mu.Unlock()
 	ids, err := list()
 	if err != nil {
 		return nil, 0, err
 	}
-	positions, generation := c.get(inv, ids)
+	positions, generation = c.get(inv, ids)
 	keep := cv.accounts(ids)
 	c.mu.Lock()
 	defer c.mu.Unlock()

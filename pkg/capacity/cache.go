@@ -14,16 +14,18 @@ import (
 // Inventories keeps the Inventory of the cluster's current ResourceSlices,
 // and its Matcher, and rebuilds them only when the slices changed. Whether
 // they changed is read off the list itself: which slice objects it holds,
-// which costs a pass over the slices but no device, and needs no event
-// handler (a DeviceTaintRule changes what a slice shows by replacing the
-// patched object the list returns). Safe for concurrent use.
+// which costs a pass over the slices but no device (a DeviceTaintRule
+// changes what a slice shows by replacing the patched object the list
+// returns). Once Watch has given it the informers, a pass that finds no
+// slice or DeviceTaintRule event since a list it could confirm spares the
+// list as well (sliceWatch says when it can). Safe for concurrent use.
 //
-// An event handler would spare the list, but it cannot tell when the list
-// has the change: with DeviceTaintRules (on by default in 1.37) the DRA
-// manager lists the slice tracker's patched copies, which the tracker
-// writes from its own handler on the same informers, in no order with any
-// other handler, so a generation bumped by ours could be read, and a list
-// without the change cached under it, before the tracker wrote the copy.
+// A count of events alone would not do: with DeviceTaintRules (on by
+// default in 1.37) the DRA manager lists the slice tracker's patched
+// copies, which the tracker writes from its own handler on the same
+// informers, in no order with any other handler, so a count bumped by ours
+// could be read, and a list without the change kept under it, before the
+// tracker wrote the copy.
 type Inventories struct {
 	list func() ([]*resourceapi.ResourceSlice, error)
 	cel  *cel.Cache
@@ -35,6 +37,15 @@ type Inventories struct {
 	fingerprint uint64
 	held        []*resourceapi.ResourceSlice
 	matcher     *Matcher
+	// watch is the change signal, nil until Watch; confirmed says that the
+	// list matcher was built from was the one watch knew when it had seen
+	// events events, so that matcher stands while it has seen no more.
+	// Guarded by mu; watchOnce and watchErr belong to Watch.
+	watch     *sliceWatch
+	confirmed bool
+	events    uint64
+	watchOnce sync.Once
+	watchErr  error
 }
 
 // NewInventories reads slices with list (the scheduler's DRA manager:
@@ -46,6 +57,21 @@ func NewInventories(list func() ([]*resourceapi.ResourceSlice, error), celCache 
 // Current returns the matcher of the current slices, building it when they
 // changed since the last call.
 func (c *Inventories) Current() (*Matcher, error) {
+	c.mu.Lock()
+	w := c.watch
+	c.mu.Unlock()
+	var seen watchState
+	if w != nil {
+		// Read before the list: an event after this read makes the next
+		// pass list again, whatever this one keeps.
+		seen = w.state()
+		c.mu.Lock()
+		if c.matcher != nil && c.confirmed && c.events == seen.events {
+			defer c.mu.Unlock()
+			return c.matcher, nil
+		}
+		c.mu.Unlock()
+	}
 	slices, err := c.list()
 	if err != nil {
 		return nil, fmt.Errorf("listing ResourceSlices: %w", err)
@@ -53,11 +79,16 @@ func (c *Inventories) Current() (*Matcher, error) {
 	fp := fingerprint(slices)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.matcher != nil && c.fingerprint == fp {
-		return c.matcher, nil
+	if c.matcher == nil || c.fingerprint != fp {
+		c.matcher = NewMatcher(BuildInventory(slices), c.cel)
+		c.fingerprint, c.held = fp, slices
 	}
-	c.matcher = NewMatcher(BuildInventory(slices), c.cel)
-	c.fingerprint, c.held = fp, slices
+	// The list is the informer's objects the watch knew, and no rule can
+	// patch them: until the watch sees an event, the list stays this one.
+	// Otherwise (the tracker is behind or ahead of our handler, or a rule
+	// exists) the next pass lists again.
+	c.confirmed = w != nil && seen.noRules && fp == seen.fingerprint
+	c.events = seen.events
 	return c.matcher, nil
 }
 
@@ -71,10 +102,13 @@ func fingerprint(slices []*resourceapi.ResourceSlice) uint64 {
 	// word per slice.
 	var sum uint64
 	for _, s := range slices {
-		sum += maphash.Comparable(sliceSeed, s)
+		sum += sliceHash(s)
 	}
 	return sum ^ uint64(len(slices))
 }
+
+// sliceHash is one slice object's part of a fingerprint.
+func sliceHash(s *resourceapi.ResourceSlice) uint64 { return maphash.Comparable(sliceSeed, s) }
 
 // sliceSeed is the hash seed of fingerprints, one per process.
 var sliceSeed = maphash.MakeSeed()

@@ -48,9 +48,17 @@ func newDeviceSource(ctx context.Context, handle fwk.Handle) *deviceSource {
 	if dra == nil {
 		return nil
 	}
+	inventories := capacity.ForDRAManager(ctx, dra)
+	if factory := handle.SharedInformerFactory(); factory != nil {
+		// Events on the slices and DeviceTaintRules spare a pass the list
+		// of slices when nothing changed; without them it lists.
+		if err := inventories.Watch(factory); err != nil {
+			klog.FromContext(ctx).Error(err, "Reading ResourceSlices on every pass")
+		}
+	}
 	return &deviceSource{
 		dra:         dra,
-		inventories: capacity.ForDRAManager(ctx, dra),
+		inventories: inventories,
 		registry:    capacity.NewRegistry(),
 		reader:      &capacity.Reader{Claims: dra.ResourceClaims(), Classes: dra.DeviceClasses(), Resolver: dra.DeviceClassResolver()},
 	}

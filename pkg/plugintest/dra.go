@@ -4,31 +4,42 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
 	"k8s.io/utils/ptr"
 )
 
 // newDRAManager builds the scheduler's DRA manager on the env's informers,
-// as kube-scheduler does when DynamicResourceAllocation is on (without
-// device taint rules): ResourceClaims through an assume cache, slices
-// through the slice tracker, DeviceClasses from their lister, and the
-// extended-resource mapping kept by a DeviceClass handler. The informers
+// as kube-scheduler 1.37 does when DynamicResourceAllocation is on:
+// ResourceClaims through an assume cache, slices through the slice
+// tracker, DeviceClasses from their lister, and the extended-resource
+// mapping kept by a DeviceClass handler. The tracker takes its options
+// from the feature gates as scheduler.New does, so with DRADeviceTaintRules
+// on (the 1.37 default) it watches DeviceTaintRules and lists its own
+// patched copies of the slices, written from its handlers. The informers
 // start with the others; synced reports when the handlers that feed the
-// claim cache and the mapping have caught up with them.
+// claim cache, the tracker and the mapping have caught up with them.
 func (e *Env) newDRAManager() (m fwk.SharedDRAManager, synced func() bool) {
 	e.T.Helper()
 	claims := assumecache.NewAssumeCache(klog.FromContext(e.Ctx), e.Informers.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
 	claimsSynced := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSynced
-	slices, err := tracker.StartTracker(e.Ctx, tracker.Options{
-		SliceInformer: e.Informers.Resource().V1().ResourceSlices(),
-		KubeClient:    e.Client,
-	})
+	opts := tracker.Options{
+		EnableDeviceTaintRules:   utilfeature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
+		EnableConsumableCapacity: utilfeature.DefaultFeatureGate.Enabled(features.DRAConsumableCapacity),
+		SliceInformer:            e.Informers.Resource().V1().ResourceSlices(),
+		KubeClient:               e.Client,
+	}
+	if opts.EnableDeviceTaintRules {
+		opts.TaintInformer = e.Informers.Resource().V1().DeviceTaintRules()
+	}
+	slices, err := tracker.StartTracker(e.Ctx, opts)
 	if err != nil {
 		e.T.Fatalf("starting the ResourceSlice tracker: %v", err)
 	}
@@ -41,7 +52,7 @@ func (e *Env) newDRAManager() (m fwk.SharedDRAManager, synced func() bool) {
 		}
 		classesSynced = reg.HasSynced
 	}
-	return manager, func() bool { return claimsSynced() && classesSynced() }
+	return manager, func() bool { return claimsSynced() && slices.HasSynced() && classesSynced() }
 }
 
 // PublishSlice creates or replaces a ResourceSlice through the clientset
