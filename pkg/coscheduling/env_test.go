@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -192,6 +194,14 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	})
 	env.t, env.ctx, env.fh, env.client = t, env.Ctx, env.Framework, env.Client
 	env.snapshot, env.activator = env.Snapshot, env.Activator
+	if env.pl != nil {
+		// The informers' caches are synced, but the plugin's own node
+		// handler may still be receiving the initial adds, each of which
+		// moves nodeGeneration: a test that compares two plans' node order
+		// would see it change between them.
+		require.Eventually(t, func() bool { return env.pl.nodeGeneration.Load() >= uint64(len(nodes)) },
+			wait.ForeverTestTimeout, time.Millisecond, "the plugin's node handler did not see the %d initial nodes", len(nodes))
+	}
 	return env
 }
 
