@@ -28,6 +28,7 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 	free := make([]placement.Vector, len(req.Nodes))
 	slots := make([]ledger.Slot, 0, len(members))
 	var freeSlots int
+	heldTotal := capacity.Amounts{}
 	waitingOn := map[string]bool{}
 	for i, p := range members {
 		n := eventual.NodeOf[i]
@@ -38,6 +39,7 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 		if req.Members[i].Request.FitsIn(free[n]) {
 			free[n].Sub(req.Members[i].Request)
 			freeSlots++
+			heldTotal.Add(reqs[i])
 		} else {
 			s.Waiting = true
 			waitingOn[s.Node] = true
@@ -54,12 +56,6 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 	holds, since := pl.ledger.Head.Take(spec.Key, pl.queueOrderOf(members[0]), slots, turn)
 	if !holds || since.IsZero() {
 		return
-	}
-	heldTotal := capacity.Amounts{}
-	for _, s := range slots {
-		if !s.Waiting {
-			heldTotal.Add(s.Request)
-		}
 	}
 	holdsTaken.Inc()
 	klog.FromContext(ctx).V(3).Info("Gang holds its plan's places while it waits for room",

@@ -408,11 +408,16 @@ func (c *Claims) knows(key gang.Key) bool {
 // addSlots adds what slots hold to held, per node.
 func addSlots(held map[string]capacity.Amounts, slots []Slot) {
 	for _, s := range slots {
-		if held[s.Node] == nil {
-			held[s.Node] = capacity.Amounts{}
-		}
-		held[s.Node].Add(s.Request)
+		addSlot(held, s)
 	}
+}
+
+// addSlot adds, per node, what one slot holds to held.
+func addSlot(held map[string]capacity.Amounts, s Slot) {
+	if held[s.Node] == nil {
+		held[s.Node] = capacity.Amounts{}
+	}
+	held[s.Node].Add(s.Request)
 }
 
 func sortUIDs(uids []types.UID) {

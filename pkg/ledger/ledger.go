@@ -88,7 +88,7 @@ func (l *Ledger) Held() capacity.Amounts {
 		if t := l.Head.turn; t != nil {
 			for _, s := range t.slots {
 				if !s.Waiting {
-					addSlots(held, []Slot{s})
+					addSlot(held, s)
 				}
 			}
 		}
