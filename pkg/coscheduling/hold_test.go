@@ -28,15 +28,10 @@ func TestLargeGangIsNotStarvedBySmallOnes(t *testing.T) {
 	// pods) cannot take it, and each node that frees up joins the hold
 	// until the large gang fits.
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	nodes := gpuNodes(4)
-	var busy []*v1.Pod
-	for i := 0; i < 3; i++ {
-		busy = append(busy, batchPod(fmt.Sprint("busy-", i), nodes[i].Name, "8"))
-	}
+	nodes, busy := nodesWithBatchJobs(4, 3, "busy-")
 	large, small := members("large", 4, "8"), members("small", 1, "8")
 	// The plain pod is queued after the large gang, at the small gang's time.
-	plain := st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
-		CreationTimestamp(metav1.NewTime(t0.Add(time.Minute))).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	plain := plainWholeNodePod(t0.Add(time.Minute))
 	env := newTestEnv(t, nodes, append(append(append(busy, large...), small...), plain), []*v1alpha1.PodGroup{
 		gangtest.MakePodGroup("large", testNS).MinMember(4).Created(t0).Obj(),
 		gangtest.MakePodGroup("small", testNS).MinMember(1).Created(t0.Add(time.Minute)).Obj(),
@@ -70,17 +65,13 @@ func TestLargeGangIsNotStarvedBySmallOnes(t *testing.T) {
 func TestHeadKeepsWhatFreesUpBeforeItPlansAgain(t *testing.T) {
 	// The head gang waits for three busy nodes. When one frees up, the
 	// scheduler may try a later gang or a plain pod before the head plans
-	// again (kube-scheduler pops the pod whose backoff ends first, not the
-	// first in queue order): the node the head waits for stays its own.
+	// again (QueueSort orders only kube-scheduler's active queue; a pod
+	// leaving backoff sooner is tried first): the node the head waits for
+	// stays its own.
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	nodes := gpuNodes(4)
-	var busy []*v1.Pod
-	for i := range 3 {
-		busy = append(busy, batchPod(fmt.Sprint("busy-", i), nodes[i].Name, "8"))
-	}
+	nodes, busy := nodesWithBatchJobs(4, 3, "busy-")
 	large, small := members("large", 4, "8"), members("small", 1, "8")
-	plain := st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
-		CreationTimestamp(metav1.NewTime(t0.Add(time.Minute))).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
+	plain := plainWholeNodePod(t0.Add(time.Minute))
 	env := newTestEnv(t, nodes, append(append(append(busy, large...), small...), plain), []*v1alpha1.PodGroup{
 		gangtest.MakePodGroup("large", testNS).MinMember(4).Created(t0).Obj(),
 		gangtest.MakePodGroup("small", testNS).MinMember(1).Created(t0.Add(time.Minute)).Obj(),
@@ -110,11 +101,7 @@ func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 	// then the small gang behind it runs (backfill) for as long, and only
 	// then may the large gang hold again.
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	nodes := gpuNodes(4)
-	var jobs []*v1.Pod
-	for i := range 3 {
-		jobs = append(jobs, batchPod(fmt.Sprint("batch-", i), nodes[i].Name, "8"))
-	}
+	nodes, jobs := nodesWithBatchJobs(4, 3, "batch-")
 	large, small := members("large", 4, "8"), members("small", 1, "8")
 	env := newTestEnv(t, nodes, append(append(jobs, large...), small...), []*v1alpha1.PodGroup{
 		gangtest.MakePodGroup("large", testNS).MinMember(4).ScheduleTimeoutSeconds(30).Created(t0).Obj(),
@@ -164,8 +151,7 @@ func TestHigherPriorityGangHeadsTheQueueForHolds(t *testing.T) {
 	// later but of higher priority (priorityClassName, resolved to
 	// spec.priority by admission), takes the head hold from the older one,
 	// and the older one's member is kept out of the held node.
-	nodes := gpuNodes(3)
-	busy := []*v1.Pod{batchPod("busy-0", nodes[0].Name, "8"), batchPod("busy-1", nodes[1].Name, "8")}
+	nodes, busy := nodesWithBatchJobs(3, 2, "busy-")
 	old := members("old", 3, "8")
 	hot := urgent("hot", 3, 100)
 	env := newTestEnv(t, nodes, append(append(busy, old...), hot...), []*v1alpha1.PodGroup{
@@ -193,8 +179,7 @@ func TestGangWithNothingFreeStillHeadsTheQueue(t *testing.T) {
 	// batch jobs finish but has no free place now: it still takes the
 	// head's turn, so a later gang, of which a part happens to fit when a
 	// node frees up, cannot take the turn and absorb that node.
-	nodes := gpuNodes(3)
-	busy := []*v1.Pod{batchPod("busy-0", nodes[0].Name, "8"), batchPod("busy-1", nodes[1].Name, "8"), batchPod("busy-2", nodes[2].Name, "8")}
+	nodes, busy := nodesWithBatchJobs(3, 3, "busy-")
 	large, later := members("large", 3, "8"), members("later", 2, "8")
 	env := newTestEnv(t, nodes, append(append(busy, large...), later...), []*v1alpha1.PodGroup{
 		gangtest.MakePodGroup("large", testNS).MinMember(3).Created(t0).Obj(),
@@ -219,4 +204,22 @@ func TestGangWithNothingFreeStillHeadsTheQueue(t *testing.T) {
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
 	held := env.pl.ledger.HeldByOthers(gang.Key{Namespace: testNS, Name: "later"}, env.pl.queueOrderOf(later[0]))
 	require.Equal(t, int64(8), held[nodes[0].Name][gpu], "what frees up joins the head's hold")
+}
+
+// nodesWithBatchJobs returns n GPU nodes, the first busy of them each taken
+// whole by a batch pod (named prefix and its index) that will finish.
+func nodesWithBatchJobs(n, busy int, prefix string) ([]*v1.Node, []*v1.Pod) {
+	nodes := gpuNodes(n)
+	pods := make([]*v1.Pod, busy)
+	for i := range pods {
+		pods[i] = batchPod(fmt.Sprint(prefix, i), nodes[i].Name, "8")
+	}
+	return nodes, pods
+}
+
+// plainWholeNodePod is a pod of no gang that asks for a whole node, queued
+// by its creation time.
+func plainWholeNodePod(created time.Time) *v1.Pod {
+	return st.MakePod().Namespace(testNS).Name("plain").UID("plain").SchedulerName(testScheduler).
+		CreationTimestamp(metav1.NewTime(created)).Req(map[v1.ResourceName]string{gpu: "8"}).Obj()
 }
