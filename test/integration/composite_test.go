@@ -42,6 +42,7 @@ type compositeShape struct {
 // whole and then finished never was partial.
 type compositeWatcher struct {
 	t          *testing.T
+	pods       *nsWatch
 	mu         sync.Mutex
 	shapes     map[string]compositeShape
 	parentOf   map[string]string
@@ -59,7 +60,7 @@ func (env *testEnv) watchComposites(shapes map[string]compositeShape) *composite
 			w.bound[c] = sets.New[string]()
 		}
 	}
-	env.watchPods(func(pod *v1.Pod, deleted bool) {
+	w.pods = env.watchPods(func(pod *v1.Pod, deleted bool) {
 		if !deleted {
 			w.observe(pod, time.Now())
 		}
@@ -112,6 +113,7 @@ func (w *compositeWatcher) partial(name string) bool {
 // longer than partialBindGrace, or still is.
 func (w *compositeWatcher) expectNeverPartial() {
 	w.t.Helper()
+	w.pods.waitCaughtUp(w.t)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, v := range w.violations {

@@ -27,7 +27,8 @@ const partialBindGrace = time.Second
 // deleted after binding still counts as bound: tests delete finished gangs
 // to make room, and that is not the scheduler half-binding a gang.
 type gangWatcher struct {
-	t *testing.T
+	t    *testing.T
+	pods *nsWatch
 
 	mu       sync.Mutex
 	gangs    map[string]*gangRecord
@@ -55,7 +56,7 @@ func (env *testEnv) watchGangs(minMembers map[string]int) *gangWatcher {
 	for name, min := range minMembers {
 		w.gangs[name] = &gangRecord{minMember: min, bound: sets.New[string]()}
 	}
-	env.watchPods(func(pod *v1.Pod, deleted bool) {
+	w.pods = env.watchPods(func(pod *v1.Pod, deleted bool) {
 		// A member deleted after binding still counts as bound.
 		if !deleted {
 			w.observe(pod, time.Now())
@@ -111,6 +112,7 @@ func (g *gangRecord) closePartial(gang string, now time.Time) {
 // longest part-bound span of each gang.
 func (w *gangWatcher) expectNeverPartial() {
 	w.t.Helper()
+	w.pods.waitCaughtUp(w.t)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watchErr != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
@@ -36,7 +35,7 @@ import (
 // noted after the watch saw its effects still counts.
 type gangLedger struct {
 	t     *testing.T
-	ns    string
+	pods  *nsWatch
 	grace time.Duration
 
 	mu       sync.Mutex
@@ -80,11 +79,11 @@ type ledgerGang struct {
 // pods it is to see.
 func (env *testEnv) ledgerGangs(grace time.Duration, minMembers map[string]int) *gangLedger {
 	env.t.Helper()
-	l := &gangLedger{t: env.t, ns: env.ns, grace: grace, gangs: map[string]*ledgerGang{}}
+	l := &gangLedger{t: env.t, grace: grace, gangs: map[string]*ledgerGang{}}
 	for name, min := range minMembers {
 		l.gangs[name] = &ledgerGang{min: min, placed: map[types.UID]bool{}}
 	}
-	env.watchPods(func(pod *v1.Pod, deleted bool) { l.observe(pod, deleted, time.Now()) })
+	l.pods = env.watchPods(func(pod *v1.Pod, deleted bool) { l.observe(pod, deleted, time.Now()) })
 	return l
 }
 
@@ -293,43 +292,13 @@ func (l *gangLedger) report(now time.Time) ledgerReport {
 	return r
 }
 
-// catchUp waits until the ledger's watch has seen what a fresh list shows:
-// the same members holding a node in every gang. A verdict taken before
-// would judge a moment the cluster has left.
-func (l *gangLedger) catchUp() {
-	l.t.Helper()
-	var want map[string]int
-	err := waitFor(l.t.Context(), eventTimeout, func(ctx context.Context) (bool, error) {
-		list, err := kubeClient.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		want = map[string]int{}
-		for i := range list.Items {
-			p := &list.Items[i]
-			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.Phase != v1.PodFailed {
-				want[p.Labels[scheduling.PodGroupLabel]]++
-			}
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		for name, g := range l.gangs {
-			if len(g.placed) != want[name] {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		l.t.Errorf("the gang ledger did not catch up with the API (want %v placed): %v", want, err)
-	}
-}
-
 // expectNoHalfBound fails the test if any gang was half-bound beyond the
-// grace, and logs each gang's figures, once the ledger has caught up.
+// grace, and logs each gang's figures, once the ledger's watch has caught
+// up with the API server: a verdict taken before would judge a moment the
+// cluster has left.
 func (l *gangLedger) expectNoHalfBound() ledgerReport {
 	l.t.Helper()
-	l.catchUp()
+	l.pods.waitCaughtUp(l.t)
 	r := l.report(time.Now())
 	for _, line := range r.lines {
 		l.t.Log(line)

@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -20,6 +24,17 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
+// nsWatch is a watch of one kind of object in a namespace, started by
+// watchNamespace. It remembers the resourceVersion of each object it has
+// passed on, so that a test can wait until it has caught up.
+type nsWatch struct {
+	what string
+	list func(ctx context.Context) ([]runtime.Object, string, error)
+
+	mu   sync.Mutex
+	seen map[types.UID]string
+}
+
 // watchNamespace lists a namespace's objects with list and then follows
 // every event of a watch from the list's resourceVersion, calling observe
 // for each object in order, until the test ends. Errors fail the test at
@@ -27,14 +42,23 @@ import (
 func watchNamespace(t *testing.T, what string,
 	list func(ctx context.Context) ([]runtime.Object, string, error),
 	watchFn func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error),
-	observe func(obj runtime.Object, deleted bool)) {
+	observe func(obj runtime.Object, deleted bool)) *nsWatch {
 	t.Helper()
+	w := &nsWatch{what: what, list: list, seen: map[types.UID]string{}}
+	pass := func(obj runtime.Object, deleted bool) {
+		observe(obj, deleted)
+		if m, err := meta.Accessor(obj); err == nil {
+			w.mu.Lock()
+			w.seen[m.GetUID()] = m.GetResourceVersion()
+			w.mu.Unlock()
+		}
+	}
 	objs, rv, err := list(t.Context())
 	if err != nil {
 		t.Fatalf("listing %s to start a watch: %v", what, err)
 	}
 	for _, o := range objs {
-		observe(o, false)
+		pass(o, false)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFn})
@@ -53,14 +77,18 @@ func watchNamespace(t *testing.T, what string,
 				return
 			case ev, ok := <-rw.ResultChan():
 				if !ok {
-					watchErr = fmt.Errorf("the %s watch ended early", what)
+					// The RetryWatcher also closes its channel when the
+					// cleanup cancels ctx, and select may pick either.
+					if ctx.Err() == nil {
+						watchErr = fmt.Errorf("the %s watch ended early", what)
+					}
 					return
 				}
 				switch ev.Type {
 				case watch.Added, watch.Modified:
-					observe(ev.Object, false)
+					pass(ev.Object, false)
 				case watch.Deleted:
-					observe(ev.Object, true)
+					pass(ev.Object, true)
 				case watch.Error:
 					watchErr = fmt.Errorf("%s watch error: %v", what, ev.Object)
 					return
@@ -75,13 +103,74 @@ func watchNamespace(t *testing.T, what string,
 			t.Error(watchErr)
 		}
 	})
+	return w
+}
+
+// watchCatchUpTimeout bounds how long a check waits for a watch to pass on
+// what the API server already lists.
+const watchCatchUpTimeout = 30 * time.Second
+
+// waitCaughtUp waits until the watch has passed on every object the API
+// server lists now, at the version listed or a later one. A check that reads
+// a watch's record calls it first: the test reads the API server directly,
+// and a watch lagging behind it would make the check pass on events it
+// never saw.
+func (w *nsWatch) waitCaughtUp(t *testing.T) {
+	t.Helper()
+	var (
+		listed  []runtime.Object
+		have    bool
+		listErr error
+		behind  []string
+	)
+	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, watchCatchUpTimeout, true, func(ctx context.Context) (bool, error) {
+		if !have {
+			// One list, then wait for the watch to pass it: objects
+			// created or changed after it do not move the goal.
+			objs, _, err := w.list(ctx)
+			if err != nil {
+				listErr = err
+				return false, nil
+			}
+			listed, have = objs, true
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		behind = behind[:0]
+		for _, o := range listed {
+			m, err := meta.Accessor(o)
+			if err != nil {
+				return false, err
+			}
+			if !versionAtLeast(w.seen[m.GetUID()], m.GetResourceVersion()) {
+				behind = append(behind, m.GetName())
+			}
+		}
+		return len(behind) == 0, nil
+	})
+	if err != nil {
+		if !have {
+			t.Errorf("listing %s to check that their watch caught up: %v (%v)", w.what, listErr, err)
+			return
+		}
+		t.Errorf("the %s watch has not passed on, within %s, what the API server listed for %v: %v", w.what, watchCatchUpTimeout, behind, err)
+	}
+}
+
+// versionAtLeast reports whether resourceVersion seen is want or later.
+// resourceVersions are opaque to clients in general; the tests' API server
+// stores in etcd, whose versions are increasing integers.
+func versionAtLeast(seen, want string) bool {
+	s, err1 := strconv.ParseUint(seen, 10, 64)
+	w, err2 := strconv.ParseUint(want, 10, 64)
+	return err1 == nil && err2 == nil && s >= w
 }
 
 // watchPods follows every pod of env's namespace, from a list and then a
 // watch, with watchNamespace.
-func (env *testEnv) watchPods(observe func(pod *v1.Pod, deleted bool)) {
+func (env *testEnv) watchPods(observe func(pod *v1.Pod, deleted bool)) *nsWatch {
 	pods := kubeClient.CoreV1().Pods(env.ns)
-	watchNamespace(env.t, "pods",
+	return watchNamespace(env.t, "pods",
 		func(ctx context.Context) ([]runtime.Object, string, error) {
 			l, err := pods.List(ctx, metav1.ListOptions{})
 			if err != nil {
