@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -106,33 +105,31 @@ func watchNamespace(t *testing.T, what string,
 	return w
 }
 
-// watchCatchUpTimeout bounds how long a check waits for a watch to pass on
-// what the API server already lists.
-const watchCatchUpTimeout = 30 * time.Second
-
-// waitCaughtUp waits until the watch has passed on every object the API
-// server lists now, at the version listed or a later one. A check that reads
-// a watch's record calls it first: the test reads the API server directly,
-// and a watch lagging behind it would make the check pass on events it
-// never saw.
+// waitCaughtUp waits up to eventTimeout until the watch has passed on every
+// object the API server lists now, at the version listed or a later one. A
+// check that reads a watch's record calls it first: the test reads the API
+// server directly, and a watch lagging behind it would make the check pass
+// on events it never saw.
 func (w *nsWatch) waitCaughtUp(t *testing.T) {
 	t.Helper()
-	var (
-		listed  []runtime.Object
-		have    bool
-		listErr error
-		behind  []string
-	)
-	err := wait.PollUntilContextTimeout(t.Context(), pollInterval, watchCatchUpTimeout, true, func(ctx context.Context) (bool, error) {
-		if !have {
-			// One list, then wait for the watch to pass it: objects
-			// created or changed after it do not move the goal.
+	if err := w.caughtUp(t.Context(), eventTimeout); err != nil {
+		t.Error(err)
+	}
+}
+
+// caughtUp lists once and waits up to timeout for the watch to pass on that
+// list: objects created or changed after it do not move the goal.
+func (w *nsWatch) caughtUp(ctx context.Context, timeout time.Duration) error {
+	var listed []runtime.Object
+	var behind []string
+	listedOnce := false
+	err := waitFor(ctx, timeout, func(ctx context.Context) (bool, error) {
+		if !listedOnce {
 			objs, _, err := w.list(ctx)
 			if err != nil {
-				listErr = err
-				return false, nil
+				return false, err
 			}
-			listed, have = objs, true
+			listed, listedOnce = objs, true
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -149,12 +146,9 @@ func (w *nsWatch) waitCaughtUp(t *testing.T) {
 		return len(behind) == 0, nil
 	})
 	if err != nil {
-		if !have {
-			t.Errorf("listing %s to check that their watch caught up: %v (%v)", w.what, listErr, err)
-			return
-		}
-		t.Errorf("the %s watch has not passed on, within %s, what the API server listed for %v: %v", w.what, watchCatchUpTimeout, behind, err)
+		return fmt.Errorf("the %s watch has not passed on, within %s, what the API server listed (behind: %v): %w", w.what, timeout, behind, err)
 	}
+	return nil
 }
 
 // versionAtLeast reports whether resourceVersion seen is want or later.
@@ -316,4 +310,26 @@ func (tl *podTimeline) gangs() map[string]gangSummary {
 		out[gang] = s
 	}
 	return out
+}
+
+// caughtUp holds a check back until the watch has passed on each listed
+// object at the version listed or a later one.
+func TestWatchCaughtUpWaitsForListedVersions(t *testing.T) {
+	w := &nsWatch{what: "pods", seen: map[types.UID]string{}, list: func(context.Context) ([]runtime.Object, string, error) {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "uid-p", ResourceVersion: "7"}}
+		return []runtime.Object{pod}, "7", nil
+	}}
+	const window = 300 * time.Millisecond
+	for _, c := range []struct {
+		seen   string
+		caught bool
+	}{{"", false}, {"6", false}, {"7", true}, {"9", true}} {
+		if c.seen != "" {
+			w.seen["uid-p"] = c.seen
+		}
+		err := w.caughtUp(t.Context(), window)
+		if caught := err == nil; caught != c.caught {
+			t.Errorf("watch at version %q of an object listed at 7: caught up %v (%v), want %v", c.seen, caught, err, c.caught)
+		}
+	}
 }
