@@ -1,9 +1,16 @@
 package coscheduling
 
 import (
+	"context"
+	"runtime/metrics"
 	"syscall"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 )
 
 // cpuMeter reports the process's CPU time per iteration of a benchmark, as
@@ -39,4 +46,142 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatalf("reading CPU time: %v", err)
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// stockMeter adds up the CPU that kube-scheduler's own resource plugins
+// (NodeResourcesFit and DynamicResources, see withStockMeter) spend in
+// PreFilter for the pod being scheduled, where they run: inside a
+// benchmark's measured loop, between gpu-gang's plans, with the caches and
+// heap those plans leave. Their PreFilter runs on the calling goroutine, so
+// the benchmark locks it to its thread and each call is charged that
+// thread's CPU: the plugin's own work and the garbage collection it assists
+// with. The collector's background work (its dedicated and idle marking
+// and its pauses) runs on other threads; the plugins are charged the share
+// of it that the bytes they allocated are of all bytes allocated in the
+// loop, since the collector runs as often as the heap grows. The runs
+// gpu-gang makes while it simulates a member are gpu-gang's planning, and
+// are not metered. Not safe for concurrent use.
+type stockMeter struct {
+	tb testing.TB
+	// cpu is the plugins' thread CPU, bytes what they allocated, calls
+	// how many calls were metered, all since reset; start is the
+	// collector's background CPU and the bytes allocated at reset.
+	cpu   time.Duration
+	bytes uint64
+	calls int
+	start gcReading
+}
+
+// withStockMeter meters the PreFilter of NodeResourcesFit and, with
+// withDRA, DynamicResources on m.
+func withStockMeter(m *stockMeter) envOption {
+	return func(c *envConfig) { c.stock = m }
+}
+
+// metered runs f, charging its thread CPU and allocations to m unless ctx
+// is a simulation.
+func (m *stockMeter) metered(ctx context.Context, f func()) {
+	if simulating(ctx) {
+		f()
+		return
+	}
+	start, allocated := threadCPU(m.tb), readGC().allocated
+	f()
+	m.cpu += threadCPU(m.tb) - start
+	m.bytes += readGC().allocated - allocated
+	m.calls++
+}
+
+// reset forgets what m has metered.
+func (m *stockMeter) reset() { m.cpu, m.bytes, m.calls, m.start = 0, 0, 0, readGC() }
+
+// report divides what m metered since reset, with its share of the
+// collector's background CPU, by the benchmark's iterations, reports it as
+// stock-cpu-ns/op and returns it. Each iteration must have run each of the
+// plugins once: a meter that missed one would charge its CPU to gpu-gang.
+func (m *stockMeter) report(b *testing.B) float64 {
+	b.Helper()
+	if b.N == 0 {
+		return 0
+	}
+	if m.calls != meteredPlugins*b.N {
+		b.Fatalf("metered %d PreFilter calls in %d iterations, want %d each", m.calls, b.N, meteredPlugins)
+	}
+	now := readGC()
+	cpu := float64(m.cpu)
+	if all := now.allocated - m.start.allocated; all > 0 {
+		cpu += float64(now.background-m.start.background) * float64(m.bytes) / float64(all)
+	}
+	perOp := cpu / float64(b.N)
+	b.ReportMetric(perOp, "stock-cpu-ns/op")
+	return perOp
+}
+
+// gcReading is the runtime's count of bytes allocated and its estimate of
+// the CPU its collector spent off the allocating goroutines, so far.
+type gcReading struct {
+	allocated  uint64
+	background time.Duration
+}
+
+// gcSamples are the runtime metrics readGC reads: bytes allocated, then
+// the collector's background classes of CPU (assists run on the
+// allocating goroutine, and its thread CPU has them).
+var gcSamples = []string{
+	"/gc/heap/allocs:bytes",
+	"/cpu/classes/gc/mark/dedicated:cpu-seconds",
+	"/cpu/classes/gc/mark/idle:cpu-seconds",
+	"/cpu/classes/gc/pause:cpu-seconds",
+}
+
+func readGC() gcReading {
+	samples := make([]metrics.Sample, len(gcSamples))
+	for i, name := range gcSamples {
+		samples[i].Name = name
+	}
+	metrics.Read(samples)
+	r := gcReading{allocated: samples[0].Value.Uint64()}
+	for _, s := range samples[1:] {
+		r.background += time.Duration(s.Value.Float64() * float64(time.Second))
+	}
+	return r
+}
+
+// meteredPlugins is how many plugins a stockMeter meters in one scheduling
+// cycle: NodeResourcesFit and DynamicResources.
+const meteredPlugins = 2
+
+// threadCPU is the calling thread's CPU time. The goroutine must be locked
+// to its thread (runtime.LockOSThread) for differences to mean anything.
+func threadCPU(b testing.TB) time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &u); err != nil {
+		b.Fatalf("reading the thread's CPU time: %v", err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// rusageThread is Linux's RUSAGE_THREAD, which syscall does not name.
+const rusageThread = 1
+
+// meteredFit is NodeResourcesFit with its PreFilter metered.
+type meteredFit struct {
+	*noderesources.Fit
+	m *stockMeter
+}
+
+func (p *meteredFit) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (res *fwk.PreFilterResult, status *fwk.Status) {
+	p.m.metered(ctx, func() { res, status = p.Fit.PreFilter(ctx, state, pod, nodes) })
+	return res, status
+}
+
+// meteredDRA is DynamicResources with its PreFilter metered.
+type meteredDRA struct {
+	*dynamicresources.DynamicResources
+	m *stockMeter
+}
+
+func (p *meteredDRA) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (res *fwk.PreFilterResult, status *fwk.Status) {
+	p.m.metered(ctx, func() { res, status = p.DynamicResources.PreFilter(ctx, state, pod, nodes) })
+	return res, status
 }

@@ -42,10 +42,15 @@ func schedulerFeatures() feature.Features {
 // default arguments and the process's features, at the extension points
 // where it decides whether and where a pod's devices fit: PreFilter, Filter
 // and Reserve (Unreserve comes with it). PostFilter and PreBind, which
-// write claims, are left out: tests drive binding themselves.
-func dynamicResources() tf.RegisterPluginFunc {
+// write claims, are left out: tests drive binding themselves. m, when not
+// nil, meters its PreFilter.
+func dynamicResources(m *stockMeter) tf.RegisterPluginFunc {
 	factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-		return dynamicresources.New(ctx, &schedconfig.DynamicResourcesArgs{}, fh, schedulerFeatures())
+		pl, err := dynamicresources.New(ctx, &schedconfig.DynamicResourcesArgs{}, fh, schedulerFeatures())
+		if err != nil || m == nil {
+			return pl, err
+		}
+		return &meteredDRA{DynamicResources: pl.(*dynamicresources.DynamicResources), m: m}, nil
 	}
 	return tf.RegisterPluginAsExtensions(names.DynamicResources, factory, "PreFilter", "Filter", "Reserve")
 }

@@ -68,8 +68,8 @@ func (e *testEnv) oracleProfile() framework.Framework {
 	e.t.Helper()
 	fh, err := tf.NewFramework(e.ctx, []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
-		nodeResourcesFit(schedulerFeatures()),
-		dynamicResources(),
+		nodeResourcesFit(schedulerFeatures(), nil),
+		dynamicResources(nil),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
 	}, "oracle",
 		frameworkruntime.WithInformerFactory(e.Informers),

@@ -86,6 +86,10 @@ type envConfig struct {
 	// own plugins (see withShippedProfile); gangPlugin builds the gang
 	// plugin.
 	profile func(sources *gang.Sources, gangPlugin frameworkruntime.PluginFactory) tf.RegisterPluginFunc
+	// stock, when set, meters the PreFilter of kube-scheduler's own
+	// resource plugins (NodeResourcesFit, DynamicResources) for the pod
+	// being scheduled (see withStockMeter).
+	stock *stockMeter
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -136,7 +140,7 @@ func withFilterPlugin(name string, pl fwk.Plugin) envOption {
 func withDRA() envOption {
 	return func(c *envConfig) {
 		c.dra = true
-		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc { return dynamicResources() })
+		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc { return dynamicResources(c.stock) })
 	}
 }
 
@@ -178,7 +182,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 		if cfg.dra {
 			fts = schedulerFeatures()
 		}
-		registrations := []tf.RegisterPluginFunc{nodeResourcesFit(fts)}
+		registrations := []tf.RegisterPluginFunc{nodeResourcesFit(fts, cfg.stock)}
 		for _, f := range cfg.filters {
 			registrations = append(registrations, f(sources))
 		}
@@ -206,13 +210,17 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 }
 
 // nodeResourcesFit registers NodeResourcesFit, with fts, at PreFilter and
-// Filter.
-func nodeResourcesFit(fts feature.Features) tf.RegisterPluginFunc {
+// Filter; m, when not nil, meters its PreFilter.
+func nodeResourcesFit(fts feature.Features, m *stockMeter) tf.RegisterPluginFunc {
 	fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
-		return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
+		pl, err := noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
 			Type:      schedconfig.LeastAllocated,
 			Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
 		}}, fh, fts)
+		if err != nil || m == nil {
+			return pl, err
+		}
+		return &meteredFit{Fit: pl.(*noderesources.Fit), m: m}, nil
 	}
 	return tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")
 }
