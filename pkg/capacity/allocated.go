@@ -37,34 +37,30 @@ type allocatedCache struct {
 	claims claimsVersion
 }
 
-// claimsVersion identifies what a DRA manager's claim tracker holds: the
-// claim objects it lists (the informer's, or the one assumed after an API
-// call) and the allocations in flight of those that are not allocated.
-// The tracker replaces a claim object when it changes and never writes one
-// in place, so the same objects hold the same allocations, and an
-// allocation in flight is one object from the moment it is signalled until
-// it is removed. An allocated claim's allocation in flight, left from
-// before its object was, names the same devices (the tracker signals none
-// for a claim it lists as allocated); accounts keeps no version where it
-// names others. So the objects, by address, and the allocations in flight
-// of the unallocated ones say which devices are allocated, and a pass that
-// finds both unchanged reads no claim object, only the list. Two different
-// sets of objects share a sum only as two device sets do (version). held
-// keeps the objects alive, so that no address is reused for another object
-// while a version names it.
+// claimsVersion identifies what a DRA manager's claim tracker holds: each
+// claim object it lists (the informer's, or the one assumed after an API
+// call) and each claim's allocation in flight. The tracker replaces a claim
+// object when it changes and never writes one in place, and an allocation
+// in flight is one object from the moment it is signalled until it is
+// removed, so the same objects hold the same allocated devices. Two
+// different sets of objects share a version only as two device sets do
+// (version). held keeps the objects alive, so that no address is reused
+// for another object while a version names it.
 type claimsVersion struct {
 	sum  uint64
 	len  int
 	held []heldClaim
-	// unallocated indexes the held claims without an allocation.
-	unallocated []int
 }
 
-// heldClaim is a claim object the tracker lists and, for one without an
-// allocation, its allocation in flight, nil when none is.
+// heldClaim is a claim object the tracker lists and its allocation in
+// flight, nil when none is.
 type heldClaim struct {
 	claim   *resourceapi.ResourceClaim
 	pending *resourceapi.AllocationResult
+}
+
+func (v claimsVersion) same(o claimsVersion) bool {
+	return v.held != nil && o.held != nil && v.sum == o.sum && v.len == o.len
 }
 
 // claimsVersionOf reads the version of what tracker holds now.
@@ -75,21 +71,15 @@ func claimsVersionOf(tracker fwk.ResourceClaimTracker) (claimsVersion, error) {
 	}
 	v := claimsVersion{len: len(claims), held: make([]heldClaim, len(claims))}
 	for i, c := range claims {
-		v.held[i].claim = c
-		v.sum += maphash.Comparable(allocatedSeed, c)
-		if c.Status.Allocation == nil {
-			v.held[i].pending = tracker.GetPendingAllocation(c.UID)
-			v.unallocated = append(v.unallocated, i)
-		}
+		v.held[i] = heldClaim{claim: c, pending: tracker.GetPendingAllocation(c.UID)}
+		v.sum += maphash.Comparable(allocatedSeed, v.held[i])
 	}
 	return v, nil
 }
 
 // holdsVersion reports whether tracker holds what v names, without keeping
 // what it read: most passes find it so, and a copy of every claim's
-// pointers per pass would be garbage. It hashes the listed objects'
-// addresses without reading them (each is a cache miss on a large fleet)
-// and asks about allocations in flight only for v's unallocated claims.
+// pointers per pass would be garbage.
 func holdsVersion(tracker fwk.ResourceClaimTracker, v claimsVersion) (bool, error) {
 	if v.held == nil {
 		return false, nil
@@ -100,17 +90,9 @@ func holdsVersion(tracker fwk.ResourceClaimTracker, v claimsVersion) (bool, erro
 	}
 	var sum uint64
 	for _, c := range claims {
-		sum += maphash.Comparable(allocatedSeed, c)
+		sum += maphash.Comparable(allocatedSeed, heldClaim{claim: c, pending: tracker.GetPendingAllocation(c.UID)})
 	}
-	if sum != v.sum {
-		return false, nil
-	}
-	for _, i := range v.unallocated {
-		if h := v.held[i]; tracker.GetPendingAllocation(h.claim.UID) != h.pending {
-			return false, nil
-		}
-	}
-	return true, nil
+	return sum == v.sum, nil
 }
 
 // accounts reports whether ids are exactly the devices v's claims hold
