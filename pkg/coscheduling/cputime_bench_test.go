@@ -40,10 +40,13 @@ func (m *cpuMeter) report(b *testing.B) float64 {
 	return perOp
 }
 
-func processCPU(b *testing.B) time.Duration {
+func processCPU(b *testing.B) time.Duration { return rusageCPU(b, syscall.RUSAGE_SELF) }
+
+// rusageCPU is the user and system CPU time getrusage reports for who.
+func rusageCPU(tb testing.TB, who int) time.Duration {
 	var u syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
-		b.Fatalf("reading CPU time: %v", err)
+	if err := syscall.Getrusage(who, &u); err != nil {
+		tb.Fatalf("reading CPU time: %v", err)
 	}
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
@@ -70,6 +73,9 @@ type stockMeter struct {
 	bytes uint64
 	calls int
 	start gcReading
+	// allocs is allocated's sample, kept so that a metered call allocates
+	// nothing of its own.
+	allocs [1]metrics.Sample
 }
 
 // withStockMeter meters the PreFilter of NodeResourcesFit and, with
@@ -85,11 +91,22 @@ func (m *stockMeter) metered(ctx context.Context, f func()) {
 		f()
 		return
 	}
-	start, allocated := threadCPU(m.tb), readGC().allocated
+	// The counter reads stay outside the thread CPU they bracket.
+	allocated := m.allocated()
+	start := threadCPU(m.tb)
 	f()
 	m.cpu += threadCPU(m.tb) - start
-	m.bytes += readGC().allocated - allocated
+	m.bytes += m.allocated() - allocated
 	m.calls++
+}
+
+// allocated reads the runtime's count of bytes allocated so far, alone
+// (readGC reads the collector's CPU too, which a call does not need), into
+// m's own sample.
+func (m *stockMeter) allocated() uint64 {
+	m.allocs[0].Name = gcSamples[0]
+	metrics.Read(m.allocs[:])
+	return m.allocs[0].Value.Uint64()
 }
 
 // reset forgets what m has metered.
@@ -153,13 +170,7 @@ const meteredPlugins = 2
 
 // threadCPU is the calling thread's CPU time. The goroutine must be locked
 // to its thread (runtime.LockOSThread) for differences to mean anything.
-func threadCPU(b testing.TB) time.Duration {
-	var u syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &u); err != nil {
-		b.Fatalf("reading the thread's CPU time: %v", err)
-	}
-	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
-}
+func threadCPU(tb testing.TB) time.Duration { return rusageCPU(tb, rusageThread) }
 
 // rusageThread is Linux's RUSAGE_THREAD, which syscall does not name.
 const rusageThread = 1

@@ -48,15 +48,15 @@ const (
 // plugins run for the pod in every scheduler, gpu-gang or not, and for a
 // pod with claims DynamicResources builds its allocator over every slice
 // there. The measured loop meters them where they run, between gpu-gang's
-// plans (stock-cpu-ns/op, stockMeter: their thread's CPU), and each DRA
-// source reports x-extended-beyond-stock: its CPU per op less its stock
-// CPU, over the extended resource's less its own. That is what planning
-// with devices costs against planning with the extended resource;
-// x-extended stays the whole-PreFilter comparison. After the loop each run
-// also measures the stock plugins alone, back to back, as many times
-// (stock-apart-cpu-ns/op, stockPreFilterCPU): they run faster so, on caches
-// no plan has used, and the difference is what running beside gpu-gang's
-// plans costs them.
+// plans (stock-cpu-ns/op, stockMeter: their thread's CPU and their share of
+// the collector's), and each DRA source reports x-extended-beyond-stock:
+// its CPU per op less its stock CPU, over the extended resource's less its
+// own. That is what planning with devices costs against planning with the
+// extended resource; x-extended stays the whole-PreFilter comparison. After
+// the loop each run also measures the stock plugins alone, back to back,
+// as many times (stock-apart-cpu-ns/op, stockPreFilterCPU), as earlier
+// rounds subtracted them: on caches no plan has used, and with whatever
+// collections that shorter loop meets, which varies it from run to run.
 func BenchmarkCapacityPreCheckDRA(b *testing.B) {
 	for _, size := range []int{8, 64, 512} {
 		// extendedCPU is the extended resource's CPU per op at this size,
