@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -16,8 +17,9 @@ import (
 // cluster's allocated devices (tens of thousands on a large fleet) from the
 // DRA manager; between two passes they rarely change. Telling whether they
 // did costs one hash per device, not a map write per device and per node;
-// read through the claim tracker (fromTracker), one hash per claim, and no
-// copy of the devices. Safe for concurrent use.
+// read through the claim tracker with a ClaimWatch (fromTracker), one look
+// per unallocated claim, and no copy of the devices. Safe for concurrent
+// use.
 type allocatedCache struct {
 	mu sync.Mutex
 	// version identifies the set positions were built from (see version);
@@ -30,87 +32,83 @@ type allocatedCache struct {
 	version    allocatedVersion
 	positions  map[string]Bits
 	generation uint64
-	// claims identifies the claims positions were read from, when they
-	// were read through a tracker (NewDevicesFromTracker): the zero
-	// value, and any value while positions is nil, knows nothing.
+	// read is what positions were read from when they were read through
+	// a claim tracker (NewDevicesFromTracker), nil when they were not.
 	// Guarded by mu.
-	claims claimsVersion
+	read *trackerRead
 }
 
-// claimsVersion identifies what a DRA manager's claim tracker holds: each
-// claim object it lists (the informer's, or the one assumed after an API
-// call) and each claim's allocation in flight. The tracker replaces a claim
-// object when it changes and never writes one in place, and an allocation
-// in flight is one object from the moment it is signalled until it is
-// removed, so the same objects hold the same allocated devices. Two
-// different sets of objects share a version only as two device sets do
-// (version). held keeps the objects alive, so that no address is reused
-// for another object while a version names it.
-type claimsVersion struct {
-	sum  uint64
-	len  int
-	held []heldClaim
+// trackerRead is what a read of positions through the claim tracker
+// (fromTracker) saw, kept so that a later pass can tell that the tracker
+// still holds the same allocated devices without listing them.
+type trackerRead struct {
+	// events is the claim watch's count when the tracker listed the
+	// claims the watch knew (ClaimWatch): until the watch counts another
+	// event, the tracker lists claims holding the same devices, but for
+	// allocations in flight.
+	events uint64
+	// inFlight are the claims the tracker listed unallocated, with the
+	// allocation each had in flight (nil when none). Only such a claim
+	// can gain one (the tracker puts none in flight for an allocated
+	// claim), and a claim's allocation in flight is one object from the
+	// moment it is signalled until it is removed; inFlight keeps them
+	// alive, so that no address compared is reused for another.
+	inFlight []claimInFlight
 }
 
-// heldClaim is a claim object the tracker lists and its allocation in
-// flight, nil when none is.
-type heldClaim struct {
-	claim   *resourceapi.ResourceClaim
-	pending *resourceapi.AllocationResult
+type claimInFlight struct {
+	uid        types.UID
+	allocation *resourceapi.AllocationResult
 }
 
-func (v claimsVersion) same(o claimsVersion) bool {
-	return v.held != nil && o.held != nil && v.sum == o.sum && v.len == o.len
+// holds reports whether tracker still holds what r read: the watch saw no
+// event since, and every claim r saw unallocated has the same allocation
+// in flight. It costs one look per unallocated claim, not a list.
+func (r *trackerRead) holds(w *ClaimWatch, tracker fwk.ResourceClaimTracker) bool {
+	if r == nil || w.events.Load() != r.events {
+		return false
+	}
+	for _, f := range r.inFlight {
+		if tracker.GetPendingAllocation(f.uid) != f.allocation {
+			return false
+		}
+	}
+	return true
 }
 
-// claimsVersionOf reads the version of what tracker holds now.
-func claimsVersionOf(tracker fwk.ResourceClaimTracker) (claimsVersion, error) {
+// readTracker lists tracker's claims. It returns what a trackerRead keeps
+// of them, with the allocations they hold (written, or in flight), and
+// whether they are the claims w knew at seen (see ClaimWatch).
+func readTracker(tracker fwk.ResourceClaimTracker, seen claimWatchState) (*trackerRead, []*resourceapi.AllocationResult, bool, error) {
 	claims, err := tracker.List()
 	if err != nil {
-		return claimsVersion{}, err
+		return nil, nil, false, err
 	}
-	v := claimsVersion{len: len(claims), held: make([]heldClaim, len(claims))}
-	for i, c := range claims {
-		v.held[i] = heldClaim{claim: c, pending: tracker.GetPendingAllocation(c.UID)}
-		v.sum += maphash.Comparable(allocatedSeed, v.held[i])
-	}
-	return v, nil
-}
-
-// holdsVersion reports whether tracker holds what v names, without keeping
-// what it read: most passes find it so, and a copy of every claim's
-// pointers per pass would be garbage.
-func holdsVersion(tracker fwk.ResourceClaimTracker, v claimsVersion) (bool, error) {
-	if v.held == nil {
-		return false, nil
-	}
-	claims, err := tracker.List()
-	if err != nil || len(claims) != v.len {
-		return false, err
-	}
-	var sum uint64
+	r := &trackerRead{events: seen.events}
+	var held []*resourceapi.AllocationResult
 	for _, c := range claims {
-		sum += maphash.Comparable(allocatedSeed, heldClaim{claim: c, pending: tracker.GetPendingAllocation(c.UID)})
-	}
-	return sum == v.sum, nil
-}
-
-// accounts reports whether ids are exactly the devices v's claims hold
-// (their allocations, or those in flight, less admin access, which takes
-// no device away), so that positions read from ids may stand for as long
-// as the tracker holds v's objects. The tracker updates its set of
-// allocated devices after a claim object changes, not with it: a set read
-// in between does not account for v's claims, and is not kept.
-func (v claimsVersion) accounts(ids sets.Set[structured.DeviceID]) bool {
-	n := 0
-	for _, h := range v.held {
-		alloc := h.claim.Status.Allocation
-		if alloc == nil {
-			alloc = h.pending
-		}
-		if alloc == nil {
+		if c.Status.Allocation != nil {
+			held = append(held, c.Status.Allocation)
 			continue
 		}
+		pending := tracker.GetPendingAllocation(c.UID)
+		r.inFlight = append(r.inFlight, claimInFlight{uid: c.UID, allocation: pending})
+		if pending != nil {
+			held = append(held, pending)
+		}
+	}
+	return r, held, claimsFingerprint(claims) == seen.fingerprint, nil
+}
+
+// accounts reports whether ids are exactly the devices the allocations
+// held take (less admin access, which takes no device away), so that
+// positions read from ids may stand for as long as the tracker holds the
+// claims read. The tracker updates its set of allocated devices after a
+// claim object changes, not with it: a set read in between does not
+// account for the claims, and is not kept.
+func accounts(held []*resourceapi.AllocationResult, ids sets.Set[structured.DeviceID]) bool {
+	n := 0
+	for _, alloc := range held {
 		for _, r := range alloc.Devices.Results {
 			if r.AdminAccess != nil && *r.AdminAccess {
 				continue
@@ -121,8 +119,8 @@ func (v claimsVersion) accounts(ids sets.Set[structured.DeviceID]) bool {
 			n++
 		}
 	}
-	// Every device of v is in ids; as many of them as ids holds leaves no
-	// device of ids to a claim v lacks (a device held twice, which one
+	// Every device held is in ids; as many of them as ids holds leaves no
+	// device of ids to a claim not read (a device held twice, which one
 	// device cannot be, would hide one).
 	return n == len(ids)
 }
@@ -158,34 +156,38 @@ func (c *allocatedCache) get(inv *Inventory, ids sets.Set[structured.DeviceID]) 
 	if c.positions != nil && c.version == v {
 		return c.positions, c.generation
 	}
-	c.positions, c.version, c.claims = inv.Allocated(ids), v, claimsVersion{}
+	c.positions, c.version, c.read = inv.Allocated(ids), v, nil
 	c.generation++
 	return c.positions, c.generation
 }
 
 // fromTracker returns inv's positions of the devices allocated in tracker,
-// and their generation. When the tracker holds the same claim objects and
-// allocations in flight as when the positions were last read through it,
-// they stand without listing the allocated devices, which copies the
-// tracker's whole set; otherwise list reads them (the tracker's
+// and their generation. While watch (nil: none) shows that the tracker
+// holds what the positions were last read through it from (trackerRead),
+// they stand without listing the claims or the allocated devices, which
+// copies the tracker's whole set; otherwise list reads them (the tracker's
 // ListAllAllocatedDevices), as get.
-func (c *allocatedCache) fromTracker(inv *Inventory, tracker fwk.ResourceClaimTracker, list func() (sets.Set[structured.DeviceID], error)) (map[string]Bits, uint64, error) {
-	// Read before the devices: a change between the two reads leaves a
-	// version older than the positions, which the next pass does not
-	// match, never a version newer than them.
+func (c *allocatedCache) fromTracker(inv *Inventory, tracker fwk.ResourceClaimTracker, watch *ClaimWatch,
+	list func() (sets.Set[structured.DeviceID], error)) (map[string]Bits, uint64, error) {
 	c.mu.Lock()
-	kept, positions, generation := c.claims, c.positions, c.generation
+	kept, positions, generation := c.read, c.positions, c.generation
 	c.mu.Unlock()
-	if positions != nil {
-		same, err := holdsVersion(tracker, kept)
+	if watch == nil {
+		ids, err := list()
 		if err != nil {
 			return nil, 0, err
 		}
-		if same {
-			return positions, generation, nil
-		}
+		positions, generation = c.get(inv, ids)
+		return positions, generation, nil
 	}
-	cv, err := claimsVersionOf(tracker)
+	if positions != nil && kept.holds(watch, tracker) {
+		return positions, generation, nil
+	}
+	// The watch is read before the claims, and the claims before the
+	// devices: a change in between leaves a read older than the
+	// positions, which the next pass does not find held, never one newer
+	// than them.
+	read, held, confirmed, err := readTracker(tracker, watch.state())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -194,11 +196,11 @@ func (c *allocatedCache) fromTracker(inv *Inventory, tracker fwk.ResourceClaimTr
 		return nil, 0, err
 	}
 	positions, generation = c.get(inv, ids)
-	keep := cv.accounts(ids)
+	keep := confirmed && accounts(held, ids)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if keep && c.generation == generation {
-		c.claims = cv
+		c.read = read
 	}
 	return positions, generation, nil
 }

@@ -39,9 +39,11 @@ type Inventories struct {
 	matcher     *Matcher
 	// watch is the change signal, nil until Watch; confirmed says that the
 	// list matcher was built from was the one watch knew when it had seen
-	// events events, so that matcher stands while it has seen no more.
-	// Guarded by mu; watchOnce and watchErr belong to Watch.
+	// events events, so that matcher stands while it has seen no more;
+	// claims is the claim watch (Claims). Guarded by mu; watchOnce and
+	// watchErr belong to Watch.
 	watch     *sliceWatch
+	claims    *ClaimWatch
 	confirmed bool
 	events    uint64
 	watchOnce sync.Once

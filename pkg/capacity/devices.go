@@ -81,13 +81,14 @@ func NewDevices(m *Matcher, registry *Registry, resolver ExtendedResolver, alloc
 
 // NewDevicesFromTracker is NewDevices with the devices allocated in
 // tracker, the DRA manager's claim tracker, which list reads (its
-// ListAllAllocatedDevices, retried as the caller sees fit). While the
-// tracker holds the same claim objects and allocations in flight as at the
-// matcher's last read, the set is not listed: that copies the whole set,
-// tens of thousands of devices on a large fleet, for every pass.
+// ListAllAllocatedDevices, retried as the caller sees fit). While watch
+// (Inventories.Claims; nil: none) shows that the tracker holds the same
+// claims and allocations in flight as at the matcher's last read, neither
+// the claims nor the set are listed: that copies the whole set, tens of
+// thousands of devices on a large fleet, for every pass.
 func NewDevicesFromTracker(m *Matcher, registry *Registry, resolver ExtendedResolver, tracker fwk.ResourceClaimTracker,
-	list func() (sets.Set[structured.DeviceID], error)) (*Devices, error) {
-	positions, generation, err := m.allocated.fromTracker(m.Inventory(), tracker, list)
+	watch *ClaimWatch, list func() (sets.Set[structured.DeviceID], error)) (*Devices, error) {
+	positions, generation, err := m.allocated.fromTracker(m.Inventory(), tracker, watch, list)
 	if err != nil {
 		return nil, err
 	}

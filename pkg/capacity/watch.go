@@ -2,9 +2,12 @@ package capacity
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -132,7 +135,8 @@ func deletedName(obj any) (string, bool) {
 // scheduler's shared informer factory (handle.SharedInformerFactory()):
 // from then on, a pass that finds no slice or DeviceTaintRule event since
 // the last one whose list was confirmed (sliceWatch) reads the kept
-// matcher without listing the slices. Only the first call registers
+// matcher without listing the slices, and one that finds no claim event
+// (Claims) the kept allocated devices without listing the claims. Only the first call registers
 // handlers; every plugin of the scheduler may call it. Without it, every
 // pass lists the slices and compares their fingerprint.
 func (c *Inventories) Watch(informers informers.SharedInformerFactory) error {
@@ -148,9 +152,142 @@ func (c *Inventories) Watch(informers informers.SharedInformerFactory) error {
 			c.watchErr = fmt.Errorf("watching DeviceTaintRules: %w", err)
 			return
 		}
+		claims := newClaimWatch()
+		if _, err := informers.Resource().V1().ResourceClaims().Informer().AddEventHandler(claims.handler()); err != nil {
+			c.watchErr = fmt.Errorf("watching ResourceClaims: %w", err)
+			return
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.watch = w
+		c.watch, c.claims = w, claims
 	})
 	return c.watchErr
 }
+
+// Claims returns the watch of ResourceClaims that Watch feeds, nil before
+// it: the plugins of every profile read the same one.
+func (c *Inventories) Claims() *ClaimWatch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.claims
+}
+
+// ClaimWatch is what the scheduler's informers have delivered to our own
+// handler about ResourceClaims, the objects the DRA manager's claim
+// tracker lists. It lets a planning pass tell, without listing the claims,
+// that the devices they hold cannot have changed (allocatedCache).
+//
+// As with slices, a count of events alone cannot say so: the tracker's
+// claim cache is fed by its own handler on the same informer, in no order
+// with ours. The watch therefore also keeps a mark of each claim delivered
+// (claimMark), by key, and their sum: when the tracker lists claims with
+// the same marks, it holds exactly the claims our handler knows, and until
+// the next event reaches our handler it changes only by what the
+// scheduler does in memory: allocations in flight (which a pass asks the
+// tracker about, claim by claim), and claim objects assumed after an API
+// call, which DynamicResources makes only with an allocation it had in
+// flight, or without changing the allocation. A plugin that assumes a
+// claim with a new allocation calls Assumed. Safe for concurrent use.
+type ClaimWatch struct {
+	mu sync.Mutex
+	// marks are the claims' marks as last delivered, by key, and sum
+	// their sum; guarded by mu. events counts the events delivered and
+	// the Assumed calls; written under mu, read without.
+	marks  map[string]uint64
+	sum    uint64
+	events atomic.Uint64
+}
+
+// claimWatchState is what a ClaimWatch knew at one moment.
+type claimWatchState struct {
+	events      uint64
+	fingerprint uint64
+}
+
+func newClaimWatch() *ClaimWatch { return &ClaimWatch{marks: map[string]uint64{}} }
+
+// state returns what the watch knows now.
+func (w *ClaimWatch) state() claimWatchState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return claimWatchState{events: w.events.Load(), fingerprint: w.sum ^ uint64(len(w.marks))}
+}
+
+// set records that the claim key is now c, or is deleted.
+func (w *ClaimWatch) set(key string, c *resourceapi.ResourceClaim, exists bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.marks[key]; ok {
+		w.sum -= old
+		delete(w.marks, key)
+	}
+	if exists {
+		m := claimMark(c)
+		w.marks[key] = m
+		w.sum += m
+	}
+	w.events.Add(1)
+}
+
+// Assumed tells the watch that a claim object was assumed in the tracker
+// with an allocation the tracker did not hold in flight: the next pass
+// reads the claims again.
+func (w *ClaimWatch) Assumed() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events.Add(1)
+}
+
+// handler returns the event handler that feeds the watch.
+func (w *ClaimWatch) handler() cache.ResourceEventHandler {
+	put := func(obj any) {
+		c, ok := obj.(*resourceapi.ResourceClaim)
+		if !ok {
+			return
+		}
+		if key, err := cache.MetaNamespaceKeyFunc(c); err == nil {
+			w.set(key, c, true)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    put,
+		UpdateFunc: func(_, obj any) { put(obj) },
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				w.set(key, nil, false)
+			}
+		},
+	}
+}
+
+// claimMark identifies one version of a claim object as far as the
+// devices it holds go: its UID, its resource version, and whether it is
+// allocated. It reads content, not the object's address: the tracker
+// lists the object DynamicResources assumed after writing a claim, a copy
+// of what the informer delivers later (which the tracker then keeps, the
+// version being no newer), so the same version may be two objects. The
+// allocation's presence covers clients that set no resource version (an
+// allocation, once written, cannot change but to none).
+func claimMark(c *resourceapi.ResourceClaim) uint64 {
+	return maphash.Comparable(claimSeed, struct {
+		uid       types.UID
+		version   string
+		allocated bool
+	}{c.UID, c.ResourceVersion, c.Status.Allocation != nil})
+}
+
+// claimsFingerprint is the fingerprint of the claims a tracker lists, as
+// ClaimWatch's state gives it for the claims delivered.
+func claimsFingerprint(claims []*resourceapi.ResourceClaim) uint64 {
+	var sum uint64
+	for _, c := range claims {
+		sum += claimMark(c)
+	}
+	return sum ^ uint64(len(claims))
+}
+
+// claimSeed is the hash seed of claim marks, one per process.
+var claimSeed = maphash.MakeSeed()

@@ -314,7 +314,7 @@ func (w *draWorld) fresh() map[string][]string {
 func (w *draWorld) kept() map[string][]string {
 	m, err := w.inv.Current()
 	w.must(err)
-	d, err := NewDevicesFromTracker(m, NewRegistry(), nil, w.dra.ResourceClaims(), func() (sets.Set[structured.DeviceID], error) {
+	d, err := NewDevicesFromTracker(m, NewRegistry(), nil, w.dra.ResourceClaims(), w.inv.Claims(), func() (sets.Set[structured.DeviceID], error) {
 		return w.allocatedSet(), nil
 	})
 	w.must(err)

@@ -72,7 +72,7 @@ func (s *deviceSource) pass(ctx context.Context) (*capacity.Devices, error) {
 		return nil, err
 	}
 	claims := s.dra.ResourceClaims()
-	devices, err := capacity.NewDevicesFromTracker(m, s.registry, s.dra.DeviceClassResolver(), claims, func() (sets.Set[structured.DeviceID], error) {
+	devices, err := capacity.NewDevicesFromTracker(m, s.registry, s.dra.DeviceClassResolver(), claims, s.inventories.Claims(), func() (sets.Set[structured.DeviceID], error) {
 		var allocated sets.Set[structured.DeviceID]
 		// The tracker refuses a read that raced with a change; read again,
 		// as DynamicResources does.

@@ -248,6 +248,9 @@ func (pl *Plugin) allocateClaim(ctx context.Context, name types.NamespacedName, 
 	if err := dra.ResourceClaims().AssumeClaimAfterAPICall(written); err != nil {
 		klog.FromContext(ctx).V(5).Info("Allocated claim not stored in the assume cache", "claim", name, "err", err)
 	}
+	// The tracker holds the allocation before the informer delivers it:
+	// passes must not keep what they read before.
+	pl.devices.inventories.Claims().Assumed()
 	return true, nil
 }
 
