@@ -135,7 +135,7 @@ func TestAllocatedPositionsFollowTheTracker(t *testing.T) {
 	c4 := allocatedOn("c4", "a", "gpu-5")
 	tr.claims = append(tr.claims, c4)
 	tr.allocated.Insert(id("a", "gpu-5"))
-	w.Assumed()
+	w.Changed()
 	step("an assumed allocation", 1, map[string]int{"a": 1, "b": 2})
 
 	// Without a watch, every read lists.

@@ -187,7 +187,7 @@ func (c *Inventories) Claims() *ClaimWatch {
 // tracker about, claim by claim), and claim objects assumed after an API
 // call, which DynamicResources makes only with an allocation it had in
 // flight, or without changing the allocation. A plugin that assumes a
-// claim with a new allocation calls Assumed. Safe for concurrent use.
+// claim with a new allocation calls Changed. Safe for concurrent use.
 type ClaimWatch struct {
 	mu sync.Mutex
 	// marks are the claims' marks as last delivered, by key, and sum
@@ -229,10 +229,12 @@ func (w *ClaimWatch) set(key string, c *resourceapi.ResourceClaim, exists bool) 
 	w.events.Add(1)
 }
 
-// Assumed tells the watch that a claim object was assumed in the tracker
-// with an allocation the tracker did not hold in flight: the next pass
-// reads the claims again.
-func (w *ClaimWatch) Assumed() {
+// Changed tells the watch that the tracker may hold a change our handler
+// has not seen: a claim object assumed with an allocation the tracker did
+// not hold in flight, or an event the claim cache delivered before the
+// informer delivered it to our handler. The next pass reads the claims
+// again.
+func (w *ClaimWatch) Changed() {
 	if w == nil {
 		return
 	}

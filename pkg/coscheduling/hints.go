@@ -6,6 +6,8 @@ import (
 	"maps"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -15,7 +17,7 @@ import (
 // EventsToRegister lists the cluster events after which a pod this plugin
 // turned away may succeed, each with a hint that skips unrelated objects.
 func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	events := []fwk.ClusterEventWithHint{
 		// A new member can bring a gang held in PreEnqueue to quorum, and a
 		// recreated member can take the place of one that was deleted.
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add | fwk.UpdatePodLabel}, QueueingHintFn: pl.isSiblingPod},
@@ -37,7 +39,55 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		// gang.API.QueueHearsEvents): the plugin follows them through its
 		// gang sources instead (onGangAdded and the functions after it).
 		{Event: fwk.ClusterEvent{Resource: gang.PodGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: gang.IsOwnPodGroup},
-	}, nil
+	}
+	if pl.devices == nil {
+		return events, nil
+	}
+	return append(events,
+		// Devices free up when an allocated claim is deallocated or
+		// deleted, which comes after its pod left (the resource claim
+		// controller deletes a claim made from a template once its pod is
+		// gone), or without any pod event (a claim another controller
+		// allocated): a gang turned away before must hear the claim. A
+		// claim a member names, created after it, ends its wait for it.
+		fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.isClaimChangeForPod},
+		// New or grown slices publish devices; a new or edited DeviceClass
+		// can match devices, or map an extended resource, that none did.
+		fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}},
+		fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}},
+	), nil
+}
+
+// isClaimChangeForPod queues a pod when a claim's devices free up, or when
+// a claim the pod names appears. Other changes skip it: every failed
+// attempt lengthens a pod's backoff, and a gang kept in backoff by
+// attempts that could not succeed is overtaken by younger gangs when room
+// frees up.
+//
+// The queue hears claims from the DRA manager's claim cache, after the
+// claim tracker took the change in; the claim watch that spares planning
+// passes a read of the tracker hears them from the informer, in no order
+// with the cache, and may not have yet. The hint therefore tells the watch
+// first: the pass the pod makes next reads the tracker.
+func (pl *Plugin) isClaimChangeForPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	pl.devices.inventories.Claims().Changed()
+	if tomb, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
+		oldObj = tomb.Obj
+	}
+	oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
+	newClaim, _ := newObj.(*resourceapi.ResourceClaim)
+	if oldClaim == nil && newClaim == nil {
+		return fwk.Queue, fmt.Errorf("expected a ResourceClaim, got %T", newObj)
+	}
+	if oldClaim != nil && oldClaim.Status.Allocation != nil && (newClaim == nil || newClaim.Status.Allocation == nil) {
+		logger.V(5).Info("Claim released its devices, requeueing", "pod", klog.KObj(pod), "claim", klog.KObj(oldClaim))
+		return fwk.Queue, nil
+	}
+	if oldClaim == nil && newClaim.Namespace == pod.Namespace && usesClaim(pod, newClaim.Name) {
+		logger.V(5).Info("Own claim created, requeueing", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
 }
 
 // isSiblingPod queues a gang member when another member of its gang appears

@@ -250,7 +250,7 @@ func (pl *Plugin) allocateClaim(ctx context.Context, name types.NamespacedName, 
 	}
 	// The tracker holds the allocation before the informer delivers it:
 	// passes must not keep what they read before.
-	pl.devices.inventories.Claims().Assumed()
+	pl.devices.inventories.Claims().Changed()
 	return true, nil
 }
 
