@@ -29,6 +29,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -644,4 +646,81 @@ func (env *draEnv) occupyDevices(template string, nodes ...string) []*v1.Pod {
 	env.createPods(pods...)
 	env.waitForBound(bindTimeout, pods...)
 	return pods
+}
+
+// allocateOutsideScheduler creates claim name and allocates it count GPUs
+// of node, reserved for a consumer that is no pod, as a workload
+// controller with its own allocator would: the scheduler did not place
+// it, and the resource claim controller leaves it alone. It returns the
+// claim's name.
+func (env *draEnv) allocateOutsideScheduler(name, node string, count int) string {
+	env.t.Helper()
+	ctx := env.t.Context()
+	claims := kubeClient.ResourceV1().ResourceClaims(env.ns)
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{resourceapi.Finalizer}},
+		Spec:       gpuClaimSpec(count),
+	}
+	created, err := claims.Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		env.t.Fatalf("creating ResourceClaim %s: %v", name, err)
+	}
+	alloc := &resourceapi.AllocationResult{NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+		MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{env.nodeName(node)}}},
+	}}}}
+	for i := range count {
+		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: created.Spec.Devices.Requests[0].Name, Driver: gpuDriver, Pool: env.nodeName(node), Device: fmt.Sprintf("gpu-%d", i),
+		})
+	}
+	created.Status.Allocation = alloc
+	created.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{APIGroup: "example.com", Resource: "trainers", Name: name, UID: types.UID("trainer-" + name)}}
+	if _, err := claims.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		env.t.Fatalf("allocating ResourceClaim %s: %v", name, err)
+	}
+	return name
+}
+
+// deallocate lets claim name's devices go: its consumer is done, and its
+// allocation is removed, as the controller that made it would.
+func (env *draEnv) deallocate(name string) {
+	env.t.Helper()
+	ctx := env.t.Context()
+	claims := kubeClient.ResourceV1().ResourceClaims(env.ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c.Status.ReservedFor, c.Status.Allocation = nil, nil
+		_, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		env.t.Fatalf("deallocating ResourceClaim %s: %v", name, err)
+	}
+}
+
+// unschedulableAttempts is how many scheduling attempts of the in-process
+// scheduler ended unschedulable, over every profile.
+func unschedulableAttempts(t *testing.T) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != "scheduler_schedule_attempts_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "unschedulable" {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }

@@ -7,6 +7,7 @@ package integration
 // dra_harness_test.go and the driver's objects in dra_objects_test.go.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -220,6 +221,52 @@ func TestDRAGangThatDoesNotFitHoldsNoAllocation(t *testing.T) {
 	env.expectDevicesOnNodes(nodes, wholeNode, big...)
 	ledger.expectNoHalfBound()
 }
+
+// A gang hears devices freed by claims, not only by pods: when a claim
+// is deallocated after its pod is gone (as the resource claim controller
+// does a moment after the pod's deletion, or a workload's own controller
+// whenever it likes), the gang that waited for those devices starts. Here
+// the devices of all four nodes are held by claims that a controller
+// outside the scheduler allocated and reserved, so no pod event happens
+// while the gang waits; the gang is turned away, then the claims are
+// deallocated. Without the claim event nothing brings the gang back until
+// the queue's periodic flush of unschedulable pods, minutes later.
+func TestDRAGangStartsWhenClaimsReleaseDevices(t *testing.T) {
+	env := newDRAEnv(t, gpuClass(true))
+	nodes := []string{"n0", "n1", "n2", "n3"}
+	env.draNodes(h100DRA, nodes...)
+	env.createClaimTemplate(wholeH100Node, gpuClaimSpec(8))
+	var held []string
+	for _, n := range nodes {
+		held = append(held, env.allocateOutsideScheduler("held-"+n, n, 8))
+	}
+	ledger := env.ledgerGangs(partialBindGrace, map[string]int{"big": 4})
+
+	attempts := unschedulableAttempts(t)
+	big := env.templateGang("big", 4, wholeH100Node, nil)
+	env.waitForClaimsCreated(big...)
+	if err := waitFor(t.Context(), bindTimeout, func(context.Context) (bool, error) {
+		return unschedulableAttempts(t) > attempts, nil
+	}); err != nil {
+		t.Fatalf("the gang was never turned away while every device was held: %v", err)
+	}
+	env.expectNothingHeld(draWindow, big...)
+
+	start := time.Now()
+	for _, name := range held {
+		env.deallocate(name)
+	}
+	bound := env.waitForBound(claimReleaseBound, big...)
+	t.Logf("bound %s after the claims released their devices", time.Since(start).Round(time.Millisecond))
+	env.expectDevicesOnNodes(bound, wholeNode, big...)
+	ledger.expectNoHalfBound()
+}
+
+// claimReleaseBound is how long a gang may take to start once the claims
+// that held its devices let them go: its members' backoff (at most 10 s),
+// then a plan and the bindings. The queue's flush of unschedulable pods,
+// the only other way back, comes after 5 minutes.
+const claimReleaseBound = 30 * time.Second
 
 // A mixed fabric: device-plugin nodes (nvidia.com/gpu allocatable) beside
 // DRA nodes, with the chart's mapping, as while a fleet moves to the DRA
