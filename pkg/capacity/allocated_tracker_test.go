@@ -153,3 +153,32 @@ func TestAllocatedPositionsFollowTheTracker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, lists-before, "lists without a watch")
 }
+
+// The claim watch keeps, by pod, the claims kube-scheduler made for pods'
+// extended resources (annotated, controlled by the pod) as its handler
+// sees them added, changed and deleted.
+func TestClaimWatchKeepsExtendedResourceClaims(t *testing.T) {
+	w := newClaimWatch()
+	pod := PodRef{Namespace: "ns", UID: "pod-a"}
+	ext := func(name string, owner types.UID, controller bool) *resourceapi.ResourceClaim {
+		c := unallocated(name)
+		c.Annotations = map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"}
+		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "a", UID: owner, Controller: ptr.To(controller)}}
+		return c
+	}
+	require.False(t, w.HasExtendedResourceClaim(pod), "no claim yet")
+	w.set("ns/owned", ext("owned", "pod-a", false), true)
+	require.False(t, w.HasExtendedResourceClaim(pod), "owned, not controlled")
+	w.set("ns/other", ext("other", "pod-b", true), true)
+	require.False(t, w.HasExtendedResourceClaim(pod), "another pod's")
+	w.set("ns/x", ext("x", "pod-a", true), true)
+	require.True(t, w.HasExtendedResourceClaim(pod), "the pod's claim added")
+	w.set("ns/y", ext("y", "pod-a", true), true)
+	plain := ext("x", "pod-a", true)
+	plain.Annotations = nil
+	w.set("ns/x", plain, true)
+	require.True(t, w.HasExtendedResourceClaim(pod), "one of two claims lost its annotation")
+	w.set("ns/y", nil, false)
+	require.False(t, w.HasExtendedResourceClaim(pod), "both gone")
+	require.Len(t, w.extended, 1, "only pod-b's claim is counted")
+}

@@ -190,12 +190,30 @@ func (c *Inventories) Claims() *ClaimWatch {
 // claim with a new allocation calls Changed. Safe for concurrent use.
 type ClaimWatch struct {
 	mu sync.Mutex
-	// marks are the claims' marks as last delivered, by key, and sum
-	// their sum; guarded by mu. events counts the events delivered and
-	// the Assumed calls; written under mu, read without.
-	marks  map[string]uint64
-	sum    uint64
-	events atomic.Uint64
+	// claims are the claims as last delivered, by key, and sum the sum
+	// of their marks; extended counts, by pod, the claims that
+	// kube-scheduler made for a pod's DRA-served extended resources. All
+	// guarded by mu. events counts the events delivered and the Changed
+	// calls; written under mu, read without.
+	claims   map[string]watchedClaim
+	sum      uint64
+	extended map[PodRef]int
+	events   atomic.Uint64
+}
+
+// watchedClaim is what the watch keeps of one claim.
+type watchedClaim struct {
+	mark uint64
+	// extendedFor is the pod whose extended resources the claim serves,
+	// when it is such a claim.
+	extendedFor *PodRef
+}
+
+// PodRef names a pod by namespace and UID, as a claim's owner reference
+// does with the claim's namespace.
+type PodRef struct {
+	Namespace string
+	UID       types.UID
 }
 
 // claimWatchState is what a ClaimWatch knew at one moment.
@@ -204,29 +222,64 @@ type claimWatchState struct {
 	fingerprint uint64
 }
 
-func newClaimWatch() *ClaimWatch { return &ClaimWatch{marks: map[string]uint64{}} }
+func newClaimWatch() *ClaimWatch {
+	return &ClaimWatch{claims: map[string]watchedClaim{}, extended: map[PodRef]int{}}
+}
 
 // state returns what the watch knows now.
 func (w *ClaimWatch) state() claimWatchState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return claimWatchState{events: w.events.Load(), fingerprint: w.sum ^ uint64(len(w.marks))}
+	return claimWatchState{events: w.events.Load(), fingerprint: w.sum ^ uint64(len(w.claims))}
 }
 
 // set records that the claim key is now c, or is deleted.
 func (w *ClaimWatch) set(key string, c *resourceapi.ResourceClaim, exists bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if old, ok := w.marks[key]; ok {
-		w.sum -= old
-		delete(w.marks, key)
+	if old, ok := w.claims[key]; ok {
+		w.sum -= old.mark
+		if ref := old.extendedFor; ref != nil {
+			if w.extended[*ref]--; w.extended[*ref] == 0 {
+				delete(w.extended, *ref)
+			}
+		}
+		delete(w.claims, key)
 	}
 	if exists {
-		m := claimMark(c)
-		w.marks[key] = m
-		w.sum += m
+		wc := watchedClaim{mark: claimMark(c), extendedFor: ExtendedResourceOwner(c)}
+		w.claims[key] = wc
+		w.sum += wc.mark
+		if ref := wc.extendedFor; ref != nil {
+			w.extended[*ref]++
+		}
 	}
 	w.events.Add(1)
+}
+
+// HasExtendedResourceClaim reports whether a claim our handler has seen
+// serves the extended resources of pod (kube-scheduler makes one in the
+// binding cycle of a pod whose extended resources DRA serves, and finds it
+// by listing every claim). A claim made a moment ago may not have reached
+// our handler yet.
+func (w *ClaimWatch) HasExtendedResourceClaim(pod PodRef) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.extended[pod] > 0
+}
+
+// ExtendedResourceOwner returns the pod that controls c when c is a claim
+// kube-scheduler made for a pod's extended resources, nil otherwise.
+func ExtendedResourceOwner(c *resourceapi.ResourceClaim) *PodRef {
+	if c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
+		return nil
+	}
+	for _, or := range c.OwnerReferences {
+		if or.Controller != nil && *or.Controller {
+			return &PodRef{Namespace: c.Namespace, UID: or.UID}
+		}
+	}
+	return nil
 }
 
 // Changed tells the watch that the tracker may hold a change our handler

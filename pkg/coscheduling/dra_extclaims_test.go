@@ -30,8 +30,9 @@ func (c *countingClaims) List() ([]*resourceapi.ResourceClaim, error) {
 // A member asking for nvidia.com/gpu, which the DeviceClass maps, runs the
 // template pass on a stand-in unless a previous cycle made the claim for
 // its extended resources: a claim with the extended-resource annotation
-// that the member controls, in its namespace. One pass lists the claims
-// once, however many templates ask.
+// that the member controls, in its namespace. Without a claim watch one
+// pass lists the claims once, however many templates ask; with one, it
+// lists none.
 func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 	pod := member("g", "g-0", "8")
 	extClaim := func(edit func(*resourceapi.ResourceClaim)) *resourceapi.ResourceClaim {
@@ -87,6 +88,24 @@ func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 				require.Equal(t, tt.want, ok)
 			}
 			require.Equal(t, 1, counting.lists, "the claims of one pass are listed once")
+
+			// With the claim watch, a pass lists no claim: the watch's
+			// handler keeps the extended-resource claims by pod.
+			counting.lists = 0
+			watched := env.pl.extendedClaims()
+			require.NotNil(t, watched.watch, "the plugin has a claim watch")
+			watched.claims = counting
+			if !tt.want {
+				require.Eventually(t, func() bool {
+					_, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
+					return !ok
+				}, sliceListedTimeout, sliceListedTimeout/100, "the claim watch never saw the member's claim")
+			}
+			for range 3 {
+				_, ok := env.pl.standIn(templates[0], watched)
+				require.Equal(t, tt.want, ok)
+			}
+			require.Zero(t, counting.lists, "with a claim watch no pass lists the claims")
 		})
 	}
 }

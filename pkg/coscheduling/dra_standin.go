@@ -3,11 +3,11 @@ package coscheduling
 import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/ptr"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 )
 
 // A template whose devices the capacity model counts exactly
@@ -82,32 +82,28 @@ func (pl *Plugin) standIn(t *template, ext *extendedClaims) (*v1.Pod, bool) {
 // extendedClaims tells whether a previous cycle made the claim for a pod's
 // DRA-served extended resources, which DynamicResources' PreFilter then
 // judges (a claim from a failed binding is deallocated first). Such claims
-// are found only by listing every claim, so a pass lists them once, when
-// its first template asks, for all of its templates. Not safe for
-// concurrent use: one pass's.
+// are found only by listing every claim; the claim watch keeps them as its
+// handler sees them, and without one a pass lists them once, when its first
+// template asks, for all of its templates. Not safe for concurrent use: one
+// pass's.
 type extendedClaims struct {
 	claims fwk.ResourceClaimTracker
+	watch  *capacity.ClaimWatch
 	read   bool
 	// owners are the pods that control such a claim; err is why they
 	// could not be read, which counts as every pod having one.
-	owners sets.Set[podRef]
+	owners sets.Set[capacity.PodRef]
 	err    error
 }
 
-// podRef names a pod by namespace and UID, as a claim's owner reference
-// does with the claim's namespace.
-type podRef struct {
-	namespace string
-	uid       types.UID
-}
-
-// extendedClaims returns the pass's view of extended-resource claims, read
-// from the DRA manager's claim tracker on first use.
+// extendedClaims returns the pass's view of extended-resource claims: the
+// claim watch's, or else read from the DRA manager's claim tracker on
+// first use.
 func (pl *Plugin) extendedClaims() *extendedClaims {
 	if pl.devices == nil {
-		return &extendedClaims{read: true, owners: sets.New[podRef]()}
+		return &extendedClaims{read: true, owners: sets.New[capacity.PodRef]()}
 	}
-	return &extendedClaims{claims: pl.devices.dra.ResourceClaims()}
+	return &extendedClaims{claims: pl.devices.dra.ResourceClaims(), watch: pl.devices.inventories.Claims()}
 }
 
 // has reports whether pod has such a claim.
@@ -115,22 +111,21 @@ func (e *extendedClaims) has(pod *v1.Pod) bool {
 	if pod.Status.ExtendedResourceClaimStatus != nil {
 		return true
 	}
+	ref := capacity.PodRef{Namespace: pod.Namespace, UID: pod.UID}
+	if e.watch != nil {
+		return e.watch.HasExtendedResourceClaim(ref)
+	}
 	if !e.read {
 		e.read = true
-		e.owners = sets.New[podRef]()
+		e.owners = sets.New[capacity.PodRef]()
 		var all []*resourceapi.ResourceClaim
 		if all, e.err = e.claims.List(); e.err == nil {
 			for _, c := range all {
-				if c.Annotations[resourceapi.ExtendedResourceClaimAnnotation] != "true" {
-					continue
-				}
-				for _, or := range c.OwnerReferences {
-					if ptr.Deref(or.Controller, false) {
-						e.owners.Insert(podRef{namespace: c.Namespace, uid: or.UID})
-					}
+				if owner := capacity.ExtendedResourceOwner(c); owner != nil {
+					e.owners.Insert(*owner)
 				}
 			}
 		}
 	}
-	return e.err != nil || e.owners.Has(podRef{namespace: pod.Namespace, uid: pod.UID})
+	return e.err != nil || e.owners.Has(ref)
 }
