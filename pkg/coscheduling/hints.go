@@ -7,9 +7,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -71,11 +71,10 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 // first: the pass the pod makes next reads the tracker.
 func (pl *Plugin) isClaimChangeForPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	pl.devices.inventories.Claims().Changed()
-	if tomb, ok := oldObj.(cache.DeletedFinalStateUnknown); ok {
-		oldObj = tomb.Obj
+	oldClaim, newClaim, err := schedutil.As[*resourceapi.ResourceClaim](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
 	}
-	oldClaim, _ := oldObj.(*resourceapi.ResourceClaim)
-	newClaim, _ := newObj.(*resourceapi.ResourceClaim)
 	if oldClaim == nil && newClaim == nil {
 		return fwk.Queue, fmt.Errorf("expected a ResourceClaim, got %T", newObj)
 	}

@@ -14,8 +14,8 @@ import (
 // A pod turned away for devices is queued again when a claim frees
 // devices (deallocated or deleted while allocated, also as a tombstone)
 // and when a claim it names appears; other claim changes skip it, since
-// each failed attempt lengthens its backoff. The plugin registers claim, slice and DeviceClass events only
-// where DRA is on.
+// each failed attempt lengthens its backoff. The plugin registers claim,
+// slice and DeviceClass events only where DRA is on.
 func TestClaimEventsRequeueWhenDevicesFree(t *testing.T) {
 	env, job := draGang(t, "job", 2, gpuClaimSpec(scheduling.DeviceClassGPU, 8, "H100"), "H100", "H100")
 	pod := job[0]

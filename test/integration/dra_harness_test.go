@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -705,22 +704,5 @@ func (env *draEnv) deallocate(name string) {
 // scheduler ended unschedulable, over every profile.
 func unschedulableAttempts(t *testing.T) float64 {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != "scheduler_schedule_attempts_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == "unschedulable" {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	return labelledSum(t, "scheduler_schedule_attempts_total", "result", "unschedulable")
 }

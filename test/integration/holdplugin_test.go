@@ -157,21 +157,22 @@ func TestSchedulerHoldsAreReadable(t *testing.T) {
 	if want := []string{members[0].Name, members[1].Name}; !slices.Equal(want, waiting) {
 		t.Errorf("waiting in Permit: %v, want %v", waiting, want)
 	}
-	if got := labelledGauge(t, scheduling.HeldCapacityMetric, "resource", "nvidia.com/gpu"); got != 8 {
+	if got := labelledSum(t, scheduling.HeldCapacityMetric, "resource", "nvidia.com/gpu"); got != 8 {
 		t.Errorf("%s{resource=nvidia.com/gpu} = %v, want 8: the plan's place for the member still held back", scheduling.HeldCapacityMetric, got)
 	}
 	env.release(members[2].Name)
 	env.waitForBound(bindTimeout, members...)
 }
 
-// labelledGauge reads the in-process scheduler's gauge name with label set
-// to value; 0 when it is not there.
-func labelledGauge(t *testing.T, name, label, value string) float64 {
+// labelledSum adds up the in-process scheduler's gauges or counters name
+// whose label is set to value; 0 when there is none.
+func labelledSum(t *testing.T, name, label, value string) float64 {
 	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatalf("gathering metrics: %v", err)
 	}
+	var sum float64
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
@@ -179,10 +180,10 @@ func labelledGauge(t *testing.T, name, label, value string) float64 {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue()
+					sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	return 0
+	return sum
 }
