@@ -14,7 +14,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -231,19 +230,6 @@ func TestFaultLongRunningPodsDoNotStarveGangs(t *testing.T) {
 	t.Logf("three small gangs bound %s after they were created, beside the large gang that cannot fit", time.Since(start).Round(time.Millisecond))
 	env.expectStaysUnbound(staysUnboundWindow, large...)
 	ledger.expectNoHalfBound()
-}
-
-// ensurePriorityClass creates a PriorityClass for the test and deletes it
-// when the test ends.
-func ensurePriorityClass(t *testing.T, name string, value int32) {
-	t.Helper()
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
-	if _, err := kubeClient.SchedulingV1().PriorityClasses().Create(t.Context(), pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating PriorityClass %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = kubeClient.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
 }
 
 // holdInPermit creates a gang of three whole-node members whose members 0

@@ -36,7 +36,9 @@ const (
 
 // priorityClass creates a PriorityClass for env's test and deletes it when
 // the test ends; PriorityClasses are cluster-wide, so the name carries the
-// namespace.
+// namespace. It returns once the Priority admission plugin, which resolves
+// names from an informer of its own, admits a pod naming the class: until
+// then creating such a pod is refused with "no PriorityClass with name".
 func (env *testEnv) priorityClass(name string, value int32) string {
 	env.t.Helper()
 	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: env.ns + "-" + name}, Value: value}
@@ -50,6 +52,15 @@ func (env *testEnv) priorityClass(name string, value int32) string {
 			env.t.Errorf("deleting PriorityClass %s: %v", pc.Name, err)
 		}
 	})
+	probe := probePod(env.ns, "priority-probe")
+	probe.Spec.PriorityClassName = pc.Name
+	err := waitFor(env.t.Context(), eventTimeout, func(ctx context.Context) (bool, error) {
+		_, err := kubeClient.CoreV1().Pods(env.ns).Create(ctx, probe.DeepCopy(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return true, err
+	})
+	if err != nil {
+		env.t.Fatalf("admission never saw PriorityClass %s: %v", pc.Name, err)
+	}
 	return pc.Name
 }
 
