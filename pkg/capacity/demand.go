@@ -224,6 +224,11 @@ func (r *Reader) alternative(claim types.NamespacedName, request, sub, className
 
 // mapped lists the pod's extended resources that a DeviceClass serves.
 func (r *Reader) mapped(pod *v1.Pod) ([]Mapped, error) {
+	if !asksExtended(pod) {
+		// Most pods ask for cpu and memory alone: spare them summing
+		// their requests on every planning pass.
+		return nil, nil
+	}
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	var out []Mapped
 	for _, name := range sortedResourceNames(reqs) {
@@ -238,6 +243,29 @@ func (r *Reader) mapped(pod *v1.Pod) ([]Mapped, error) {
 		out = append(out, Mapped{Resource: name, Kind: NewKind(class, nil, nil), Count: q.Value()})
 	}
 	return out, nil
+}
+
+// asksExtended reports whether some container of pod requests a resource
+// isExtendedName lets through: whether PodRequests, which reads requests
+// alone (the API server copies an extended resource's limit to its
+// request), could hold one.
+func asksExtended(pod *v1.Pod) bool {
+	names := func(l v1.ResourceList) bool {
+		for name := range l {
+			if isExtendedName(name) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			if names(cs[i].Resources.Requests) {
+				return true
+			}
+		}
+	}
+	return pod.Spec.Resources != nil && names(pod.Spec.Resources.Requests)
 }
 
 // isExtendedName reports whether a resource name could be served by a

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
@@ -161,5 +162,43 @@ func TestSharedClaimCountsOnce(t *testing.T) {
 		if !acc {
 			t.Errorf("member %d uses GPUs and must be bound by topology", i)
 		}
+	}
+}
+
+// TestReaderFindsMappedRequests checks where the reader finds an extended
+// resource a DeviceClass maps: container requests and init containers'
+// requests; a pod asking for cpu alone maps nothing.
+func TestReaderFindsMappedRequests(t *testing.T) {
+	objs := newObjects([]*resourceapi.DeviceClass{gpuClass(true)})
+	gpus := func(n int64) v1.ResourceList {
+		return v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(n, resource.DecimalSI)}
+	}
+	cpu := v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
+	for _, tc := range []struct {
+		name string
+		edit func(*v1.Pod)
+		want int64 // 0: nothing mapped
+	}{
+		{"cpu only", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests = cpu }, 0},
+		{"requests", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Requests = gpus(4) }, 4},
+		{"init container", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests = cpu
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{Requests: gpus(2)}}}
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := podWithClaims("ns", "p")
+			tc.edit(pod)
+			pd, err := objs.reader().Pod(pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.want == 0 && len(pd.Mapped) != 0:
+				t.Errorf("mapped %+v, want none", pd.Mapped)
+			case tc.want > 0 && (len(pd.Mapped) != 1 || pd.Mapped[0].Resource != "nvidia.com/gpu" || pd.Mapped[0].Count != tc.want):
+				t.Errorf("mapped %+v, want %d nvidia.com/gpu", pd.Mapped, tc.want)
+			}
+		})
 	}
 }
