@@ -3,8 +3,8 @@ package capacity
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -53,16 +53,40 @@ func NewKind(class *resourceapi.DeviceClass, selectors []resourceapi.DeviceSelec
 			k.requestSelectors++
 		}
 	}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\x00", k.Class)
+	// NewKind runs for every request of every claim a gang reads, on every
+	// planning pass: the hash and the name are written without fmt.
+	h := fnvString(fnvOffset, k.Class, 0)
 	for _, s := range k.Selectors {
-		fmt.Fprintf(h, "%s\x00", s)
+		h = fnvString(h, s, 0)
 	}
 	for _, t := range k.Tolerations {
-		fmt.Fprintf(h, "%s\x01%s\x01%s\x01%s\x00", t.Key, t.Operator, t.Value, t.Effect)
+		h = fnvString(h, t.Key, 1)
+		h = fnvString(h, string(t.Operator), 1)
+		h = fnvString(h, t.Value, 1)
+		h = fnvString(h, string(t.Effect), 0)
 	}
-	k.Dimension = v1.ResourceName(fmt.Sprintf("%s%s-%016x", DimensionPrefix, k.Class, h.Sum64()))
+	name := make([]byte, 0, len(DimensionPrefix)+len(k.Class)+17)
+	name = append(append(append(name, DimensionPrefix...), k.Class...), '-')
+	hex := strconv.AppendUint(nil, h, 16)
+	for range 16 - len(hex) {
+		name = append(name, '0')
+	}
+	k.Dimension = v1.ResourceName(append(name, hex...))
 	return k
+}
+
+// FNV-1a, 64 bits (hash/fnv's New64a), over strings without copying them.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnvString adds s and then the separator end to the FNV-1a hash h.
+func fnvString(h uint64, s string, end byte) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return (h ^ uint64(end)) * fnvPrime
 }
 
 // Describe names the kind for people: "gpu.nvidia.com devices" or
