@@ -183,10 +183,12 @@ func (pl *Plugin) domainOfPod(pod *v1.Pod) string {
 		if err != nil {
 			continue
 		}
-		fallback := "claim " + types.NamespacedName{Namespace: pod.Namespace, Name: *name}.String()
-		if pc.ResourceClaimTemplateName != nil {
-			// Every pod's claim from one template is one domain's channel.
-			fallback = "template " + types.NamespacedName{Namespace: pod.Namespace, Name: *pc.ResourceClaimTemplateName}.String()
+		fallback := func() string {
+			if pc.ResourceClaimTemplateName != nil {
+				// Every pod's claim from one template is one domain's channel.
+				return "template " + types.NamespacedName{Namespace: pod.Namespace, Name: *pc.ResourceClaimTemplateName}.String()
+			}
+			return "claim " + types.NamespacedName{Namespace: pod.Namespace, Name: *name}.String()
 		}
 		if d := claimDomain(claim, fallback); d != "" {
 			return d
@@ -196,10 +198,11 @@ func (pl *Plugin) domainOfPod(pod *v1.Pod) string {
 }
 
 // claimDomain returns the ComputeDomain whose channel claim takes: the
-// domainID of the driver's ComputeDomainChannelConfig, else fallback when
-// the claim asks for the channel class or holds a channel; "" when the
-// claim is no channel claim.
-func claimDomain(claim *resourceapi.ResourceClaim, fallback string) string {
+// domainID of the driver's ComputeDomainChannelConfig, else fallback's name
+// when the claim asks for the channel class or holds a channel; "" when the
+// claim is no channel claim. fallback is called only then: planning passes
+// read every member's claims, and few are channels.
+func claimDomain(claim *resourceapi.ResourceClaim, fallback func() string) string {
 	configs := claim.Spec.Devices.Config
 	channel := false
 	for _, r := range claim.Spec.Devices.Requests {
@@ -232,7 +235,7 @@ func claimDomain(claim *resourceapi.ResourceClaim, fallback string) string {
 		}
 	}
 	if channel {
-		return fallback
+		return fallback()
 	}
 	return ""
 }

@@ -76,7 +76,7 @@ func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *
 			if c.Status.Allocation == nil {
 				continue
 			}
-			d := claimDomain(c, "claim "+types.NamespacedName{Namespace: c.Namespace, Name: c.Name}.String())
+			d := claimDomain(c, func() string { return "claim " + types.NamespacedName{Namespace: c.Namespace, Name: c.Name}.String() })
 			if d == "" {
 				continue
 			}

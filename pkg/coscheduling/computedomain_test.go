@@ -334,7 +334,7 @@ func TestClaimDomain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, claimDomain(tt.claim, "fallback"))
+			require.Equal(t, tt.want, claimDomain(tt.claim, func() string { return "fallback" }))
 		})
 	}
 }

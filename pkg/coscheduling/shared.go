@@ -56,22 +56,33 @@ func sharers(d *demand) (groups [][]int, claims [][]types.NamespacedName) {
 		}
 		return i
 	}
-	first := map[types.UID]int{}
-	names := map[types.UID]types.NamespacedName{}
-	shared := map[types.UID]bool{}
+	// first is each claim's first member and its name; shared stays nil
+	// while no claim has a second member, as in most gangs, which then
+	// return here.
+	type use struct {
+		member int
+		name   types.NamespacedName
+	}
+	first := map[types.UID]use{}
+	var shared map[types.UID]bool
 	for i, pd := range d.pods {
 		if pd == nil {
 			continue
 		}
 		for _, c := range pd.Claims {
-			names[c.UID] = c.Name
-			if j, ok := first[c.UID]; ok {
-				parent[find(i)] = find(j)
+			if u, ok := first[c.UID]; ok {
+				parent[find(i)] = find(u.member)
+				if shared == nil {
+					shared = map[types.UID]bool{}
+				}
 				shared[c.UID] = true
 				continue
 			}
-			first[c.UID] = i
+			first[c.UID] = use{member: i, name: c.Name}
 		}
+	}
+	if shared == nil {
+		return nil, nil
 	}
 	byRoot := map[int][]int{}
 	for i := range d.pods {
@@ -84,9 +95,9 @@ func sharers(d *demand) (groups [][]int, claims [][]types.NamespacedName) {
 		}
 		groups = append(groups, g)
 		var cs []types.NamespacedName
-		for uid, j := range first {
-			if shared[uid] && find(j) == find(i) {
-				cs = append(cs, names[uid])
+		for uid, u := range first {
+			if shared[uid] && find(u.member) == find(i) {
+				cs = append(cs, u.name)
 			}
 		}
 		slices.SortFunc(cs, func(a, b types.NamespacedName) int { return cmpNames(a, b) })
