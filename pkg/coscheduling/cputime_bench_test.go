@@ -51,7 +51,8 @@ func rusageCPU(tb testing.TB, who int) time.Duration {
 	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
-// stockMeter adds up the CPU that kube-scheduler's own resource plugins
+// threadMeter adds up the CPU of calls made on one thread. As the stock
+// meter, it adds up what kube-scheduler's own resource plugins
 // (NodeResourcesFit and DynamicResources, see withStockMeter) spend in
 // PreFilter for the pod being scheduled, where they run: inside a
 // benchmark's measured loop, between gpu-gang's plans, with the caches and
@@ -64,8 +65,17 @@ func rusageCPU(tb testing.TB, who int) time.Duration {
 // loop, since the collector runs as often as the heap grows. The runs
 // gpu-gang makes while it simulates a member are gpu-gang's planning, and
 // are not metered. Not safe for concurrent use.
-type stockMeter struct {
+//
+// The same meter, with perIter and metric set, meters a whole scheduling
+// cycle on its thread (BenchmarkCapacityPreCheckDRA): less the stock
+// plugins' part, what is left is gpu-gang's, read on the same thread.
+type threadMeter struct {
 	tb testing.TB
+	// perIter is how many calls each iteration makes (meteredPlugins
+	// when zero); metric names the reported figure (stock-cpu-ns/op when
+	// empty).
+	perIter int
+	metric  string
 	// cpu is the plugins' thread CPU, bytes what they allocated, calls
 	// how many calls were metered, all since reset; start is the
 	// collector's background CPU and the bytes allocated at reset.
@@ -80,13 +90,13 @@ type stockMeter struct {
 
 // withStockMeter meters the PreFilter of NodeResourcesFit and, with
 // withDRA, DynamicResources on m.
-func withStockMeter(m *stockMeter) envOption {
+func withStockMeter(m *threadMeter) envOption {
 	return func(c *envConfig) { c.stock = m }
 }
 
 // metered runs f, charging its thread CPU and allocations to m unless ctx
 // is a simulation.
-func (m *stockMeter) metered(ctx context.Context, f func()) {
+func (m *threadMeter) metered(ctx context.Context, f func()) {
 	if simulating(ctx) {
 		f()
 		return
@@ -103,26 +113,34 @@ func (m *stockMeter) metered(ctx context.Context, f func()) {
 // allocated reads the runtime's count of bytes allocated so far, alone
 // (readGC reads the collector's CPU too, which a call does not need), into
 // m's own sample.
-func (m *stockMeter) allocated() uint64 {
+func (m *threadMeter) allocated() uint64 {
 	m.allocs[0].Name = gcSamples[0]
 	metrics.Read(m.allocs[:])
 	return m.allocs[0].Value.Uint64()
 }
 
 // reset forgets what m has metered.
-func (m *stockMeter) reset() { m.cpu, m.bytes, m.calls, m.start = 0, 0, 0, readGC() }
+func (m *threadMeter) reset() { m.cpu, m.bytes, m.calls, m.start = 0, 0, 0, readGC() }
 
 // report divides what m metered since reset, with its share of the
 // collector's background CPU, by the benchmark's iterations, reports it as
-// stock-cpu-ns/op and returns it. Each iteration must have run each of the
-// plugins once: a meter that missed one would charge its CPU to gpu-gang.
-func (m *stockMeter) report(b *testing.B) float64 {
+// its metric and returns it. Each iteration must have made its calls (each
+// of the plugins once): a meter that missed one would charge its CPU to
+// gpu-gang.
+func (m *threadMeter) report(b *testing.B) float64 {
 	b.Helper()
 	if b.N == 0 {
 		return 0
 	}
-	if m.calls != meteredPlugins*b.N {
-		b.Fatalf("metered %d PreFilter calls in %d iterations, want %d each", m.calls, b.N, meteredPlugins)
+	perIter, metric := m.perIter, m.metric
+	if perIter == 0 {
+		perIter = meteredPlugins
+	}
+	if metric == "" {
+		metric = "stock-cpu-ns/op"
+	}
+	if m.calls != perIter*b.N {
+		b.Fatalf("metered %d calls in %d iterations, want %d each", m.calls, b.N, perIter)
 	}
 	now := readGC()
 	cpu := float64(m.cpu)
@@ -130,7 +148,7 @@ func (m *stockMeter) report(b *testing.B) float64 {
 		cpu += float64(now.background-m.start.background) * float64(m.bytes) / float64(all)
 	}
 	perOp := cpu / float64(b.N)
-	b.ReportMetric(perOp, "stock-cpu-ns/op")
+	b.ReportMetric(perOp, metric)
 	return perOp
 }
 
@@ -164,7 +182,7 @@ func readGC() gcReading {
 	return r
 }
 
-// meteredPlugins is how many plugins a stockMeter meters in one scheduling
+// meteredPlugins is how many plugins a threadMeter meters in one scheduling
 // cycle: NodeResourcesFit and DynamicResources.
 const meteredPlugins = 2
 
@@ -178,7 +196,7 @@ const rusageThread = 1
 // meteredFit is NodeResourcesFit with its PreFilter metered.
 type meteredFit struct {
 	*noderesources.Fit
-	m *stockMeter
+	m *threadMeter
 }
 
 func (p *meteredFit) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (res *fwk.PreFilterResult, status *fwk.Status) {
@@ -189,7 +207,7 @@ func (p *meteredFit) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 // meteredDRA is DynamicResources with its PreFilter metered.
 type meteredDRA struct {
 	*dynamicresources.DynamicResources
-	m *stockMeter
+	m *threadMeter
 }
 
 func (p *meteredDRA) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (res *fwk.PreFilterResult, status *fwk.Status) {

@@ -44,7 +44,7 @@ func schedulerFeatures() feature.Features {
 // and Reserve (Unreserve comes with it). PostFilter and PreBind, which
 // write claims, are left out: tests drive binding themselves. m, when not
 // nil, meters its PreFilter.
-func dynamicResources(m *stockMeter) tf.RegisterPluginFunc {
+func dynamicResources(m *threadMeter) tf.RegisterPluginFunc {
 	factory := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 		pl, err := dynamicresources.New(ctx, &schedconfig.DynamicResourcesArgs{}, fh, schedulerFeatures())
 		if err != nil || m == nil {

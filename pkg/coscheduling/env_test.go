@@ -89,7 +89,7 @@ type envConfig struct {
 	// stock, when set, meters the PreFilter of kube-scheduler's own
 	// resource plugins (NodeResourcesFit, DynamicResources) for the pod
 	// being scheduled (see withStockMeter).
-	stock *stockMeter
+	stock *threadMeter
 }
 
 // withFilters registers the named in-tree Filter plugins (with their
@@ -211,7 +211,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 
 // nodeResourcesFit registers NodeResourcesFit, with fts, at PreFilter and
 // Filter; m, when not nil, meters its PreFilter.
-func nodeResourcesFit(fts feature.Features, m *stockMeter) tf.RegisterPluginFunc {
+func nodeResourcesFit(fts feature.Features, m *threadMeter) tf.RegisterPluginFunc {
 	fit := func(ctx context.Context, _ runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 		pl, err := noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
 			Type:      schedconfig.LeastAllocated,
