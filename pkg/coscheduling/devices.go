@@ -470,6 +470,11 @@ func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevi
 // PodGroup only with its GenericWorkload gate on, which gpu-gang's scheduler
 // runs with off, and otherwise holds the pods without a word. A claim the
 // PodGroup names (resourceClaimName) is an ordinary shared claim and works.
+//
+// The Event regards the PodGroup the claim's controller reference names:
+// the claim controller makes the claim as soon as it sees the PodGroup, and
+// the plugin's own PodGroup informer may hear of the group only after this
+// claim, so the group is not looked up.
 func (pl *Plugin) onClaimAdd(obj interface{}) {
 	claim, ok := obj.(*resourceapi.ResourceClaim)
 	if !ok {
@@ -479,11 +484,8 @@ func (pl *Plugin) onClaimAdd(obj interface{}) {
 	if ref == nil || ref.Kind != "PodGroup" || !strings.HasPrefix(ref.APIVersion, schedulingv1beta1.GroupName+"/") {
 		return
 	}
-	spec, ok := pl.lookup(gang.Key{API: gang.Native, Namespace: claim.Namespace, Name: ref.Name})
-	if !ok {
-		return
-	}
-	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidResourceClaim,
+	group := &v1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: claim.Namespace, Name: ref.Name, UID: ref.UID}
+	pl.events.gangObject(group, v1.EventTypeWarning, ReasonInvalidResourceClaim,
 		"ResourceClaim %s was made for this PodGroup from a template (spec.resourceClaims[].resourceClaimTemplateName); kube-scheduler 1.37 accepts such a claim only with its GenericWorkload gate on, which gpu-gang runs with off (see the README), so the members that use it cannot start: create the claim yourself and name it in resourceClaimName instead",
 		claim.Name)
 }

@@ -8,8 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -76,4 +79,26 @@ func TestGangScheduledNamesFirstAvailableChoice(t *testing.T) {
 	events := env.recorded()
 	require.True(t, hasEvent(events, ReasonGangScheduled, "firstAvailable: job-0-gpus/gpus: h100"), "events: %q", events)
 	require.False(t, hasEvent(events, ReasonGangScheduled, ": h200"), "events: %q", events)
+}
+
+// A claim the claim controller made from a native PodGroup's template gets
+// its InvalidResourceClaim Event even when it reaches the plugin before the
+// PodGroup does: the controller makes the claim as soon as it sees the
+// group, and the plugin's PodGroup informer may lag its claim informer.
+// Here no informer has the PodGroup at all. A claim some other controller
+// owns gets no Event.
+func TestTemplateClaimOfUnheardPodGroupIsReported(t *testing.T) {
+	env, _ := draGang(t, "job", 0, gpuClaimSpec(scheduling.DeviceClassGPU, 8, "H100"), "H100")
+	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "serve-gpus-x7k2p",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup",
+			Name: "serve", UID: "serve-uid", Controller: ptr.To(true)}}}}
+	other := claim.DeepCopy()
+	other.Name, other.OwnerReferences[0].APIVersion, other.OwnerReferences[0].Kind = "job-gpus", "batch/v1", "Job"
+
+	env.pl.onClaimAdd(other)
+	env.pl.onClaimAdd(claim)
+	events := env.recorded()
+	require.Len(t, events, 1, "events: %q", events)
+	require.True(t, hasEvent(events, ReasonInvalidResourceClaim, "ResourceClaim serve-gpus-x7k2p was made for this PodGroup"), "events: %q", events)
+	require.Contains(t, events[0], "resourceClaimName", "the Event says what to do instead")
 }

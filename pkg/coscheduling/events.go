@@ -136,3 +136,10 @@ func (er *eventRecorder) gang(spec *gang.Spec, related *v1.Pod, eventType, reaso
 	}
 	er.Record("gang/"+string(spec.UID)+"/"+reason, spec.Ref, rel, eventType, reason, fmt.Sprintf(format, args...))
 }
+
+// gangObject records an Event regarding a gang's API object known only by
+// reference, as gang does: an owner reference can name a PodGroup before
+// the plugin's informer has it.
+func (er *eventRecorder) gangObject(ref *v1.ObjectReference, eventType, reason, format string, args ...any) {
+	er.Record("gang/"+string(ref.UID)+"/"+reason, ref, nil, eventType, reason, fmt.Sprintf(format, args...))
+}
