@@ -66,14 +66,13 @@ func rusageCPU(tb testing.TB, who int) time.Duration {
 // gpu-gang makes while it simulates a member are gpu-gang's planning, and
 // are not metered. Not safe for concurrent use.
 //
-// The same meter, with perIter and metric set, meters a whole scheduling
-// cycle on its thread (BenchmarkCapacityPreCheckDRA): less the stock
-// plugins' part, what is left is gpu-gang's, read on the same thread.
+// The same meter meters a whole scheduling cycle on its thread
+// (BenchmarkCapacityPreCheckDRA): less the stock plugins' part, what is
+// left is gpu-gang's, read on the same thread.
 type threadMeter struct {
 	tb testing.TB
-	// perIter is how many calls each iteration makes (meteredPlugins
-	// when zero); metric names the reported figure (stock-cpu-ns/op when
-	// empty).
+	// perIter is how many calls each iteration makes (meteredPlugins for
+	// the stock meter); metric names the reported figure.
 	perIter int
 	metric  string
 	// cpu is the plugins' thread CPU, bytes what they allocated, calls
@@ -132,15 +131,8 @@ func (m *threadMeter) report(b *testing.B) float64 {
 	if b.N == 0 {
 		return 0
 	}
-	perIter, metric := m.perIter, m.metric
-	if perIter == 0 {
-		perIter = meteredPlugins
-	}
-	if metric == "" {
-		metric = "stock-cpu-ns/op"
-	}
-	if m.calls != perIter*b.N {
-		b.Fatalf("metered %d calls in %d iterations, want %d each", m.calls, b.N, perIter)
+	if m.calls != m.perIter*b.N {
+		b.Fatalf("metered %d calls in %d iterations, want %d each", m.calls, b.N, m.perIter)
 	}
 	now := readGC()
 	cpu := float64(m.cpu)
@@ -148,7 +140,7 @@ func (m *threadMeter) report(b *testing.B) float64 {
 		cpu += float64(now.background-m.start.background) * float64(m.bytes) / float64(all)
 	}
 	perOp := cpu / float64(b.N)
-	b.ReportMetric(perOp, metric)
+	b.ReportMetric(perOp, m.metric)
 	return perOp
 }
 

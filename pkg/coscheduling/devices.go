@@ -485,7 +485,7 @@ func (pl *Plugin) onClaimAdd(obj interface{}) {
 		return
 	}
 	group := &v1.ObjectReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: claim.Namespace, Name: ref.Name, UID: ref.UID}
-	pl.events.gangObject(group, v1.EventTypeWarning, ReasonInvalidResourceClaim,
+	pl.events.gangObject(group, nil, v1.EventTypeWarning, ReasonInvalidResourceClaim,
 		"ResourceClaim %s was made for this PodGroup from a template (spec.resourceClaims[].resourceClaimTemplateName); kube-scheduler 1.37 accepts such a claim only with its GenericWorkload gate on, which gpu-gang runs with off (see the README), so the members that use it cannot start: create the claim yourself and name it in resourceClaimName instead",
 		claim.Name)
 }

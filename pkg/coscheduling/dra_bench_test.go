@@ -82,7 +82,7 @@ func BenchmarkCapacityPreCheckDRA(b *testing.B) {
 				for _, m := range job {
 					pods = append(pods, m.pod)
 				}
-				stock := &threadMeter{tb: b}
+				stock := &threadMeter{tb: b, perIter: meteredPlugins, metric: "stock-cpu-ns/op"}
 				cycle := &threadMeter{tb: b, perIter: 1, metric: "cycle-cpu-ns/op"}
 				env := newTestEnv(b, nodes, pods,
 					[]*v1alpha1.PodGroup{gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()},

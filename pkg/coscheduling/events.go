@@ -130,16 +130,16 @@ func (er *eventRecorder) pod(pod *v1.Pod, eventType, reason, format string, args
 // objects and reason into one series that keeps its first note, so a note
 // that changes as members arrive ("3/8 present") needs the member to show.
 func (er *eventRecorder) gang(spec *gang.Spec, related *v1.Pod, eventType, reason, format string, args ...any) {
+	er.gangObject(spec.Ref, related, eventType, reason, format, args...)
+}
+
+// gangObject records an Event regarding a gang's API object known only by
+// reference (a spec's Ref, which carries its UID): an owner reference can
+// name a PodGroup before the plugin's informer has it.
+func (er *eventRecorder) gangObject(ref *v1.ObjectReference, related *v1.Pod, eventType, reason, format string, args ...any) {
 	var rel runtime.Object
 	if related != nil {
 		rel = related
 	}
-	er.Record("gang/"+string(spec.UID)+"/"+reason, spec.Ref, rel, eventType, reason, fmt.Sprintf(format, args...))
-}
-
-// gangObject records an Event regarding a gang's API object known only by
-// reference, as gang does: an owner reference can name a PodGroup before
-// the plugin's informer has it.
-func (er *eventRecorder) gangObject(ref *v1.ObjectReference, eventType, reason, format string, args ...any) {
-	er.Record("gang/"+string(ref.UID)+"/"+reason, ref, nil, eventType, reason, fmt.Sprintf(format, args...))
+	er.Record("gang/"+string(ref.UID)+"/"+reason, ref, rel, eventType, reason, fmt.Sprintf(format, args...))
 }
