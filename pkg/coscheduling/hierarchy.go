@@ -47,7 +47,7 @@ func (pl *Plugin) onCompositeChanged(c *gang.CompositeSpec) {
 // the informer was not watching), another parent, another policy.
 func (pl *Plugin) onCompositeUpdated(old, c *gang.CompositeSpec) {
 	if old.UID != c.UID || old.Parent != c.Parent || old.Gang != c.Gang {
-		pl.hierarchyChanged(c.Key, fmt.Sprintf("CompositePodGroup %s changed under it (re-created, or a new parent or policy)", c.Key))
+		pl.hierarchyChanged(c.Key, fmt.Sprintf("%s above its members was re-created or changed its parent or policy", c.Key))
 	}
 	pl.onCompositeChanged(c)
 }
@@ -57,7 +57,7 @@ func (pl *Plugin) onCompositeUpdated(old, c *gang.CompositeSpec) {
 // above it. Its members go back through PreEnqueue, where their PodGroups
 // now name a missing parent.
 func (pl *Plugin) onCompositeDeleted(c *gang.CompositeSpec) {
-	pl.hierarchyChanged(c.Key, fmt.Sprintf("CompositePodGroup %s was deleted", c.Key))
+	pl.hierarchyChanged(c.Key, fmt.Sprintf("%s in its hierarchy was deleted", c.Key))
 	pl.releaseGated(c.Key)
 	pl.gangDeleted(c.Key)
 }
