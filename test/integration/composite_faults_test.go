@@ -23,6 +23,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
 )
@@ -174,6 +175,9 @@ func TestFaultCompositeLevelDeleted(t *testing.T) {
 	}
 	env.waitForBound(bindTimeout, plain...)
 	free := time.Since(start)
+	if ev := env.waitForEvent("CompositePodGroup", "job", coscheduling.ReasonGangRejected); !strings.Contains(ev.Note, env.ns+"/mid") {
+		t.Errorf("the GangRejected Event on the root does not name the deleted level: %q", ev.Note)
+	}
 	t.Logf("waiting members released %s after the middle level was deleted (deadline 60 s); the plain pods bound on all three nodes %s after it",
 		released.Round(time.Millisecond), free.Round(time.Millisecond))
 	if released > compositeReleaseBound {
