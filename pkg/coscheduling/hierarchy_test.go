@@ -7,7 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -39,21 +41,27 @@ func TestHierarchyChangedMidAttempt(t *testing.T) {
 		name       string
 		composites []*schedulingv1alpha3.CompositePodGroup
 		parentOfA  string
-		parentOfB  string
-		deleted    string
-		recreate   bool
+		// changed names the object that changes: a composite, or the
+		// native PodGroup a when native is set.
+		changed string
+		native  bool
+		how     hierarchyChange
 	}{
-		{name: "the middle level deleted", composites: threeLevels, parentOfA: "mid", parentOfB: "job", deleted: "mid"},
-		{name: "the root deleted", composites: threeLevels, parentOfA: "mid", parentOfB: "job", deleted: "job"},
-		{name: "a basic top above the gang root deleted", composites: basicTop, parentOfA: "job", parentOfB: "job", deleted: "top"},
-		{name: "the middle level deleted and re-created", composites: threeLevels, parentOfA: "mid", parentOfB: "job", deleted: "mid", recreate: true},
+		{name: "the middle level deleted", composites: threeLevels, parentOfA: "mid", changed: "mid", how: deleted},
+		{name: "the root deleted", composites: threeLevels, parentOfA: "mid", changed: "job", how: deleted},
+		{name: "a basic top above the gang root deleted", composites: basicTop, parentOfA: "job", changed: "top", how: deleted},
+		{name: "the middle level deleted and re-created", composites: threeLevels, parentOfA: "mid", changed: "mid", how: recreated},
+		{name: "the middle level re-created, seen as an update", composites: threeLevels, parentOfA: "mid", changed: "mid", how: replaced},
+		{name: "a child PodGroup deleted and re-created", composites: threeLevels, parentOfA: "mid", changed: "a", native: true, how: recreated},
+		{name: "a child PodGroup re-created, seen as an update", composites: threeLevels, parentOfA: "mid", changed: "a", native: true, how: replaced},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := nativeMembers("a", 2, "8"), nativeMembers("b", 2, "8")
 			all := append(a, b...)
-			env := newTestEnv(t, gpuNodes(4), all, nil, withComposites(tc.composites,
-				child("a", tc.parentOfA, 2).Obj(), child("b", tc.parentOfB, 2).Obj()))
+			childA := child("a", tc.parentOfA, 2).Obj()
+			env := newTestEnv(t, gpuNodes(4), all, nil, withComposites(tc.composites, childA, child("b", "job", 2).Obj()))
 			env.SyncCompositeWatch()
+			env.SyncNativeWatch()
 			waiting := all[:3]
 			statuses, waits, nodes := scheduleAll(t, env, waiting)
 			for i, s := range statuses {
@@ -61,25 +69,21 @@ func TestHierarchyChangedMidAttempt(t *testing.T) {
 			}
 			require.Len(t, env.pl.ledger.Claims.Reservations(job), 3)
 
-			old := findComposite(tc.composites, tc.deleted)
-			composites := env.client.SchedulingV1alpha3().CompositePodGroups(testNS)
-			require.NoError(t, composites.Delete(env.ctx, tc.deleted, metav1.DeleteOptions{}))
-			if tc.recreate {
-				// At once: the informer may hold the new object by the
-				// time the plugin hears of the deletion.
-				again := old.DeepCopy()
-				again.UID, again.ResourceVersion = types.UID(string(old.UID)+"-again"), ""
-				_, err := composites.Create(env.ctx, again, metav1.CreateOptions{})
-				require.NoError(t, err)
+			var obj hierarchyObject = findComposite(tc.composites, tc.changed)
+			changedKey := gang.Key{API: gang.Composite, Namespace: testNS, Name: tc.changed}
+			if tc.native {
+				obj, changedKey = childA, gang.Key{API: gang.Native, Namespace: testNS, Name: tc.changed}
 			}
+			oldUID := obj.GetUID()
+			env.changeObject(obj, tc.how)
 
 			for i, w := range waits {
 				select {
 				case s := <-w:
 					require.False(t, s.IsSuccess(), "%s is rejected with its unit", waiting[i].Name)
-					require.Contains(t, s.Message(), tc.deleted, "the rejection names the composite that changed")
+					require.Contains(t, s.Message(), testNS+"/"+tc.changed, "the rejection names the object that changed")
 				case <-time.After(releaseWithin):
-					t.Fatalf("%s still waits in Permit %s after CompositePodGroup %s was deleted", waiting[i].Name, releaseWithin, tc.deleted)
+					t.Fatalf("%s still waits in Permit %s after %s changed", waiting[i].Name, releaseWithin, changedKey)
 				}
 				assumed := waiting[i].DeepCopy()
 				assumed.Spec.NodeName = nodes[i]
@@ -93,18 +97,22 @@ func TestHierarchyChangedMidAttempt(t *testing.T) {
 			require.Empty(t, env.pl.ledger.Claims.Reservations(job))
 			require.Empty(t, env.pl.ledger.Held(), "no capacity is held")
 
-			if !tc.recreate {
+			if tc.how == deleted {
 				return
 			}
 			require.NoError(t, wait.PollUntilContextTimeout(env.ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true, func(ctx context.Context) (bool, error) {
-				c, err := env.Sources.Composite(gang.Key{API: gang.Composite, Namespace: testNS, Name: tc.deleted})
-				return err == nil && c.UID != old.UID, nil
-			}), "the gang sources never saw the re-created composite")
+				if tc.native {
+					s, err := env.Sources.Spec(changedKey)
+					return err == nil && s.UID != oldUID, nil
+				}
+				c, err := env.Sources.Composite(changedKey)
+				return err == nil && c.UID != oldUID, nil
+			}), "the gang sources never saw the new %s", changedKey)
 			spec, ok := env.pl.lookup(job)
 			require.True(t, ok)
 			members, err := env.pl.members(job)
 			require.NoError(t, err)
-			require.Len(t, members, 4, "the re-created composite brings a back into the tree")
+			require.Len(t, members, 4, "the new object brings a back into the tree")
 			q := env.pl.quorum(spec, members)
 			require.Zero(t, q.Census.Reserved, "the census counts no reservation of the ended attempt")
 			require.EqualValues(t, 4, q.Census.Waiting)
@@ -121,6 +129,58 @@ func TestHierarchyChangedMidAttempt(t *testing.T) {
 	}
 }
 
+// hierarchyObject is a composite or a native PodGroup.
+type hierarchyObject interface {
+	metav1.Object
+	runtime.Object
+}
+
+// hierarchyChange is how a test changes an object of a hierarchy.
+type hierarchyChange int
+
+const (
+	// deleted deletes it.
+	deleted hierarchyChange = iota
+	// recreated deletes it and at once creates it again, with a new UID:
+	// the informer may hold the new object by the time the plugin hears
+	// of the deletion.
+	recreated
+	// replaced is the new object seen as an update of the old one, as an
+	// informer that missed both events sees them when it lists again.
+	replaced
+)
+
+// changeObject changes a composite or a native PodGroup as how says.
+func (e *testEnv) changeObject(obj hierarchyObject, how hierarchyChange) {
+	e.t.Helper()
+	again := obj.DeepCopyObject().(hierarchyObject)
+	again.SetUID(obj.GetUID() + "-again")
+	again.SetResourceVersion("")
+	var err error
+	switch o := obj.(type) {
+	case *schedulingv1alpha3.CompositePodGroup:
+		api := e.client.SchedulingV1alpha3().CompositePodGroups(testNS)
+		switch how {
+		case replaced:
+			_, err = api.Update(e.ctx, again.(*schedulingv1alpha3.CompositePodGroup), metav1.UpdateOptions{})
+		default:
+			if err = api.Delete(e.ctx, o.Name, metav1.DeleteOptions{}); err == nil && how == recreated {
+				_, err = api.Create(e.ctx, again.(*schedulingv1alpha3.CompositePodGroup), metav1.CreateOptions{})
+			}
+		}
+	case *schedulingv1beta1.PodGroup:
+		api := e.client.SchedulingV1beta1().PodGroups(testNS)
+		switch how {
+		case replaced:
+			_, err = api.Update(e.ctx, again.(*schedulingv1beta1.PodGroup), metav1.UpdateOptions{})
+		default:
+			if err = api.Delete(e.ctx, o.Name, metav1.DeleteOptions{}); err == nil && how == recreated {
+				_, err = api.Create(e.ctx, again.(*schedulingv1beta1.PodGroup), metav1.CreateOptions{})
+			}
+		}
+	}
+	require.NoError(e.t, err)
+}
 func findComposite(cpgs []*schedulingv1alpha3.CompositePodGroup, name string) *schedulingv1alpha3.CompositePodGroup {
 	for _, c := range cpgs {
 		if c.Name == name {
