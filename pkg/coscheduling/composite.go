@@ -297,33 +297,6 @@ func flatLeaf(name string, policy placement.Policy, mine, members []*v1.Pod, anc
 	return g
 }
 
-// onCompositeChanged lets the members of the hierarchy a composite belongs
-// to be looked at again: held ones through PreEnqueue (under the root's
-// unit, and under each PodGroup's own, where a missing parent kept them),
-// and unschedulable ones through a new cycle, since the queue hears no
-// composite events.
-func (pl *Plugin) onCompositeChanged(c *gang.CompositeSpec) {
-	root, err := pl.sources.RootOf(c.Key)
-	if err != nil {
-		root = c.Key
-	}
-	pl.releaseGated(root)
-	if tree, err := pl.sources.Tree(root); err == nil {
-		for _, i := range tree.Leaves() {
-			pl.releaseGated(tree.Nodes[i].Key)
-		}
-	}
-	pl.activate(root)
-}
-
-// onCompositeDeleted ends the attempt of a unit whose root composite was
-// deleted; its members go back through PreEnqueue, where their PodGroups
-// now name a missing parent.
-func (pl *Plugin) onCompositeDeleted(c *gang.CompositeSpec) {
-	pl.releaseGated(c.Key)
-	pl.gangDeleted(c.Key)
-}
-
 // joining returns the members to plan for pod of a running unit: the pod
 // alone (a replacement, an elastic extra, next to its placed siblings), its
 // whole segment when that has not started (joinSegment), or,
@@ -396,25 +369,6 @@ func (pl *Plugin) reportLostChild(spec *gang.Spec, pod *v1.Pod, how string, q ga
 	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberLost,
 		"member %s on node %s %s: the composite runs below minGroupCount with %d of %d child groups at quorum (%d members running, %d waiting); replacements schedule next to it as they appear",
 		pod.Name, pod.Spec.NodeName, how, placed, q.Need, q.Census.Bound+q.Census.Reserved, q.Census.Waiting)
-}
-
-// childDeleted ends the attempt in flight of the composite a deleted
-// PodGroup belonged to: the plan counted its members, which no longer have
-// a gang. Its siblings give back their nodes and the tree plans again.
-func (pl *Plugin) childDeleted(s *gang.Spec) {
-	if s.Parent == "" {
-		return
-	}
-	root, err := pl.sources.RootOf(gang.Key{API: gang.Composite, Namespace: s.Key.Namespace, Name: s.Parent})
-	if err != nil || root.API != gang.Composite {
-		return
-	}
-	if tree, err := pl.sources.Tree(root); err == nil && !tree.Root().Composite.Gang {
-		return // a basic root: its children are their own units
-	}
-	ctx := klog.NewContext(context.Background(), pl.logger)
-	pl.failGang(ctx, root, ReasonGangRejected, fmt.Sprintf("PodGroup %s under it was deleted", s.Key), false)
-	pl.activate(root)
 }
 
 // childReady reports whether a member of a running composite may bind now:

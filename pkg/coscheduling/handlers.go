@@ -116,9 +116,11 @@ func (pl *Plugin) preemptorBound(pod *v1.Pod) {
 func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
 	// Forget the reservation first: the rejections below run Unreserve,
-	// which must not take the deletion for a failed plan.
-	if pl.ledger.ForgetPod(key, pod.UID) {
-		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
+	// which must not take the deletion for a failed plan. It is found
+	// under the unit it was made under, which the pod's hierarchy may no
+	// longer name.
+	if unit, inFlight := pl.ledger.ForgetPod(key, pod.UID); inFlight {
+		pl.failGang(ctx, unit, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
 	}
 	if wp := pl.handle.GetWaitingPod(pod.UID); wp != nil {
 		// The scheduler rejects a deleted pod that waits in Permit too;

@@ -144,8 +144,16 @@ func (pl *Plugin) onGangAdded(s *gang.Spec) { pl.gangChanged(s.Key) }
 // the queue's own hint (gang.IsOwnPodGroup) sees it; elsewhere, only a
 // change of the spec (a new generation: status updates, such as the status
 // controller's, change nothing a member waits for). It also says when a
-// native PodGroup starts being deleted while members still wait.
+// native PodGroup starts being deleted while members still wait. A new
+// object of the same name (deleted and re-created while the informer was
+// not watching) is a deletion and a creation: what the old one's gang held
+// is given back.
 func (pl *Plugin) onGangUpdated(old, new *gang.Spec) {
+	if old.UID != new.UID {
+		pl.onGangDeleted(old)
+		pl.onGangAdded(new)
+		return
+	}
 	if !old.Deleting && new.Deleting && new.Key.API == gang.Native {
 		pl.nativePodGroupDeleting(new)
 	}

@@ -29,13 +29,11 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 
 // Unreserve forgets the member. A member of the attempt in flight that gives
 // back its node (its Permit wait timed out, it failed to bind, it was
-// deleted) fails the whole attempt.
+// deleted) fails the whole attempt. The ledger finds the reservation by the
+// pod's UID, under the unit it was made under: the pod's hierarchy may no
+// longer say which that was (a composite above its PodGroup was deleted).
 func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	key, ok := pl.unitOf(pod)
-	if !ok {
-		return
-	}
-	inFlight, released := pl.ledger.Claims.Unreserve(key, pod.UID)
+	key, inFlight, released := pl.ledger.Claims.Unreserve(pod.UID)
 	if released {
 		// Binding is one API call per member: the API server refused this
 		// one, or the pod went away, after its siblings were let go. The

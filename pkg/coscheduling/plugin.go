@@ -262,7 +262,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	}
 	if err := sources.SubscribeComposites(gang.CompositeHandler{
 		Added:   pl.onCompositeChanged,
-		Updated: func(_, c *gang.CompositeSpec) { pl.onCompositeChanged(c) },
+		Updated: pl.onCompositeUpdated,
 		Deleted: pl.onCompositeDeleted,
 	}); err != nil {
 		return nil, err

@@ -2,6 +2,8 @@ package gang
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
@@ -194,4 +196,38 @@ func (r sourcesReader) Children(namespace, parent string) ([]*CompositeSpec, []*
 		specs[i] = FromNativePodGroup(o)
 	}
 	return composites, specs, nil
+}
+
+// PodGroupsUnder returns, in name order, the native PodGroups below the
+// composite key names, through the composites below it that still exist:
+// those that name it, or one of them, as their parent. The composite itself
+// need not exist any more: its children still name it, and a scheduler
+// that hears of its deletion finds through them the members whose gang it
+// decided.
+func (s *Sources) PodGroupsUnder(key Key) ([]Key, error) {
+	r := sourcesReader{s}
+	var out []Key
+	seen := map[string]bool{key.Name: true}
+	level := []string{key.Name}
+	for depth := 0; len(level) > 0 && depth < MaxTreeDepth; depth++ {
+		var next []string
+		for _, parent := range level {
+			composites, specs, err := r.Children(key.Namespace, parent)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range composites {
+				if !seen[c.Key.Name] {
+					seen[c.Key.Name] = true
+					next = append(next, c.Key.Name)
+				}
+			}
+			for _, sp := range specs {
+				out = append(out, sp.Key)
+			}
+		}
+		level = next
+	}
+	slices.SortFunc(out, func(a, b Key) int { return strings.Compare(a.Name, b.Name) })
+	return slices.Compact(out), nil
 }

@@ -63,6 +63,29 @@ func TestSourcesComposites(t *testing.T) {
 	require.Equal(t, []string{"added ns/job (CompositePodGroup scheduling.k8s.io/v1alpha3)"}, heard)
 	mu.Unlock()
 
+	// The PodGroups under a composite are found through its children's
+	// parent names, also once it is deleted: a scheduler that hears of
+	// the deletion finds the members whose gang it decided.
+	_, err = cs.SchedulingV1alpha3().CompositePodGroups("ns").Create(ctx, composite("mid", 3).Parent("job").Obj(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.SchedulingV1beta1().PodGroups("ns").Create(ctx, child("c", "mid", 1, 4).Obj(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		under, err := s.PodGroupsUnder(compositeKey("job"))
+		return err == nil && len(under) == 3, nil
+	}))
+	under, err := s.PodGroupsUnder(compositeKey("job"))
+	require.NoError(t, err)
+	require.Equal(t, []Key{nativeKey("a"), nativeKey("b"), nativeKey("c")}, under)
+	require.NoError(t, cs.SchedulingV1alpha3().CompositePodGroups("ns").Delete(ctx, "mid", metav1.DeleteOptions{}))
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		_, err := s.Composite(compositeKey("mid"))
+		return err != nil, nil
+	}))
+	under, err = s.PodGroupsUnder(compositeKey("mid"))
+	require.NoError(t, err)
+	require.Equal(t, []Key{nativeKey("c")}, under, "a deleted composite's children still name it")
+
 	c, err := s.Composite(compositeKey("job"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, c.MinGroupCount)

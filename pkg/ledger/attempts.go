@@ -28,10 +28,12 @@ func (c *Claims) Backoff(key gang.Key) (until time.Time, reason string, ok bool)
 // did not work out) starts a backoff of base that doubles with each
 // consecutive one, up to max; an unpenalized one (a member was deleted, or
 // Filter taught the planner something new) lets the gang try again at once.
-// It returns the members of the failed attempt that still hold a
-// reservation, in UID order (their waiting pods must be rejected), and the
-// backoff. A second call for the same attempt changes nothing and returns
-// ok=false.
+// It returns the members of the failed attempt that held a reservation, in
+// UID order (their waiting pods must be rejected), and the backoff. Their
+// reservations end here, not when the rejected pods come back through
+// Unreserve: from now on no census counts them and the next attempt plans
+// them again. A second call for the same attempt changes nothing and
+// returns ok=false.
 func (c *Claims) Fail(key gang.Key, reason string, penalize bool, base, max time.Duration) (members []types.UID, backoff time.Duration, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -57,6 +59,9 @@ func (c *Claims) Fail(key gang.Key, reason string, penalize bool, base, max time
 		}
 	}
 	sortUIDs(members)
+	for _, uid := range members {
+		c.unreserveLocked(uid)
+	}
 	return members, backoff, true
 }
 

@@ -21,10 +21,17 @@ import (
 type Claims struct {
 	clock clock.PassiveClock
 
-	// mu guards byKey and every gangClaims in it. Held before Head.mu when
-	// both are held (see doc.go).
+	// mu guards byKey, every gangClaims in it, and unitOf. Held before
+	// Head.mu when both are held (see doc.go).
 	mu    sync.Mutex
 	byKey map[gang.Key]*gangClaims
+	// unitOf is, per reserved member, the unit it reserved under: the key
+	// whose gangClaims.reserved holds it. It is the one record of where a
+	// reservation counts. The unit a pod belongs to can change under a
+	// reservation (a CompositePodGroup above its PodGroup deleted or
+	// re-created), and the reservation must still be found, by the pod's
+	// UID, to be given back.
+	unitOf map[types.UID]gang.Key
 }
 
 // gangClaims is what the scheduler promised one gang. Guarded by Claims.mu.
@@ -96,7 +103,22 @@ type Slot struct {
 
 // NewClaims returns empty claims that read time from c.
 func NewClaims(c clock.PassiveClock) *Claims {
-	return &Claims{clock: c, byKey: map[gang.Key]*gangClaims{}}
+	return &Claims{clock: c, byKey: map[gang.Key]*gangClaims{}, unitOf: map[types.UID]gang.Key{}}
+}
+
+// unreserveLocked forgets uid's reservation, wherever it was made, and
+// returns the unit it was made under and the reservation. Callers hold mu.
+func (c *Claims) unreserveLocked(uid types.UID) (unit gang.Key, r Reservation, had bool) {
+	unit, had = c.unitOf[uid]
+	if !had {
+		return unit, r, false
+	}
+	delete(c.unitOf, uid)
+	if g, ok := c.byKey[unit]; ok {
+		r, had = g.reserved[uid]
+		delete(g.reserved, uid)
+	}
+	return unit, r, had
 }
 
 // get returns the gang's record, creating it. Callers hold mu.
@@ -188,8 +210,13 @@ func (c *Claims) Fingerprint(key gang.Key) (uint64, bool) {
 func (c *Claims) Reserve(key gang.Key, uid types.UID, node string, req capacity.Amounts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if prev, ok := c.unitOf[uid]; ok && prev != key {
+		// The member counts under one unit at a time.
+		c.unreserveLocked(uid)
+	}
 	g := c.get(key)
 	g.reserved[uid] = Reservation{Node: node, Attempt: g.attempt, Request: req}
+	c.unitOf[uid] = key
 	cl := g.liveClaim(c.clock.Now())
 	if cl == nil {
 		return
@@ -240,21 +267,32 @@ func pickSlot(slots []Slot, uid types.UID, node string, req capacity.Amounts, in
 	return anywhere
 }
 
-// Unreserve forgets a reservation. inFlight is true when the member
-// belonged to the gang's attempt in flight: the gang then fails as a whole.
-// released is true when it belonged to an attempt that had already reached
-// quorum: the member failed to bind after its gang was let go.
-func (c *Claims) Unreserve(key gang.Key, uid types.UID) (inFlight, released bool) {
+// Unreserve forgets a member's reservation, found by its UID under the
+// unit it was made under (unit), whatever unit the pod would belong to now.
+// inFlight is true when the member belonged to the unit's attempt in
+// flight: the unit then fails as a whole. released is true when it belonged
+// to an attempt that had already reached quorum: the member failed to bind
+// after its gang was let go. Neither is set for a pod without a
+// reservation.
+func (c *Claims) Unreserve(uid types.UID) (unit gang.Key, inFlight, released bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g, found := c.byKey[key]
-	if !found {
-		return false, false
+	unit, r, had := c.unreserveLocked(uid)
+	if !had {
+		return unit, false, false
 	}
-	r, had := g.reserved[uid]
-	delete(g.reserved, uid)
-	inFlight = had && g.claim != nil && g.claim.attempt == r.Attempt
-	return inFlight, had && !inFlight && g.admitted
+	g := c.byKey[unit]
+	inFlight = g.claim != nil && g.claim.attempt == r.Attempt
+	return unit, inFlight, !inFlight && g.admitted
+}
+
+// ReservedUnder returns the unit a member's reservation counts under, if it
+// has one.
+func (c *Claims) ReservedUnder(uid types.UID) (gang.Key, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	unit, ok := c.unitOf[uid]
+	return unit, ok
 }
 
 // Reservations returns a copy of the gang's reservations by member UID.
@@ -351,26 +389,44 @@ func (c *Claims) InFlightNodes(key gang.Key) []string {
 	return nodes
 }
 
-// drop forgets a deleted member's reservation. It returns true when the
-// member was reserved in the gang's attempt in flight, or the attempt's
-// plan designated a slot to it alone that it had not taken yet.
-func (c *Claims) drop(key gang.Key, uid types.UID) (inFlight bool) {
+// drop forgets a deleted member's reservation, found by its UID, and
+// returns the unit it counted under (key, the unit the pod belongs to now,
+// if it had none). inFlight is true when the member was reserved in that
+// unit's attempt in flight, or the attempt's plan designated a slot to it
+// alone that it had not taken yet.
+func (c *Claims) drop(key gang.Key, uid types.UID) (unit gang.Key, inFlight bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g, ok := c.byKey[key]
-	if !ok {
-		return false
+	unit = key
+	if u, r, had := c.unreserveLocked(uid); had {
+		g := c.byKey[u]
+		unit, inFlight = u, g.claim != nil && g.claim.attempt == r.Attempt
 	}
-	if r, had := g.reserved[uid]; had {
-		inFlight = g.claim != nil && g.claim.attempt == r.Attempt
-		delete(g.reserved, uid)
+	g, ok := c.byKey[unit]
+	if !ok {
+		return unit, inFlight
 	}
 	if cl := g.liveClaim(c.clock.Now()); cl != nil && cl.designated && slices.ContainsFunc(cl.slots, func(s Slot) bool { return s.UID == uid }) {
 		// No other member may take its slot: the attempt cannot complete
 		// as planned, and plans again with the member that replaces it.
 		inFlight = true
 	}
-	return inFlight
+	return unit, inFlight
+}
+
+// holdersLocked adds to into the units that hold something for a pod of
+// uids: a reservation, or a slot of their live claim. Callers hold mu.
+func (c *Claims) holdersLocked(uids map[types.UID]bool, into map[gang.Key]bool, now time.Time) {
+	for uid := range uids {
+		if unit, ok := c.unitOf[uid]; ok {
+			into[unit] = true
+		}
+	}
+	for key, g := range c.byKey {
+		if cl := g.liveClaim(now); cl != nil && slices.ContainsFunc(cl.slots, func(s Slot) bool { return uids[s.UID] }) {
+			into[key] = true
+		}
+	}
 }
 
 // idle ends the claim and the admission of a gang that has no reservation
@@ -394,6 +450,11 @@ func (c *Claims) idle(key gang.Key) (unreserved bool) {
 func (c *Claims) forget(key gang.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if g, ok := c.byKey[key]; ok {
+		for uid := range g.reserved {
+			delete(c.unitOf, uid)
+		}
+	}
 	delete(c.byKey, key)
 }
 

@@ -185,7 +185,9 @@ func TestFailEndsOneAttemptOnce(t *testing.T) {
 	_, reason, _ := l.Claims.Backoff(k)
 	require.Equal(t, "why", reason)
 
-	inFlight, released := l.Claims.Unreserve(k, "a")
+	require.NotContains(t, l.Claims.Reservations(k), types.UID("a"), "a failed attempt's reservations end with it: no census counts them")
+	require.Contains(t, l.Claims.Reservations(k), types.UID("old"), "a reservation of an earlier attempt is not the failed attempt's")
+	_, inFlight, released := l.Claims.Unreserve("a")
 	require.False(t, inFlight, "news about an abandoned attempt changes nothing")
 	require.False(t, released)
 }
@@ -238,7 +240,7 @@ func TestUnreserve(t *testing.T) {
 			case tt.end:
 				l.Claims.Fail(k, "why", false, 0, 0)
 			}
-			inFlight, released := l.Claims.Unreserve(k, tt.uid)
+			_, inFlight, released := l.Claims.Unreserve(tt.uid)
 			require.Equal(t, tt.wantInFlight, inFlight)
 			require.Equal(t, tt.wantReleased, released)
 			require.NotContains(t, l.Claims.Reservations(k), tt.uid)
@@ -273,7 +275,54 @@ func TestDropAdmissionOnlyWithoutReservations(t *testing.T) {
 	l.Succeed(k)
 	l.Claims.DropAdmission(k)
 	require.True(t, l.Claims.Admitted(k), "a member still holds a node")
-	l.Claims.Unreserve(k, "a")
+	l.Claims.Unreserve("a")
 	l.Claims.DropAdmission(k)
 	require.False(t, l.Claims.Admitted(k))
+}
+
+// A reservation is found by the member's UID under the unit it was made
+// under, whatever unit the pod would belong to now: a composite above its
+// PodGroup deleted mid-attempt leaves the pod no unit to recompute.
+func TestUnreserveFindsTheUnitByUID(t *testing.T) {
+	l, _ := newTestLedger()
+	root, leaf := gang.Key{API: gang.Composite, Namespace: "ns", Name: "root"}, gang.Key{API: gang.Native, Namespace: "ns", Name: "leaf"}
+	l.SetClaim(root, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(root, "a", "n1", gpus(8))
+	unit, ok := l.Claims.ReservedUnder("a")
+	require.True(t, ok)
+	require.Equal(t, root, unit)
+
+	unit, inFlight, released := l.Claims.Unreserve("a")
+	require.Equal(t, root, unit, "the unit the reservation was made under")
+	require.True(t, inFlight, "the root's attempt fails as a whole")
+	require.False(t, released)
+	require.Empty(t, l.Claims.Reservations(root))
+	_, ok = l.Claims.ReservedUnder("a")
+	require.False(t, ok)
+
+	// A member counts under one unit at a time.
+	l.Claims.Reserve(root, "b", "n2", gpus(8))
+	l.Claims.Reserve(leaf, "b", "n2", gpus(8))
+	require.Empty(t, l.Claims.Reservations(root))
+	require.Contains(t, l.Claims.Reservations(leaf), types.UID("b"))
+
+	// Forgetting a gang forgets where its members reserved.
+	l.ForgetGang(leaf)
+	_, ok = l.Claims.ReservedUnder("b")
+	require.False(t, ok)
+}
+
+// Holders names every unit that holds something for a pod: a reservation,
+// a slot of its live claim, a place of the head hold.
+func TestHolders(t *testing.T) {
+	l, _ := newTestLedger()
+	reserving, planned, head := key("reserving"), key("planned"), key("head")
+	l.SetClaim(reserving, []Slot{slot("r", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Claims.Reserve(reserving, "r", "n1", gpus(8))
+	l.SetClaim(planned, []Slot{slot("p", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	holds, _ := l.Head.Take(head, QueueOrder{}, []Slot{slot("h", "n3", 8)}, time.Minute)
+	require.True(t, holds)
+
+	require.Equal(t, []gang.Key{head, planned, reserving}, l.Holders([]types.UID{"r", "p", "h", "other"}))
+	require.Empty(t, l.Holders([]types.UID{"other"}))
 }

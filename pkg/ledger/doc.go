@@ -10,7 +10,9 @@
 //
 // Each part has one job and its own lock:
 //   - Claims: per gang, the reservations (members that reserved a node, with
-//     the attempt they reserved in), the claim of the attempt in flight (the
+//     the attempt they reserved in; each is found by the member's UID too,
+//     under the unit it was made under, since the unit a pod belongs to can
+//     change under it), the claim of the attempt in flight (the
 //     slots of its plan not yet taken, until a deadline), the attempt count,
 //     the backoff after failed attempts (base, doubling with each
 //     consecutive failure, up to a maximum) and whether the gang reached
@@ -43,7 +45,8 @@
 // attempt's deadline the slots left are held: other gangs plan around them
 // and other pods do not fit into them. A reservation remembers its attempt,
 // so news about an abandoned attempt changes nothing; a second Fail of one
-// attempt does nothing.
+// attempt does nothing. A failed attempt's reservations end with it: its
+// members are being rejected, and no census may count them meanwhile.
 //
 // # Why holds cannot deadlock
 //

@@ -130,14 +130,51 @@ func (l *Ledger) Succeed(key gang.Key) (members []types.UID, done *Claim, ok boo
 	return members, done, ok
 }
 
-// ForgetPod drops a deleted member's reservation and stops holding it back.
-// It returns true when the member was reserved in the gang's attempt in
-// flight, or holds a slot of it that no other member may take: the attempt
-// cannot complete as planned.
-func (l *Ledger) ForgetPod(key gang.Key, uid types.UID) (inFlight bool) {
-	inFlight = l.Claims.drop(key, uid)
+// ForgetPod drops a deleted member's reservation, under whatever unit it
+// was made (unit; key, the unit the pod belongs to now, if none), and stops
+// holding it back. inFlight is true when the member was reserved in the
+// unit's attempt in flight, or holds a slot of it that no other member may
+// take: the attempt cannot complete as planned.
+func (l *Ledger) ForgetPod(key gang.Key, uid types.UID) (unit gang.Key, inFlight bool) {
+	unit, inFlight = l.Claims.drop(key, uid)
 	l.Gate.drop(key, uid)
-	return inFlight
+	return unit, inFlight
+}
+
+// Holders lists, in key order, the units that hold something for any of
+// the pods uids names: a reservation, a slot of a live claim, or a place
+// of the head hold. A unit whose hierarchy loses those pods (a composite
+// above their PodGroup deleted) holds them under a tree that no longer
+// exists, and its callers end what it holds.
+func (l *Ledger) Holders(uids []types.UID) []gang.Key {
+	set := make(map[types.UID]bool, len(uids))
+	for _, uid := range uids {
+		set[uid] = true
+	}
+	into := map[gang.Key]bool{}
+	l.claimsAndHead(func(now time.Time) {
+		l.Claims.holdersLocked(set, into, now)
+		l.Head.settle(now)
+		if t := l.Head.turn; t != nil && slicesContainsUID(t.slots, set) {
+			into[t.key] = true
+		}
+	})
+	keys := make([]gang.Key, 0, len(into))
+	for k := range into {
+		keys = append(keys, k)
+	}
+	sortKeys(keys)
+	return keys
+}
+
+// slicesContainsUID reports whether a slot is designated to a pod of uids.
+func slicesContainsUID(slots []Slot, uids map[types.UID]bool) bool {
+	for _, s := range slots {
+		if uids[s.UID] {
+			return true
+		}
+	}
+	return false
 }
 
 // Idle forgets what a gang none of whose members waits for a node holds:

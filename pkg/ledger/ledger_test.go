@@ -94,7 +94,8 @@ func TestIdleKeepsTheBackoff(t *testing.T) {
 	require.Equal(t, 1, l.Lessons.View(k).PerNode["tmpl"])
 	require.True(t, l.Preemptions.Preempting(GangOwner(k)))
 
-	require.False(t, l.ForgetPod(k, "a"), "the member's attempt is over")
+	_, inFlight := l.ForgetPod(k, "a")
+	require.False(t, inFlight, "the member's attempt is over")
 	l.SetClaim(k, nil, c.Now().Add(time.Minute), &placement.Plan{}, 1)
 	l.Claims.Fail(k, "why", true, time.Minute, time.Hour)
 	l.Head.Take(k, first, []Slot{slot("b", "n1", 8)}, turnLength)
@@ -136,9 +137,13 @@ func TestForgetPodInFlightAndGated(t *testing.T) {
 	l.Gate.Hold(k, pod("g"), 0)
 	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
 	l.Claims.Reserve(k, "a", "n1", gpus(8))
-	require.True(t, l.ForgetPod(k, "a"), "a member of the attempt in flight")
-	require.False(t, l.ForgetPod(k, "a"), "once")
-	require.False(t, l.ForgetPod(k, types.UID("g-uid")))
+	unit, inFlight := l.ForgetPod(key("moved"), "a")
+	require.True(t, inFlight, "a member of the attempt in flight")
+	require.Equal(t, k, unit, "found under the unit it reserved under, though the pod now names another")
+	_, inFlight = l.ForgetPod(k, "a")
+	require.False(t, inFlight, "once")
+	_, inFlight = l.ForgetPod(k, types.UID("g-uid"))
+	require.False(t, inFlight)
 	require.Zero(t, l.Gate.Held(k))
 }
 
@@ -157,8 +162,10 @@ func TestForgetPodWithADesignatedSlot(t *testing.T) {
 			l, _ := newTestLedger()
 			k := key("job")
 			l.SetClaim(k, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), tt.plan, 1)
-			require.Equal(t, tt.want, l.ForgetPod(k, "b"))
-			require.False(t, l.ForgetPod(k, "x"), "a member outside the plan")
+			_, inFlight := l.ForgetPod(k, "b")
+			require.Equal(t, tt.want, inFlight)
+			_, inFlight = l.ForgetPod(k, "x")
+			require.False(t, inFlight, "a member outside the plan")
 		})
 	}
 }

@@ -323,6 +323,20 @@ func (e *Env) SyncNativeWatch() {
 	})
 }
 
+// SyncCompositeWatch is SyncWatch for the CompositePodGroup informer
+// (Config.WatchComposites).
+func (e *Env) SyncCompositeWatch() {
+	e.T.Helper()
+	e.probe("CompositePodGroup", func(name string) error {
+		_, err := e.Client.SchedulingV1alpha3().CompositePodGroups(probeNamespace).Create(e.Ctx,
+			gangtest.MakeCompositePodGroup(name, probeNamespace).Obj(), metav1.CreateOptions{})
+		return err
+	}, func(name string) bool {
+		_, err := e.Sources.Composite(gang.Key{API: gang.Composite, Namespace: probeNamespace, Name: name})
+		return err == nil
+	})
+}
+
 // waitForGang waits until the gang sources show pg's gang so that ok holds,
 // or, with ok nil, no longer show it.
 func (e *Env) waitForGang(pg *v1alpha1.PodGroup, ok func(*gang.Spec) bool) {
