@@ -142,10 +142,15 @@ func mpiJob(group string, n int, gpus string, launcherAnnotations, workerAnnotat
 // the launcher is placed, and no InvalidPodGroup comes. Workers that the
 // size does not divide still get one, naming the fix.
 func TestSegmentsBesideALauncher(t *testing.T) {
-	// Free: 12 GPUs in leaf s0-l0, 16 in s0-l1 and s1-l0, none in s1-l1.
-	// Eight 4-GPU workers fit only across leaves; slices of 4 workers fit
-	// only in s0-l1 and s1-l0, one each.
-	used := map[string]string{"s0-l0-n1": "4", "s1-l1-n0": "8", "s1-l1-n1": "8"}
+	// Free: 12 GPUs in leaf s0-l0 and 20 in s0-l1 (which has a third
+	// node), 16 in s1-l0, none in s1-l1. Eight 4-GPU workers fit flat in
+	// spine s0, three of them in s0-l0, which straddles a slice of 4;
+	// slices of 4 workers fit only in s0-l1 and s1-l0, one each.
+	nodes := fabric()
+	third := gpuNode("s0-l1-n2")
+	third.Labels = maps.Clone(nodes[2].Labels)
+	nodes = append(nodes, third)
+	used := map[string]string{"s0-l0-n1": "4", "s0-l1-n2": "4", "s1-l1-n0": "8", "s1-l1-n1": "8"}
 	slices4 := map[string]string{scheduling.KueueSliceSizeAnnotation: "4", scheduling.KueueSliceRequiredTopologyAnnotation: leafLabel}
 	for _, tc := range []struct {
 		name                  string
@@ -168,7 +173,7 @@ func TestSegmentsBesideALauncher(t *testing.T) {
 			for k, v := range tc.onPodGroup {
 				pg.Annotation(k, v)
 			}
-			env := newTestEnv(t, fabric(), pods, []*v1alpha1.PodGroup{pg.Obj()}, withTopology(t))
+			env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg.Obj()}, withTopology(t))
 			got := plannedNodes(t, env, job)
 			leafOf := func(node string) string { return node[:len("s0-l0")] }
 			for seg := 0; seg < 2; seg++ {
