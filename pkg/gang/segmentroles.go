@@ -16,12 +16,15 @@ import (
 //   - Kueue's slice annotations are per PodSet: Kueue reads them from one
 //     pod template and slices that PodSet alone, and it requires the size
 //     to divide that PodSet's count. The segments cover the members that
-//     carry them. A leader (IsLeader) is outside even when its template
-//     carries the same annotations: its PodSet holds one pod, so a slice of
-//     it never holds a worker. Members of two roles that both carry slice
-//     annotations (a TFJob's parameter servers and workers, say) would need
-//     a hierarchy per role; gpu-gang segments one role per PodGroup and
-//     says so.
+//     carry them. A leader (IsLeader) without them, or with a set of its
+//     own (a slice size of 1, say), is outside: its PodSet holds one pod,
+//     so a slice of it never holds a worker. A leader whose template
+//     carries the very same annotations as the workers' says nothing Kueue
+//     could honour (a one-pod PodSet cannot be cut into slices of K > 1),
+//     so the annotations are read as gpu-gang's own, below. Members of two
+//     roles that both carry slice annotations (a TFJob's parameter servers
+//     and workers, say) would need a hierarchy per role; gpu-gang segments
+//     one role per PodGroup and says so.
 //   - gpu-gang's own annotations are on the PodGroup, which has no roles.
 //     They cover every member, as they always have: a PyTorchJob's master is
 //     torch rank 0 and belongs in segment 0 with workers 0 to K-2. But when
@@ -77,22 +80,28 @@ func leadersOutside(members []*v1.Pod, minMember, k int32) bool {
 	return leaders > 0 && minMember%k != 0 && minMember > leaders && (minMember-leaders)%k == 0
 }
 
-// slicedBy returns the members whose annotations carry either of Kueue's
-// slice annotations, leaders left out, and the lowest-ranked of them (nil
-// when none does). The error names the roles when members of more than one
-// role, or members with different slice annotations, carry them.
-func slicedBy(members []*v1.Pod) (first *v1.Pod, err error) {
+// slicedBy returns the lowest-ranked of the members whose annotations carry
+// either of Kueue's slice annotations, leaders left out (nil when none
+// does), and whether a leader carries the same two values as it. The error
+// names the roles when members of more than one role, or members with
+// different slice annotations, carry them.
+func slicedBy(members []*v1.Pod) (first *v1.Pod, leaderCopies bool, err error) {
 	type role struct{ replicaType, size, level string }
 	var roles []role
 	example := map[role]*v1.Pod{}
+	var leaders []role
 	for _, p := range members {
 		a := p.Annotations
 		size, sized := a[scheduling.KueueSliceSizeAnnotation]
 		level := a[scheduling.KueueSliceRequiredTopologyAnnotation]
-		if IsLeader(p) || (!sized && level == "") {
+		if !sized && level == "" {
 			continue
 		}
 		r := role{p.Labels[scheduling.KubeflowReplicaTypeLabel], size, level}
+		if IsLeader(p) {
+			leaders = append(leaders, r)
+			continue
+		}
 		if q, ok := example[r]; !ok {
 			roles = append(roles, r)
 			example[r] = p
@@ -103,8 +112,12 @@ func slicedBy(members []*v1.Pod) (first *v1.Pod, err error) {
 			first = p
 		}
 	}
-	if len(roles) < 2 {
-		return first, nil
+	switch len(roles) {
+	case 0:
+		return nil, false, nil
+	case 1:
+		r := roles[0]
+		return first, slices.ContainsFunc(leaders, func(l role) bool { return l.size == r.size && l.level == r.level }), nil
 	}
 	slices.SortFunc(roles, func(a, b role) int {
 		return strings.Compare(example[a].Name, example[b].Name)
@@ -119,7 +132,7 @@ func slicedBy(members []*v1.Pod) (first *v1.Pod, err error) {
 		parts = append(parts, fmt.Sprintf("%s has %s=%q and %s=%q", what,
 			scheduling.KueueSliceSizeAnnotation, r.size, scheduling.KueueSliceRequiredTopologyAnnotation, r.level))
 	}
-	return nil, fmt.Errorf("Kueue's slice annotations slice more than one role of the gang (%s): gpu-gang segments one role per PodGroup; "+
+	return nil, false, fmt.Errorf("Kueue's slice annotations slice more than one role of the gang (%s): gpu-gang segments one role per PodGroup; "+
 		"keep the slice annotations on one role's pod template (the workers'), or give each role a PodGroup of its own", strings.Join(parts, "; "))
 }
 

@@ -58,7 +58,7 @@ func SegmentsOf(s *Spec, members []*v1.Pod) (Segments, error) {
 		}
 		return seg, err
 	}
-	first, err := slicedBy(members)
+	first, leaderCopies, err := slicedBy(members)
 	if err != nil || first == nil {
 		return Segments{}, err
 	}
@@ -73,7 +73,13 @@ func SegmentsOf(s *Spec, members []*v1.Pod) (Segments, error) {
 	if level != "" {
 		seg.Policy = placement.Policy{Level: level, Required: true}
 	}
-	return seg.parse(size, ok, scheduling.KueueSliceRequiredTopologyAnnotation)
+	seg, err = seg.parse(size, ok, scheduling.KueueSliceRequiredTopologyAnnotation)
+	if err == nil && leaderCopies {
+		// The leaders' templates carry the workers' very annotations: read
+		// them as the PodGroup's own would be read (see coverage).
+		seg.cover.leadersOut = leadersOutside(members, s.MinMember, seg.Size)
+	}
+	return seg, err
 }
 
 // parse reads the size annotation's value (set: whether it is there) and

@@ -300,18 +300,17 @@ func TestSegmentsRoles(t *testing.T) {
 			members: mpiJob(8, nil, sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
 		// Kueue slices each PodSet on its own, and a slice of the launcher's
 		// PodSet of one pod never holds a worker.
-		{name: "Kueue's slices copied onto the launcher: still outside", minMember: 9,
-			members: mpiJob(8, sliced("4", leaf), sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
 		{name: "the launcher's own slices of one: outside", minMember: 9,
 			members: mpiJob(8, sliced("1", leaf), sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
-		{name: "a PyTorchJob's master with Kueue's slices: its own PodSet, outside", minMember: 9,
-			members: func() []*v1.Pod {
-				ps := workers(9)
-				for _, p := range ps {
-					p.Annotations = sliced("4", leaf)
-				}
-				return ps
-			}(), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		// The launcher's template carries the workers' very annotations,
+		// which Kueue could not honour for a PodSet of one: they are read as
+		// the PodGroup's, and 4 divides the 8 workers, not the 9 members.
+		{name: "Kueue's slices copied onto the launcher, dividing the workers: outside", minMember: 9,
+			members: mpiJob(8, sliced("4", leaf), sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		{name: "copied onto a PyTorchJob's master, dividing the workers: outside", minMember: 9,
+			members: withAnnotations(workers(9), sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		{name: "copied onto a PyTorchJob's master, dividing master and workers: the master is rank 0", minMember: 8,
+			members: withAnnotations(workers(8), sliced("4", leaf)), want: []int{0, 0, 0, 0, 1, 1, 1, 1}},
 		{name: "Kueue's slices, the workers not divisible: named, the launcher not counted", minMember: 7,
 			members: mpiJob(6, nil, sliced("4", leaf)),
 			wantErr: "kueue.x-k8s.io/podset-slice-size is 4, which does not divide the 6 members its segments cover (pod ns/launcher, outside them, is not counted): " +
@@ -352,4 +351,12 @@ func TestSegmentsRoles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withAnnotations sets annotations on every pod of pods.
+func withAnnotations(pods []*v1.Pod, annotations map[string]string) []*v1.Pod {
+	for _, p := range pods {
+		p.Annotations = annotations
+	}
+	return pods
 }
