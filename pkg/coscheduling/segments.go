@@ -18,7 +18,9 @@ import (
 // sources, and one builder, shapeRequest, for the planner and for
 // preemption alike:
 //   - segments (gang.SegmentsOf): K consecutive ranks inside one domain of
-//     the segment level, the gang's own policy for the whole;
+//     the segment level, the gang's own policy for the whole, and the
+//     members the segments do not cover (a launcher) in a subgroup of
+//     their own under that policy;
 //   - members that share a ResourceClaim, inside one node (shared.go).
 //
 // Sharers nest inside their segment. A running gang's placed members are
@@ -81,20 +83,17 @@ func withMembers(all, planned []*v1.Pod) []*v1.Pod {
 
 // segmentsOf reads the gang's segments and checks them against its
 // members (all of them, in rank order) and its policy; gang.Segments owns
-// both rules and their messages. Invalid segments get an InvalidPodGroup
-// Event and the status to reject with: no plan can honour them until
-// someone changes the PodGroup or its pods.
+// both rules, which members the segments cover (a launcher or master
+// beside sliced workers is outside them), and the messages. Invalid
+// segments get an InvalidPodGroup Event and the status to reject with: no
+// plan can honour them until someone changes the PodGroup or its pods.
 func (pl *Plugin) segmentsOf(spec *gang.Spec, all []*v1.Pod, policy placement.Policy) (gang.Segments, *fwk.Status) {
-	var first *v1.Pod
-	if len(all) > 0 {
-		first = all[0]
-	}
-	seg, err := gang.SegmentsOf(spec, first)
+	seg, err := gang.SegmentsOf(spec, all)
 	if err == nil {
-		err = seg.Validate(pl.levels, policy, int32(len(all)), spec.MinMember)
+		err = seg.Validate(pl.levels, policy, all, spec.MinMember)
 	}
 	if err != nil {
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "invalid segments: %v", err)
+		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "PodGroup %s has invalid segments: %v", spec.Key, err)
 		return gang.Segments{}, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s has invalid segments: %v", spec.Key, err))
 	}
 	return seg, nil

@@ -30,15 +30,9 @@ func (pl *Plugin) viewSegments(spec *gang.Spec, members []*v1.Pod) (v segmentVie
 	if spec.Key.API == gang.Composite || len(members) == 0 {
 		return segmentView{}, false, nil
 	}
-	// Most gangs have no segments: learn that from the first member alone
-	// (Kueue's annotations are read from it) before sorting them all.
-	first := members[0]
-	for _, p := range members[1:] {
-		if gang.RankOf(p).Less(gang.RankOf(first)) {
-			first = p
-		}
-	}
-	if seg, err := gang.SegmentsOf(spec, first); err == nil && seg.Size == 0 {
+	// Most gangs have no segments: learn that, in one pass over the
+	// members, before sorting them all.
+	if seg, err := gang.SegmentsOf(spec, members); err == nil && seg.Size == 0 {
 		return segmentView{}, false, nil
 	}
 	sorted := slices.Clone(members)

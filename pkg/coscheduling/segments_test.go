@@ -1,11 +1,14 @@
 package coscheduling
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -61,7 +64,7 @@ func TestSegmentedGangs(t *testing.T) {
 		job := members("back", 4, "4")
 		seg, err := gang.SegmentsOf(gang.FromPodGroup(gangtest.MakePodGroup("back", testNS).MinMember(4).
 			Annotation(scheduling.AnnotationSegmentSize, "2").
-			Annotation(scheduling.AnnotationSegmentTopologyRequired, leafLabel).Obj()), job[0])
+			Annotation(scheduling.AnnotationSegmentTopologyRequired, leafLabel).Obj()), job)
 		require.NoError(t, err)
 		anchorOf := map[types.UID]int{job[0].UID: 0, job[1].UID: 1, job[2].UID: 2}
 		got, err := gangHierarchy("back", seg, placement.Policy{}, job, job[3:], anchorOf, &demand{})
@@ -114,4 +117,85 @@ func TestSegmentedGangs(t *testing.T) {
 			require.True(t, hasEvent(env.recorded(), ReasonInvalidPodGroup, tc.want), "want an InvalidPodGroup Event with %q", tc.want)
 		})
 	}
+}
+
+// mpiJob is an MPIJob's pods in group: a launcher asking for no GPU, with
+// launcherAnnotations, and n workers of gpus GPUs each, with
+// workerAnnotations.
+func mpiJob(group string, n int, gpus string, launcherAnnotations, workerAnnotations map[string]string) (launcher *v1.Pod, workers []*v1.Pod) {
+	launcher = member(group, group+"-launcher", "")
+	launcher.Labels[scheduling.KubeflowReplicaTypeLabel] = "launcher"
+	launcher.Labels[scheduling.KubeflowReplicaIndexLabel] = "0"
+	launcher.Annotations = launcherAnnotations
+	for i := 0; i < n; i++ {
+		w := member(group, fmt.Sprintf("%s-worker-%d", group, i), gpus)
+		w.Labels[scheduling.KubeflowReplicaTypeLabel] = "worker"
+		w.Labels[scheduling.KubeflowReplicaIndexLabel] = strconv.Itoa(i)
+		w.Annotations = workerAnnotations
+		workers = append(workers, w)
+	}
+	return launcher, workers
+}
+
+// A launcher beside workers that Kueue (or the PodGroup) slices 4 per leaf
+// is outside the segments: each segment of workers takes one whole leaf,
+// the launcher is placed, and no InvalidPodGroup comes. Workers that the
+// size does not divide still get one, naming the fix.
+func TestSegmentsBesideALauncher(t *testing.T) {
+	// Free: 12 GPUs in leaf s0-l0 and 20 in s0-l1 (which has a third
+	// node), 16 in s1-l0, none in s1-l1. Eight 4-GPU workers fit flat in
+	// spine s0, three of them in s0-l0, which straddles a slice of 4;
+	// slices of 4 workers fit only in s0-l1 and s1-l0, one each.
+	nodes := fabric()
+	third := gpuNode("s0-l1-n2")
+	third.Labels = maps.Clone(nodes[2].Labels)
+	nodes = append(nodes, third)
+	used := map[string]string{"s0-l0-n1": "4", "s0-l1-n2": "4", "s1-l1-n0": "8", "s1-l1-n1": "8"}
+	slices4 := map[string]string{scheduling.KueueSliceSizeAnnotation: "4", scheduling.KueueSliceRequiredTopologyAnnotation: leafLabel}
+	for _, tc := range []struct {
+		name                  string
+		onPodGroup            map[string]string
+		onLauncher, onWorkers map[string]string
+	}{
+		{name: "Kueue's slices on the workers only", onWorkers: slices4},
+		{name: "Kueue's slices copied onto the launcher", onLauncher: slices4, onWorkers: slices4},
+		{name: "the PodGroup's segments, which divide the workers", onPodGroup: map[string]string{
+			scheduling.AnnotationSegmentSize: "4", scheduling.AnnotationSegmentTopologyRequired: leafLabel}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			launcher, workers := mpiJob("mpi", 8, "4", tc.onLauncher, tc.onWorkers)
+			job := append([]*v1.Pod{launcher}, workers...)
+			pods := slices.Clone(job)
+			for _, n := range slices.Sorted(maps.Keys(used)) {
+				pods = append(pods, batchPod("busy-"+n, n, used[n]))
+			}
+			pg := gangtest.MakePodGroup("mpi", testNS).MinMember(9)
+			for k, v := range tc.onPodGroup {
+				pg.Annotation(k, v)
+			}
+			env := newTestEnv(t, nodes, pods, []*v1alpha1.PodGroup{pg.Obj()}, withTopology(t))
+			got := plannedNodes(t, env, job)
+			leafOf := func(node string) string { return node[:len("s0-l0")] }
+			for seg := 0; seg < 2; seg++ {
+				for r := 1; r < 4; r++ {
+					require.Equal(t, leafOf(got[1+4*seg]), leafOf(got[1+4*seg+r]), "segment %d: worker %d and worker %d: %v", seg, 4*seg, 4*seg+r, got)
+				}
+			}
+			require.ElementsMatch(t, []string{"s0-l1", "s1-l0"}, []string{leafOf(got[1]), leafOf(got[5])})
+			require.NotEmpty(t, got[0], "the launcher is placed")
+			require.False(t, hasEvent(env.recorded(), ReasonInvalidPodGroup, ""), "no InvalidPodGroup for a launcher beside divisible workers")
+		})
+	}
+
+	t.Run("bad input: workers the slice size does not divide", func(t *testing.T) {
+		launcher, workers := mpiJob("mpi6", 6, "4", nil, slices4)
+		job := append([]*v1.Pod{launcher}, workers...)
+		env := newTestEnv(t, fabric(), job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("mpi6", testNS).MinMember(7).Obj()}, withTopology(t))
+		_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), workers[0])
+		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
+		want := "PodGroup " + testNS + "/mpi6 has invalid segments: the annotation of pod " + testNS + "/mpi6-worker-0 (the first of the members it slices) " +
+			"kueue.x-k8s.io/podset-slice-size is 4, which does not divide the 6 members its segments cover (pod " + testNS + "/mpi6-launcher, outside them, is not counted): " +
+			"set a size that divides 6, such as 3 or 6, or make the member count a multiple of 4"
+		require.True(t, hasEvent(env.recorded(), ReasonInvalidPodGroup, want), "want an InvalidPodGroup Event with %q", want)
+	})
 }

@@ -17,8 +17,9 @@
 //     controller (Census);
 //   - rank: the order members are placed in (RankOf);
 //   - topology policy: the placement constraint a gang asks for (PolicyOf),
-//     and its segments: groups of consecutive ranks, each inside one domain
-//     of a level of its own (SegmentsOf, Segments.Hierarchy);
+//     and its segments: groups of consecutive ranks of one role, each
+//     inside one domain of a level of its own, a launcher or master beside
+//     them outside (SegmentsOf, Segments.Covers, Segments.Hierarchy);
 //   - hierarchies: Kubernetes' CompositePodGroups (FromCompositePodGroup)
 //     and the native PodGroups under them form a Tree; a PodGroup's gang is
 //     rooted at the highest gang composite above it (RootOf), which starts

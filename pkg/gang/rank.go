@@ -38,9 +38,7 @@ func (r Rank) Index() int { return r.index }
 // workers.
 func RankOf(pod *v1.Pod) Rank {
 	r := Rank{index: -1, name: pod.Name}
-	switch pod.Labels[scheduling.KubeflowReplicaTypeLabel] {
-	case "", "launcher", "master", "chief":
-	default:
+	if pod.Labels[scheduling.KubeflowReplicaTypeLabel] != "" && !IsLeader(pod) {
 		r.role = 1
 	}
 	for _, label := range []string{scheduling.RankLabel, scheduling.KubeflowReplicaIndexLabel, scheduling.JobSetJobIndexLabel, scheduling.JobCompletionIndexLabel} {
@@ -52,6 +50,18 @@ func RankOf(pod *v1.Pod) Rank {
 		}
 	}
 	return r
+}
+
+// IsLeader reports whether pod is a Kubeflow launcher, master or chief: the
+// one member of its role, which ranks before the workers, is essential to
+// the running gang (Essential) and sits outside segments that slice the
+// workers (SegmentsOf).
+func IsLeader(pod *v1.Pod) bool {
+	switch pod.Labels[scheduling.KubeflowReplicaTypeLabel] {
+	case "launcher", "master", "chief":
+		return true
+	}
+	return false
 }
 
 // SortByRank sorts pods in place by rank.
@@ -73,10 +83,7 @@ func Essential(pods []*v1.Pod) []bool {
 	first := -1
 	var firstRank Rank
 	for i, p := range pods {
-		switch p.Labels[scheduling.KubeflowReplicaTypeLabel] {
-		case "launcher", "master", "chief":
-			out[i] = true
-		}
+		out[i] = IsLeader(p)
 		if r := RankOf(p); first < 0 || r.Less(firstRank) {
 			first, firstRank = i, r
 		}

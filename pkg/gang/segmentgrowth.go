@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -13,7 +15,9 @@ import (
 // member of a segment that joins may bind. A segment is never started in
 // part: its members plan together and bind once all of them hold a node,
 // and a member whose segment already runs (a replacement) plans alone,
-// inside its segment's domain.
+// inside its segment's domain. A member the segments do not cover (a
+// launcher, a master: Covers) belongs to no segment: the first attempt
+// plans it with the first segments, and later it plans and binds alone.
 
 // Where says where one of a gang's members is, for Start, Join and Ready.
 type Where int8
@@ -42,12 +46,16 @@ type segment struct {
 
 // cut groups members (in rank order, every member that exists) into their
 // segments, in segment order; where[i] is members[i]'s place. of[i] is
-// members[i]'s index in the result.
+// members[i]'s index in the result, -1 for a member outside the segments.
 func (seg Segments) cut(members []*v1.Pod, where []Where) (segs []segment, of []int) {
 	assign := seg.Assign(members)
 	index := map[int]int{}
 	of = make([]int, len(members))
 	for i, s := range assign {
+		if s < 0 {
+			of[i] = -1
+			continue
+		}
 		// Ordinals grow with rank order, so segments come in order.
 		j, ok := index[s]
 		if !ok {
@@ -88,9 +96,10 @@ func (g segment) pendingOf(where []Where, out []int) []int {
 }
 
 // Start picks the members to plan for a segmented gang's attempt to reach
-// quorum, missing more members placed: in segment order, each whole
-// segment (all Size of its members exist, none held) that has pending
-// members gives all of them, until at least missing are picked. members
+// quorum, missing more members placed: every pending member outside the
+// segments (a launcher), then, in segment order, each whole segment (all
+// Size of its members exist, none held) that has pending members gives all
+// of them, until at least missing are picked. members
 // are the gang's members in rank order, every member that exists, and
 // where[i] is members[i]'s place; pick indexes members, in rank order. ok
 // is false when whole segments cannot supply missing members: the gang
@@ -99,17 +108,26 @@ func (seg Segments) Start(members []*v1.Pod, where []Where, missing int32) (pick
 	if missing <= 0 {
 		return nil, true
 	}
-	segs, _ := seg.cut(members, where)
+	segs, of := seg.cut(members, where)
+	for i := range members {
+		if of[i] < 0 && where[i] == Pending {
+			pick = append(pick, i)
+		}
+	}
 	for _, g := range segs {
+		if len(pick) >= int(missing) {
+			break
+		}
 		if g.pending == 0 || !g.whole(seg.Size) {
 			continue
 		}
 		pick = g.pendingOf(where, pick)
-		if len(pick) >= int(missing) {
-			return pick, true
-		}
 	}
-	return nil, false
+	if len(pick) < int(missing) {
+		return nil, false
+	}
+	slices.Sort(pick)
+	return pick, true
 }
 
 // Join picks the members to plan when members[i], pending, asks for a node
@@ -121,8 +139,13 @@ func (seg Segments) Start(members []*v1.Pod, where []Where, missing int32) (pick
 //     already reserved;
 //   - else nothing (ok is false): present of the segment's Size members
 //     exist unheld, and the segment waits for the rest.
+//
+// A member outside the segments joins alone.
 func (seg Segments) Join(members []*v1.Pod, where []Where, i int) (pick []int, present int, ok bool) {
 	segs, of := seg.cut(members, where)
+	if of[i] < 0 {
+		return []int{i}, 1, true
+	}
 	g := segs[of[i]]
 	switch {
 	case g.bound > 0:
@@ -137,9 +160,13 @@ func (seg Segments) Join(members []*v1.Pod, where []Where, i int) (pick []int, p
 // segmented gang, may bind (see Start for members and where): its segment
 // has started (a member is bound), or every one of its Size members holds
 // a node. Until then a segment that joins waits for its members, as the
-// gang's first segments waited for quorum.
+// gang's first segments waited for quorum. A member outside the segments
+// may bind.
 func (seg Segments) Ready(members []*v1.Pod, where []Where, i int) bool {
 	segs, of := seg.cut(members, where)
+	if of[i] < 0 {
+		return true
+	}
 	g := segs[of[i]]
 	return g.bound > 0 || g.placed >= int(seg.Size)
 }

@@ -122,3 +122,49 @@ func TestSegmentsJoinAndReady(t *testing.T) {
 		})
 	}
 }
+
+// A launcher outside the segments is planned with the first segments,
+// joins and binds alone, and is placed in a subgroup of its own under the
+// gang's policy.
+func TestSegmentsLauncherApart(t *testing.T) {
+	leaf := placement.Policy{Level: scheduling.LabelLeaf, Required: true}
+	job := mpiJob(8, nil, sliced("4", leaf.Level))
+	seg, err := SegmentsOf(&Spec{MinMember: 9}, job)
+	require.NoError(t, err)
+
+	pick, ok := seg.Start(job, places("ppppppppp"), 9)
+	require.True(t, ok)
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8}, pick, "the launcher and both segments")
+	_, ok = seg.Start(job, places("hpppppppp"), 9)
+	require.False(t, ok, "a held launcher keeps the gang from quorum")
+	pick, ok = seg.Start(job, places("pppppppph"), 5)
+	require.True(t, ok)
+	require.Equal(t, []int{0, 1, 2, 3, 4}, pick, "elastic: the launcher and the first whole segment")
+
+	pick, present, ok := seg.Join(job, places("pbbbbbbbb"), 0)
+	require.True(t, ok)
+	require.Equal(t, []int{0}, pick, "a replaced launcher joins alone")
+	require.Equal(t, 1, present)
+	require.True(t, seg.Ready(job, places("rbbbbbbbb"), 0))
+	require.False(t, seg.Ready(job, places("bbbbbrrrp"), 5), "a worker's segment still waits for its members")
+
+	slots := make([]Slot, len(job))
+	for i := range slots {
+		slots[i] = Slot{Member: i, Anchor: -1}
+	}
+	spine := placement.Policy{Level: scheduling.LabelSpine, Required: true}
+	got := seg.Hierarchy("ns/job", spine, job, slots)
+	want := &placement.Subgroup{Name: "ns/job", Policy: spine, Children: []placement.Subgroup{
+		{Name: "ns/job segment 0 (ranks 0-3)", Policy: leaf, Members: []int{1, 2, 3, 4}},
+		{Name: "ns/job segment 1 (ranks 4-7)", Policy: leaf, Members: []int{5, 6, 7, 8}},
+		{Name: "ns/job outside segments", Members: []int{0}},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Hierarchy (-want,+got):\n%s", diff)
+	}
+	req := &placement.Request{Policy: spine, Hierarchy: got}
+	for i := range job {
+		req.Members = append(req.Members, placement.Member{Name: fmt.Sprint(i)})
+	}
+	require.NoError(t, req.ValidateHierarchy())
+}

@@ -3,6 +3,7 @@ package gang
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,19 +25,23 @@ type Segments struct {
 	// sizeKey and levelKey are the annotations Size and Policy were read
 	// from, and from says whose they are, for messages.
 	sizeKey, levelKey, from string
+	// cover says which members the segments cover.
+	cover coverage
 }
 
 // SegmentsOf reads a gang's segments: from the gang's own annotations
 // (scheduling.AnnotationSegmentSize with AnnotationSegmentTopologyRequired or
 // -Preferred), or, when it sets none of them, from Kueue's pod-template
-// annotations on its first member in rank order
-// (scheduling.KueueSliceSizeAnnotation with
-// KueueSliceRequiredTopologyAnnotation), as PolicyOf reads the gang's
-// policy. Required wins over preferred when both are set. The error says
-// what the annotations alone show to be wrong (a size that is not a
-// positive integer, a size without a level or a level without a size) and
-// how to fix it; Validate checks the rest against the gang.
-func SegmentsOf(s *Spec, first *v1.Pod) (Segments, error) {
+// annotations on its members (scheduling.KueueSliceSizeAnnotation with
+// KueueSliceRequiredTopologyAnnotation), which slice the role whose members
+// carry them. members are the gang's members, every one that exists, in any
+// order. Required wins over preferred when both are set. Which members the
+// segments cover is decided here (see coverage): a launcher, master or chief
+// outside them sits in no segment. The error says what the annotations
+// alone show to be wrong (a size that is not a positive integer, a size
+// without a level or a level without a size, slices on two roles) and how
+// to fix it; Validate checks the rest against the gang.
+func SegmentsOf(s *Spec, members []*v1.Pod) (Segments, error) {
 	a := s.Annotations
 	required, preferred := a[scheduling.AnnotationSegmentTopologyRequired], a[scheduling.AnnotationSegmentTopologyPreferred]
 	if size, ok := a[scheduling.AnnotationSegmentSize]; ok || required != "" || preferred != "" {
@@ -47,25 +52,34 @@ func SegmentsOf(s *Spec, first *v1.Pod) (Segments, error) {
 		case preferred != "":
 			seg.Policy, seg.levelKey = placement.Policy{Level: preferred}, scheduling.AnnotationSegmentTopologyPreferred
 		}
-		return seg.parse(size, ok, scheduling.AnnotationSegmentTopologyRequired+" (or "+scheduling.AnnotationSegmentTopologyPreferred+")")
+		seg, err := seg.parse(size, ok, scheduling.AnnotationSegmentTopologyRequired+" (or "+scheduling.AnnotationSegmentTopologyPreferred+")")
+		if err == nil {
+			seg.cover.leadersOut = leadersOutside(members, s.MinMember, seg.Size)
+		}
+		return seg, err
 	}
-	if first == nil {
-		return Segments{}, nil
+	first, leaderCopies, err := slicedBy(members)
+	if err != nil || first == nil {
+		return Segments{}, err
 	}
 	a = first.Annotations
 	size, ok := a[scheduling.KueueSliceSizeAnnotation]
 	level := a[scheduling.KueueSliceRequiredTopologyAnnotation]
-	if !ok && level == "" {
-		return Segments{}, nil
-	}
 	seg := Segments{
 		sizeKey: scheduling.KueueSliceSizeAnnotation, levelKey: scheduling.KueueSliceRequiredTopologyAnnotation,
-		from: fmt.Sprintf("the annotation of pod %s/%s (the gang's first member)", first.Namespace, first.Name),
+		from:  fmt.Sprintf("the annotation of pod %s/%s (the first of the members it slices)", first.Namespace, first.Name),
+		cover: coverage{leadersOut: true, kueue: true, size: size, level: level},
 	}
 	if level != "" {
 		seg.Policy = placement.Policy{Level: level, Required: true}
 	}
-	return seg.parse(size, ok, scheduling.KueueSliceRequiredTopologyAnnotation)
+	seg, err = seg.parse(size, ok, scheduling.KueueSliceRequiredTopologyAnnotation)
+	if err == nil && leaderCopies {
+		// The leaders' templates carry the workers' very annotations: read
+		// them as the PodGroup's own would be read (see coverage).
+		seg.cover.leadersOut = leadersOutside(members, s.MinMember, seg.Size)
+	}
+	return seg, err
 }
 
 // parse reads the size annotation's value (set: whether it is there) and
@@ -88,17 +102,19 @@ func (seg Segments) parse(size string, set bool, levelKeys string) (Segments, er
 
 func from(seg Segments) string { return seg.from }
 
-// Validate checks the segments against the gang, whose members number
-// members (those that exist, placed or not) with quorum minMember and whose
-// own policy is policy, and against this scheduler's levels (tightest
-// first). Every problem is reported, each with its fix:
+// Validate checks the segments against the gang, whose members are members
+// (those that exist, placed or not, in any order) with quorum minMember
+// and whose own policy is policy, and against this scheduler's levels
+// (tightest first). Only the members the segments cover count, and the
+// quorum less those outside them (a launcher, a master: Covers). Every
+// problem is reported, each with its fix:
 //   - a segment level that is not one of levels;
 //   - a segment level looser than the gang's (a segment is part of the
 //     gang, so its domain is inside the gang's);
-//   - a size that does not divide the member count, for a gang that needs
-//     every member (minMember at least the member count);
-//   - an elastic gang (minMember below the member count) whose minimum is
-//     not a whole number of segments.
+//   - a size that does not divide the covered members, for a gang that
+//     needs every member (its quorum at least their count);
+//   - an elastic gang (quorum below the member count) whose quorum is not
+//     a whole number of segments.
 //
 // An elastic gang's member count changes as its job grows, shrinks and
 // finishes, and its members are created one by one: there a segment whose
@@ -106,9 +122,14 @@ func from(seg Segments) string { return seg.from }
 // members' status says, rather than the gang being invalid.
 //
 // Gangs without segments are valid.
-func (seg Segments) Validate(levels []scheduling.Level, policy placement.Policy, members, minMember int32) error {
+func (seg Segments) Validate(levels []scheduling.Level, policy placement.Policy, all []*v1.Pod, minMember int32) error {
 	if seg.Size == 0 {
 		return nil
+	}
+	out, outside := outsideOf(all, seg)
+	members := int32(len(all)) - out
+	if out > 0 {
+		minMember = max(minMember-out, 0)
 	}
 	var errs []error
 	rank, err := scheduling.LevelRank(levels, seg.Policy.Level)
@@ -122,8 +143,12 @@ func (seg Segments) Validate(levels []scheduling.Level, policy placement.Policy,
 	}
 	k := seg.Size
 	if members > 0 && minMember >= members && members%k != 0 {
-		errs = append(errs, fmt.Errorf("%s %s is %d, which does not divide the gang's %d members: %s, or make the member count a multiple of %d",
-			seg.from, seg.sizeKey, k, members, divisorHint(members, k), k))
+		what := fmt.Sprintf("the gang's %d members", members)
+		if out > 0 {
+			what = fmt.Sprintf("the %d members its segments cover (%s, outside them, is not counted)", members, outside)
+		}
+		errs = append(errs, fmt.Errorf("%s %s is %d, which does not divide %s: %s, or make the member count a multiple of %d",
+			seg.from, seg.sizeKey, k, what, divisorHint(members, k), k))
 	}
 	if minMember < members && minMember%k != 0 {
 		errs = append(errs, fmt.Errorf("the gang is elastic (quorum %d of %d members) and its quorum is not a whole number of segments of %d: "+
@@ -155,10 +180,11 @@ func divisorHint(n, k int32) string {
 	}
 }
 
-// Assign returns the segment of each member: members are the gang's
-// members in rank order (SortByRank), every member that exists, placed or
-// not. Segment i holds the members of ordinals i*Size to (i+1)*Size-1,
-// where a member's ordinal is its place in the job:
+// Assign returns the segment of each member, -1 for a member the segments
+// do not cover (Covers): members are the gang's members in rank order
+// (SortByRank), every member that exists, placed or not. Segment i holds
+// the covered members of ordinals i*Size to (i+1)*Size-1, where a member's
+// ordinal is its place among the covered members:
 //   - when every member carries a rank index (RankOf) and no two of one role
 //     share one, the ordinal is the index, counted after the members of
 //     the roles before it (a launcher or master before the workers): a
@@ -173,8 +199,16 @@ func (seg Segments) Assign(members []*v1.Pod) []int {
 	if seg.Size == 0 {
 		return out
 	}
-	for i, o := range ordinals(members) {
-		out[i] = o / int(seg.Size)
+	var covered []*v1.Pod
+	var at []int // covered[j] is members[at[j]]
+	for i, p := range members {
+		out[i] = -1
+		if seg.Covers(p) {
+			covered, at = append(covered, p), append(at, i)
+		}
+	}
+	for j, o := range ordinals(covered) {
+		out[at[j]] = o / int(seg.Size)
 	}
 	return out
 }
@@ -225,11 +259,13 @@ type Slot struct {
 
 // Hierarchy returns the placement hierarchy of a segmented gang: a root,
 // named name, under the gang's policy, whose children are its segments,
-// each under the segment policy, in segment order. members are the gang's
-// members in rank order (as for Assign) and slots[i] says where members[i]
-// is in the Request; a segment without a member planned now or an anchor is
-// left out. A replacement or a late member thus plans inside the segment
-// whose anchors it shares. Nil for a gang without segments: a flat gang.
+// each under the segment policy, in segment order, and last the members the
+// segments do not cover (a launcher, a master), under the gang's policy
+// alone. members are the gang's members in rank order (as for Assign) and
+// slots[i] says where members[i] is in the Request; a segment without a
+// member planned now or an anchor is left out. A replacement or a late
+// member thus plans inside the segment whose anchors it shares. Nil for a
+// gang without segments: a flat gang.
 func (seg Segments) Hierarchy(name string, policy placement.Policy, members []*v1.Pod, slots []Slot) *placement.Subgroup {
 	if seg.Size == 0 {
 		return nil
@@ -238,27 +274,36 @@ func (seg Segments) Hierarchy(name string, policy placement.Policy, members []*v
 	root := &placement.Subgroup{Name: name, Policy: policy}
 	// Ordinals grow with rank order, so segments come in order.
 	bySegment := map[int]int{} // segment -> index in root.Children
+	apart := placement.Subgroup{Name: name + " outside segments"}
 	for i, s := range slots {
 		if s.Member < 0 && s.Anchor < 0 {
 			continue
 		}
-		c, ok := bySegment[of[i]]
-		if !ok {
-			c = len(root.Children)
-			bySegment[of[i]] = c
-			first := of[i] * int(seg.Size)
-			root.Children = append(root.Children, placement.Subgroup{
-				Name:   fmt.Sprintf("%s segment %d (ranks %d-%d)", name, of[i], first, first+int(seg.Size)-1),
-				Policy: seg.Policy,
-			})
+		child := &apart
+		if of[i] >= 0 {
+			c, ok := bySegment[of[i]]
+			if !ok {
+				c = len(root.Children)
+				bySegment[of[i]] = c
+				first := of[i] * int(seg.Size)
+				root.Children = append(root.Children, placement.Subgroup{
+					Name:   fmt.Sprintf("%s segment %d (ranks %d-%d)", name, of[i], first, first+int(seg.Size)-1),
+					Policy: seg.Policy,
+				})
+			}
+			child = &root.Children[c]
 		}
-		child := &root.Children[c]
 		if s.Member >= 0 {
 			child.Members = append(child.Members, s.Member)
 		}
 		if s.Anchor >= 0 {
 			child.Anchors = append(child.Anchors, s.Anchor)
 		}
+	}
+	if len(apart.Members)+len(apart.Anchors) > 0 {
+		slices.Sort(apart.Members)
+		slices.Sort(apart.Anchors)
+		root.Children = append(root.Children, apart)
 	}
 	return root
 }

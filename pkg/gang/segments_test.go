@@ -26,7 +26,7 @@ func TestSegmentsOf(t *testing.T) {
 	tests := []struct {
 		name    string
 		gang    map[string]string
-		first   *v1.Pod
+		members []*v1.Pod
 		want    Segments // Size and Policy only
 		wantErr string
 	}{
@@ -40,13 +40,13 @@ func TestSegmentsOf(t *testing.T) {
 		{name: "required wins over preferred",
 			gang: map[string]string{scheduling.AnnotationSegmentSize: "4", scheduling.AnnotationSegmentTopologyPreferred: leaf, scheduling.AnnotationSegmentTopologyRequired: clique},
 			want: Segments{Size: 4, Policy: placement.Policy{Level: clique, Required: true}}},
-		{name: "Kueue's slices on the first member",
-			first: kueue(scheduling.KueueSliceSizeAnnotation, "8", scheduling.KueueSliceRequiredTopologyAnnotation, clique),
-			want:  Segments{Size: 8, Policy: placement.Policy{Level: clique, Required: true}}},
+		{name: "Kueue's slices on the members",
+			members: []*v1.Pod{kueue(scheduling.KueueSliceSizeAnnotation, "8", scheduling.KueueSliceRequiredTopologyAnnotation, clique)},
+			want:    Segments{Size: 8, Policy: placement.Policy{Level: clique, Required: true}}},
 		{name: "the PodGroup's win over Kueue's",
-			gang:  map[string]string{scheduling.AnnotationSegmentSize: "2", scheduling.AnnotationSegmentTopologyRequired: leaf},
-			first: kueue(scheduling.KueueSliceSizeAnnotation, "8", scheduling.KueueSliceRequiredTopologyAnnotation, clique),
-			want:  Segments{Size: 2, Policy: placement.Policy{Level: leaf, Required: true}}},
+			gang:    map[string]string{scheduling.AnnotationSegmentSize: "2", scheduling.AnnotationSegmentTopologyRequired: leaf},
+			members: []*v1.Pod{kueue(scheduling.KueueSliceSizeAnnotation, "8", scheduling.KueueSliceRequiredTopologyAnnotation, clique)},
+			want:    Segments{Size: 2, Policy: placement.Policy{Level: leaf, Required: true}}},
 		{name: "size without level", gang: map[string]string{scheduling.AnnotationSegmentSize: "4"},
 			wantErr: "the PodGroup's annotation gpu-gang.x-k8s.io/segment-size is set without a segment level: set gpu-gang.x-k8s.io/segment-topology-required (or gpu-gang.x-k8s.io/segment-topology-preferred)"},
 		{name: "level without size", gang: map[string]string{scheduling.AnnotationSegmentTopologyRequired: clique},
@@ -55,16 +55,26 @@ func TestSegmentsOf(t *testing.T) {
 			wantErr: `gpu-gang.x-k8s.io/segment-size is "0": set it to the number of consecutive ranks that share a domain, an integer of at least 1`},
 		{name: "size not a number", gang: map[string]string{scheduling.AnnotationSegmentSize: "four", scheduling.AnnotationSegmentTopologyRequired: clique},
 			wantErr: `segment-size is "four"`},
-		{name: "Kueue's size without level", first: kueue(scheduling.KueueSliceSizeAnnotation, "8"),
-			wantErr: "the annotation of pod ns/w-0 (the gang's first member) kueue.x-k8s.io/podset-slice-size is set without a segment level: set kueue.x-k8s.io/podset-slice-required-topology"},
-		{name: "Kueue's level without size", first: kueue(scheduling.KueueSliceRequiredTopologyAnnotation, clique),
+		{name: "Kueue's size without level", members: []*v1.Pod{kueue(scheduling.KueueSliceSizeAnnotation, "8")},
+			wantErr: "the annotation of pod ns/w-0 (the first of the members it slices) kueue.x-k8s.io/podset-slice-size is set without a segment level: set kueue.x-k8s.io/podset-slice-required-topology"},
+		{name: "Kueue's level without size", members: []*v1.Pod{kueue(scheduling.KueueSliceRequiredTopologyAnnotation, clique)},
 			wantErr: "kueue.x-k8s.io/podset-slice-required-topology is set without kueue.x-k8s.io/podset-slice-size"},
-		{name: "Kueue's negative size", first: kueue(scheduling.KueueSliceSizeAnnotation, "-8", scheduling.KueueSliceRequiredTopologyAnnotation, clique),
+		{name: "Kueue's negative size", members: []*v1.Pod{kueue(scheduling.KueueSliceSizeAnnotation, "-8", scheduling.KueueSliceRequiredTopologyAnnotation, clique)},
 			wantErr: `kueue.x-k8s.io/podset-slice-size is "-8"`},
+		// Kueue slices each PodSet on its own: the workers' annotations are
+		// read though the launcher, first in rank order, has none.
+		{name: "Kueue's slices on the workers, not the launcher", members: mpiJob(8, nil, sliced("4", leaf)),
+			want: Segments{Size: 4, Policy: placement.Policy{Level: leaf, Required: true}}},
+		{name: "Kueue's slices on the launcher only slice no worker", members: mpiJob(8, sliced("4", leaf), nil)},
+		{name: "Kueue's slices on two roles", members: append(mpiJob(4, nil, sliced("2", leaf)),
+			pod("ps-0").Label(scheduling.KubeflowReplicaTypeLabel, "ps").Label(scheduling.KubeflowReplicaIndexLabel, "0").
+				Annotation(scheduling.KueueSliceSizeAnnotation, "1").Annotation(scheduling.KueueSliceRequiredTopologyAnnotation, clique).Obj()),
+			wantErr: `Kueue's slice annotations slice more than one role of the gang (pod ns/ps-0 (replica type ps) has kueue.x-k8s.io/podset-slice-size="1" and ` +
+				`kueue.x-k8s.io/podset-slice-required-topology="` + clique + `"; pod ns/worker-0 (replica type worker) has kueue.x-k8s.io/podset-slice-size="2"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := SegmentsOf(&Spec{Annotations: tt.gang}, tt.first)
+			got, err := SegmentsOf(&Spec{Annotations: tt.gang}, tt.members)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				return
@@ -118,7 +128,7 @@ func TestSegmentsValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.seg.Validate(levels, tt.gang, tt.members, tt.minMember)
+			err := tt.seg.Validate(levels, tt.gang, unindexedPods(int(tt.members)), tt.minMember)
 			if len(tt.wantErr) == 0 {
 				require.NoError(t, err)
 				return
@@ -233,4 +243,120 @@ func TestSegmentsHierarchy(t *testing.T) {
 			require.NoError(t, req.ValidateHierarchy())
 		})
 	}
+}
+
+// unindexedPods builds n members without roles or rank indices.
+func unindexedPods(n int) []*v1.Pod {
+	out := make([]*v1.Pod, n)
+	for i := range out {
+		out[i] = pod(fmt.Sprintf("m-%d", i)).Obj()
+	}
+	return out
+}
+
+// sliced is Kueue's pod-template annotations for slices of size ranks in
+// one domain of level.
+func sliced(size, level string) map[string]string {
+	return map[string]string{scheduling.KueueSliceSizeAnnotation: size, scheduling.KueueSliceRequiredTopologyAnnotation: level}
+}
+
+// mpiJob builds an MPIJob's pods, in rank order: its launcher, with
+// launcherAnnotations, then n workers, with workerAnnotations.
+func mpiJob(n int, launcherAnnotations, workerAnnotations map[string]string) []*v1.Pod {
+	launcher := pod("launcher").Label(scheduling.KubeflowReplicaTypeLabel, "launcher").Label(scheduling.KubeflowReplicaIndexLabel, "0").Obj()
+	launcher.Annotations = launcherAnnotations
+	out := []*v1.Pod{launcher}
+	for i := 0; i < n; i++ {
+		w := pod(fmt.Sprintf("worker-%d", i)).Label(scheduling.KubeflowReplicaTypeLabel, "worker").Label(scheduling.KubeflowReplicaIndexLabel, strconv.Itoa(i)).Obj()
+		w.Annotations = workerAnnotations
+		out = append(out, w)
+	}
+	return out
+}
+
+// A launcher, master or chief beside the role the segments slice sits in no
+// segment, is not counted in the divisibility check, and moves no worker's
+// ordinal; a PyTorchJob's master, torch rank 0, stays in segment 0 when the
+// PodGroup's own size divides the members with it.
+func TestSegmentsRoles(t *testing.T) {
+	levels, _ := scheduling.Preset(scheduling.DefaultPreset)
+	leaf := scheduling.LabelLeaf
+	onPodGroup := func(size string) map[string]string {
+		return map[string]string{scheduling.AnnotationSegmentSize: size, scheduling.AnnotationSegmentTopologyRequired: leaf}
+	}
+	apart := -1
+	tests := []struct {
+		name      string
+		gang      map[string]string
+		minMember int32
+		members   []*v1.Pod
+		want      []int
+		wantErr   string
+		// assignOnly skips Validate, for members caught between a loss and
+		// its replacement.
+		assignOnly bool
+	}{
+		{name: "Kueue's slices on the workers only: the launcher is outside", minMember: 9,
+			members: mpiJob(8, nil, sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		// Kueue slices each PodSet on its own, and a slice of the launcher's
+		// PodSet of one pod never holds a worker.
+		{name: "the launcher's own slices of one: outside", minMember: 9,
+			members: mpiJob(8, sliced("1", leaf), sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		// The launcher's template carries the workers' very annotations,
+		// which Kueue could not honour for a PodSet of one: they are read as
+		// the PodGroup's, and 4 divides the 8 workers, not the 9 members.
+		{name: "Kueue's slices copied onto the launcher, dividing the workers: outside", minMember: 9,
+			members: mpiJob(8, sliced("4", leaf), sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		{name: "copied onto a PyTorchJob's master, dividing the workers: outside", minMember: 9,
+			members: withAnnotations(workers(9), sliced("4", leaf)), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		{name: "copied onto a PyTorchJob's master, dividing master and workers: the master is rank 0", minMember: 8,
+			members: withAnnotations(workers(8), sliced("4", leaf)), want: []int{0, 0, 0, 0, 1, 1, 1, 1}},
+		{name: "Kueue's slices, the workers not divisible: named, the launcher not counted", minMember: 7,
+			members: mpiJob(6, nil, sliced("4", leaf)),
+			wantErr: "kueue.x-k8s.io/podset-slice-size is 4, which does not divide the 6 members its segments cover (pod ns/launcher, outside them, is not counted): " +
+				"set a size that divides 6, such as 3 or 6, or make the member count a multiple of 4"},
+		{name: "the PodGroup's size divides the workers, not the launcher with them: the launcher is outside", gang: onPodGroup("4"), minMember: 9,
+			members: mpiJob(8, nil, nil), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+		{name: "the PodGroup's size divides the master with the workers: the master is rank 0", gang: onPodGroup("4"), minMember: 8,
+			members: workers(8), want: []int{0, 0, 0, 0, 1, 1, 1, 1}},
+		{name: "the PodGroup's size divides neither: every member counts, and the message says so", gang: onPodGroup("4"), minMember: 7,
+			members: mpiJob(6, nil, nil), wantErr: "segment-size is 4, which does not divide the gang's 7 members"},
+		{name: "the PodGroup's, the quorum decides, not the members present: worker 2 lost", gang: onPodGroup("4"), minMember: 9,
+			members: slices.Delete(mpiJob(8, nil, nil), 3, 4), want: []int{apart, 0, 0, 0, 1, 1, 1, 1}, assignOnly: true},
+		{name: "the PodGroup's, elastic: the launcher outside the quorum's whole segments", gang: onPodGroup("4"), minMember: 5,
+			members: mpiJob(8, nil, nil), want: []int{apart, 0, 0, 0, 0, 1, 1, 1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			members := slices.Clone(tt.members)
+			// Which members the segments cover does not hang on their order.
+			slices.Reverse(members)
+			spec := &Spec{Key: Key{Namespace: "ns", Name: "job"}, MinMember: tt.minMember, Annotations: tt.gang}
+			seg, err := SegmentsOf(spec, members)
+			require.NoError(t, err)
+			require.Equal(t, int32(4), seg.Size)
+			if !tt.assignOnly {
+				err = seg.Validate(levels, placement.Policy{}, members, tt.minMember)
+				if tt.wantErr != "" {
+					require.ErrorContains(t, err, tt.wantErr)
+					return
+				}
+				require.NoError(t, err)
+			}
+			if diff := cmp.Diff(tt.want, seg.Assign(tt.members)); diff != "" {
+				t.Errorf("Assign (-want,+got):\n%s", diff)
+			}
+			for i, p := range tt.members {
+				require.Equal(t, tt.want[i] >= 0, seg.Covers(p), "Covers(%s)", p.Name)
+			}
+		})
+	}
+}
+
+// withAnnotations sets annotations on every pod of pods.
+func withAnnotations(pods []*v1.Pod, annotations map[string]string) []*v1.Pod {
+	for _, p := range pods {
+		p.Annotations = annotations
+	}
+	return pods
 }

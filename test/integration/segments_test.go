@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
@@ -116,6 +118,70 @@ func TestElasticSegmentsGrowWhole(t *testing.T) {
 	}
 	if half := env.nodeName("s0-l1-n1"); node(0) == half {
 		t.Errorf("segment 0 joined on the half-free node %s", half)
+	}
+	watch.expectNeverPartial()
+}
+
+// An MPIJob-shaped gang: a launcher asking for no GPU and eight 4-GPU
+// workers whose pod template carries Kueue's slice annotations, 4 workers
+// per leaf; the launcher's template carries none, as Kueue puts them per
+// PodSet. Free: 12 GPUs in leaf s0-l0 and 20 in s0-l1 (a third node), 16
+// in s1-l0, none in s1-l1. The flat plan fits spine s0 with three workers
+// in s0-l0, straddling a slice; the slices fit only s0-l1 and s1-l0. Every
+// slice lands in one leaf, the launcher binds with them, and no
+// InvalidPodGroup comes.
+func TestKueueSlicesBesideALauncher(t *testing.T) {
+	env := newTestEnv(t)
+	f := env.createFabric(2, 2, 2, 2)
+	third := env.createNodes(gpuNode("s0-l1-n2", 8).Label(spineLabel, "s0").Label(leafLabel, "s0-l1").Label(cliqueLabel, "s0-l1-c1").Obj())[0]
+	f.leafOf[third.Name] = "s0-l1"
+	used := map[string]int{"s0-l0-n1": 4, "s0-l1-n2": 4, "s1-l1-n0": 8, "s1-l1-n1": 8}
+	var busy []*v1.Pod
+	for _, n := range slices.Sorted(maps.Keys(used)) {
+		busy = append(busy, env.pod("busy-"+n).Res(gpuRequest(used[n])).NodeSelector(map[string]string{v1.LabelHostname: env.nodeName(n)}).Obj())
+	}
+	env.createPods(busy...)
+	env.waitForBound(bindTimeout, busy...)
+
+	watch := env.watchGangs(map[string]int{"mpi": 9})
+	env.createPodGroup(gangtest.MakePodGroup("mpi", env.ns).MinMember(9).Obj())
+	launcher := env.gangPod("mpi-launcher", "mpi").Res(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).
+		Label(scheduling.KubeflowReplicaTypeLabel, "launcher").Label(scheduling.KubeflowReplicaIndexLabel, "0").Obj()
+	slices4 := map[string]string{scheduling.KueueSliceSizeAnnotation: "4", scheduling.KueueSliceRequiredTopologyAnnotation: leafLabel}
+	var workers []*v1.Pod
+	for i := range 8 {
+		workers = append(workers, env.gangPod(fmt.Sprintf("mpi-worker-%d", i), "mpi").Res(gpuRequest(4)).Annotations(slices4).
+			Label(scheduling.KubeflowReplicaTypeLabel, "worker").Label(scheduling.KubeflowReplicaIndexLabel, strconv.Itoa(i)).Obj())
+	}
+	env.createPods(append([]*v1.Pod{launcher}, workers...)...)
+	nodes := env.waitForBound(bindTimeout, append([]*v1.Pod{launcher}, workers...)...)
+
+	leafOf := func(i int) string { return f.leafOf[nodes[workers[i].Name]] }
+	for s := range 2 {
+		for r := 4 * s; r < 4*s+4; r++ {
+			if leafOf(r) != leafOf(4*s) {
+				t.Errorf("slice %d straddles leaves: worker %d in %s, worker %d in %s", s, 4*s, leafOf(4*s), r, leafOf(r))
+			}
+		}
+	}
+	if got := []string{leafOf(0), leafOf(4)}; !slices.Contains(got, "s0-l1") || !slices.Contains(got, "s1-l0") {
+		t.Errorf("slices in leaves %v, want s0-l1 and s1-l0 (the only leaves with 16 GPUs free)", got)
+	}
+	t.Logf("launcher on %s", nodes[launcher.Name])
+	err := staysTrue(t.Context(), staysUnboundWindow, func(ctx context.Context) error {
+		list, err := kubeClient.EventsV1().Events(env.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil // a failed list proves nothing either way; look again
+		}
+		for _, e := range list.Items {
+			if e.Reason == coscheduling.ReasonInvalidPodGroup {
+				return fmt.Errorf("%s Event on %s %s: %s", e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("a launcher beside workers the slices divide got a false InvalidPodGroup: %v", err)
 	}
 	watch.expectNeverPartial()
 }
