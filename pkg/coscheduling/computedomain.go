@@ -1,7 +1,6 @@
 package coscheduling
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,21 +16,23 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // ComputeDomains (NVIDIA's multi-node NVLink through DRA) work only where
-// the driver can run them: a domain's IMEX daemons span one NVLink clique,
-// the driver refuses a node labelled for another domain, and two domains in
-// one clique fail with CUDA_ERROR_NOT_SUPPORTED (k8s-dra-driver-gpu #892).
-// So a gang whose members take a domain's channel is planned inside one
-// clique, a required level the user does not write (policyOf), on nodes and
-// cliques no other domain runs in (computedomain_apart.go).
+// the driver can run them: it runs one IMEX domain per NVLink clique, it
+// refuses a node labelled for another domain, and two domains in one
+// clique fail with CUDA_ERROR_NOT_SUPPORTED (k8s-dra-driver-gpu #892). So
+// a gang whose members take a domain's channel is planned on nodes and
+// cliques no other domain runs in (computedomain_apart.go), in one clique
+// while one could hold it, else across the fewest whole cliques
+// (computedomain_cliques.go); the rules themselves are pkg/computedomain's.
 //
-// A gang's domain is read from its members' claims: the channel's
-// DeviceClass or the driver's opaque config, whose domainID is the
-// ComputeDomain's UID, the value the driver labels nodes with. No driver
+// A gang's domain is read from its members' claims (computedomain.Classify):
+// the channel's DeviceClass or the driver's opaque config, whose domainID is
+// the ComputeDomain's UID, the value the driver labels nodes with. No driver
 // module is imported and no ComputeDomain object is read.
 
 // cliqueLevel is the level a ComputeDomain's gang must sit inside.
@@ -65,6 +66,20 @@ type domainPass struct {
 	domain string
 	// shareClique is the PodGroup's AnnotationComputeDomainShareClique.
 	shareClique bool
+	// oneOnly is set when the user's required level keeps the gang inside
+	// one clique; otherwise it may span whole cliques.
+	oneOnly bool
+	// group is the user's required level looser than a clique, which a
+	// spanning gang keeps inside one domain of; "" for none.
+	group string
+	// members counts the members that join the domain.
+	members int
+	// span is set when no clique could hold the gang and it may span
+	// cliques; a preemption pass keeps the planning pass's.
+	span bool
+	// choice is the cliques the pass planned the gang in; nil when it
+	// found none, or when the pass made no choice (preemption).
+	choice *computedomain.Choice
 	// before[i] is member i's eligible nodes before other domains were
 	// taken out (nil when the pass took none out), to tell "never" from
 	// "not while the other domains run".
@@ -106,16 +121,43 @@ func (c *computeDomains) others(self gang.Key, domain string) (keys []gang.Key, 
 	return keys, domains
 }
 
-// policyOf is the gang's topology policy (gang.PolicyOf), kept inside one
-// NVLink clique when its last pass found a ComputeDomain: a user's required
-// level at or inside the clique stays; anything looser, preferred or unset
-// becomes the clique, required.
+// policyOf is the gang's topology policy (gang.PolicyOf) when its last
+// pass found a ComputeDomain: kept inside one NVLink clique (a user's
+// required level at or inside the clique stays; anything looser, preferred
+// or unset becomes the clique, required), unless no clique could hold the
+// gang and it may span cliques: then the user's looser required level, or
+// the clique preferred.
 func (pl *Plugin) policyOf(spec *gang.Spec, members []*v1.Pod) placement.Policy {
 	p := gang.PolicyOf(spec, members[0])
-	if pl.computeDomains.get(spec.Key) == nil {
+	pass := pl.computeDomains.get(spec.Key)
+	switch {
+	case pass == nil:
+		return p
+	case !pass.span:
+		return withinClique(p, pl.computeDomains.levels)
+	case pass.group != "":
 		return p
 	}
-	return withinClique(p, pl.computeDomains.levels)
+	return placement.Policy{Level: cliqueLevel}
+}
+
+// oneCliqueOnly says whether p keeps a gang inside one clique: a required
+// level no looser than the clique. With a looser required level, it
+// returns that level, which a spanning gang stays inside one domain of.
+func oneCliqueOnly(p placement.Policy, levels []scheduling.Level) (bool, string) {
+	if !p.Required {
+		return false, ""
+	}
+	clique, err1 := scheduling.LevelRank(levels, cliqueLevel)
+	own, err2 := scheduling.LevelRank(levels, p.Level)
+	if err1 != nil || err2 != nil {
+		// An unknown level is reported when the gang is planned.
+		return false, ""
+	}
+	if own <= clique {
+		return true, ""
+	}
+	return false, p.Level
 }
 
 // withinClique tightens p to the clique level unless it already requires
@@ -140,11 +182,13 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*domainPass,
 		return nil, nil
 	}
 	var domain, first string
+	count := 0
 	for _, p := range members {
 		d := pl.domainOfPod(p)
 		if d == "" {
 			continue
 		}
+		count++
 		if domain != "" && d != domain {
 			msg := fmt.Sprintf("gang %s: member %s joins ComputeDomain %s and member %s joins %s; a gang runs in one NVLink clique, so its members join one ComputeDomain: split the gang or the workload's claims",
 				spec.Key, first, domain, p.Name, d)
@@ -156,7 +200,8 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*domainPass,
 	if domain == "" {
 		return nil, nil
 	}
-	pass := &domainPass{domain: domain, excluded: sets.New[string]()}
+	pass := &domainPass{domain: domain, members: count, excluded: sets.New[string]()}
+	pass.oneOnly, pass.group = oneCliqueOnly(gang.PolicyOf(spec, members[0]), pl.computeDomains.levels)
 	if v, ok := spec.Annotations[scheduling.AnnotationComputeDomainShareClique]; ok {
 		share, err := strconv.ParseBool(v)
 		if err != nil {
@@ -171,7 +216,7 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*domainPass,
 }
 
 // domainOfPod returns the ComputeDomain whose channel one of the pod's
-// claims takes, "" if none does.
+// claims takes, "" if none does. A daemon claim makes no member.
 func (pl *Plugin) domainOfPod(pod *v1.Pod) string {
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
@@ -183,77 +228,34 @@ func (pl *Plugin) domainOfPod(pod *v1.Pod) string {
 		if err != nil {
 			continue
 		}
-		fallback := func() string {
-			if pc.ResourceClaimTemplateName != nil {
-				// Every pod's claim from one template is one domain's channel.
-				return "template " + types.NamespacedName{Namespace: pod.Namespace, Name: *pc.ResourceClaimTemplateName}.String()
-			}
-			return "claim " + types.NamespacedName{Namespace: pod.Namespace, Name: *name}.String()
+		c := computedomain.Classify(claim)
+		switch {
+		case c.Role != computedomain.Channel:
+			continue
+		case c.Domain != "":
+			return c.Domain
+		case pc.ResourceClaimTemplateName != nil:
+			// Every pod's claim from one template is one domain's channel.
+			return "template " + types.NamespacedName{Namespace: pod.Namespace, Name: *pc.ResourceClaimTemplateName}.String()
 		}
-		if d := claimDomain(claim, fallback); d != "" {
-			return d
-		}
+		return "claim " + types.NamespacedName{Namespace: pod.Namespace, Name: *name}.String()
 	}
 	return ""
 }
 
-// claimDomain returns the ComputeDomain whose channel claim takes: the
-// domainID of the driver's ComputeDomainChannelConfig, else fallback's name
-// when the claim asks for the channel class or holds a channel; "" when the
-// claim is no channel claim. fallback is called only then: planning passes
-// read every member's claims, and few are channels.
-func claimDomain(claim *resourceapi.ResourceClaim, fallback func() string) string {
-	configs := claim.Spec.Devices.Config
-	channel := false
-	for _, r := range claim.Spec.Devices.Requests {
-		if r.Exactly != nil && r.Exactly.DeviceClassName == scheduling.DeviceClassComputeDomainChannel {
-			channel = true
-		}
-		for _, sub := range r.FirstAvailable {
-			if sub.DeviceClassName == scheduling.DeviceClassComputeDomainChannel {
-				channel = true
-			}
-		}
-	}
-	var fromClass []resourceapi.DeviceAllocationConfiguration
-	if a := claim.Status.Allocation; a != nil {
-		fromClass = a.Devices.Config
-		for _, r := range a.Devices.Results {
-			if r.Driver == scheduling.DRADriverComputeDomain {
-				channel = true
-			}
-		}
-	}
-	for _, c := range configs {
-		if id := domainID(c.Opaque); id != "" {
-			return id
-		}
-	}
-	for _, c := range fromClass {
-		if id := domainID(c.Opaque); id != "" {
-			return id
-		}
-	}
-	if channel {
-		return fallback()
+// siteDomain is the domain an allocated claim shows running where it is
+// allocated: a channel's domain (named after the claim when its config
+// does not say), or the domain a daemon serves; "" for any other claim,
+// and for a daemon whose domain is unknown.
+func siteDomain(claim *resourceapi.ResourceClaim) string {
+	c := computedomain.Classify(claim)
+	switch {
+	case c.Domain != "" || c.Role == computedomain.None:
+		return c.Domain
+	case c.Role == computedomain.Channel:
+		return "claim " + types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}.String()
 	}
 	return ""
-}
-
-// domainID reads the domain's UID from the driver's opaque channel config.
-func domainID(o *resourceapi.OpaqueDeviceConfiguration) string {
-	if o == nil || o.Driver != scheduling.DRADriverComputeDomain {
-		return ""
-	}
-	var cfg struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		DomainID   string `json:"domainID"`
-	}
-	if err := json.Unmarshal(o.Parameters.Raw, &cfg); err != nil || cfg.Kind != scheduling.ComputeDomainChannelConfigKind {
-		return ""
-	}
-	return cfg.DomainID
 }
 
 // inComputeDomain reports whether some member joins a ComputeDomain.

@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -28,7 +27,6 @@ import (
 const (
 	rejectOtherDomainNode   = "runs another ComputeDomain"
 	rejectOtherDomainClique = "is in an NVLink clique another ComputeDomain runs in (" + scheduling.AnnotationComputeDomainShareClique + ": \"true\" on the PodGroup allows sharing it)"
-	rejectOutsideOwnClique  = "is outside the NVLink clique the gang's ComputeDomain already runs in"
 )
 
 // domainSites is where ComputeDomains run, as one domain's gang sees it.
@@ -76,7 +74,7 @@ func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *
 			if c.Status.Allocation == nil {
 				continue
 			}
-			d := claimDomain(c, func() string { return "claim " + types.NamespacedName{Namespace: c.Namespace, Name: c.Name}.String() })
+			d := siteDomain(c)
 			if d == "" {
 				continue
 			}
@@ -133,7 +131,7 @@ func allocationNodes(a *resourceapi.AllocationResult, known map[string]string) [
 // (which has reported nothing) evicts nobody for it.
 func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo) *fwk.Status {
 	pl.eligibility(ctx, templates, nodeInfos, pl.ledger.Lessons.View(spec.Key))
-	status := pl.placeComputeDomain(spec, members, templates, nodeInfos)
+	status := pl.placeComputeDomain(spec, members, templates, nodeInfos, nil)
 	if status != nil {
 		for _, t := range templates {
 			clear(t.eligible)
@@ -144,21 +142,28 @@ func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members 
 
 // placeComputeDomain is the planning pass's ComputeDomain step, after
 // eligibility: it reads the gang's domain (domainOfGang), remembers it for
-// the gang's policy (policyOf), and takes out of its members' eligible
-// nodes those another domain runs on, the cliques other domains run in
-// (unless the PodGroup allows sharing them), and, once its own domain runs
-// in a clique, every other clique.
-func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo) *fwk.Status {
+// the gang's policy (policyOf), takes out of its members' eligible nodes
+// those another domain runs on and the cliques other domains run in
+// (unless the PodGroup allows sharing them), and then, when req is set,
+// keeps the members to the cliques chooseCliques picks. req is the
+// request being planned, whose members share the templates' eligibility;
+// nil in a preemption pass, which chooses no cliques.
+func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo, req *placement.Request) *fwk.Status {
 	pass, status := pl.domainOfGang(spec, members)
+	if prev := pl.computeDomains.get(spec.Key); pass != nil && req == nil && prev != nil && prev.domain == pass.domain {
+		pass.span = prev.span
+	}
 	pl.computeDomains.set(spec.Key, pass)
 	if pass == nil {
 		return status
 	}
 	sites := pl.sitesOf(spec.Key, pass.domain, nodeInfos)
+	var domainTemplates []*template
 	for _, t := range templates {
 		if pl.domainOfPod(t.pod) == "" {
 			continue // a member outside the domain (a launcher) goes anywhere
 		}
+		domainTemplates = append(domainTemplates, t)
 		before := slices.Clone(t.eligible)
 		taken := 0
 		for i, ni := range nodeInfos {
@@ -172,10 +177,7 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 			t.eligible[i] = false
 			taken++
 			pass.excluded.Insert(ni.Node().Name)
-			if t.rejections == nil {
-				t.rejections = map[string]int{}
-			}
-			t.rejections[Name+": "+why]++
+			reject(t, why)
 		}
 		if taken == 0 {
 			continue
@@ -187,17 +189,27 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 			pass.before[m] = before
 		}
 	}
+	if req != nil {
+		pl.chooseCliques(pass, sites, domainTemplates, req)
+	}
 	return nil
 }
 
-// rejects says why a domain gang may not use node, "" if it may.
+// reject counts why one more node is not eligible for t.
+func reject(t *template, why string) {
+	if t.rejections == nil {
+		t.rejections = map[string]int{}
+	}
+	t.rejections[Name+": "+why]++
+}
+
+// rejects says why a domain gang may not use node, "" if it may. A clique
+// the domain already runs in stays open to it, whoever else runs there.
 func (s *domainSites) rejects(node *v1.Node, shareClique bool) string {
 	clique := node.Labels[cliqueLevel]
 	switch {
 	case s.otherOnNode[node.Name] != "":
 		return rejectOtherDomainNode
-	case s.ownCliques.Len() > 0 && !s.ownCliques.Has(clique):
-		return rejectOutsideOwnClique
 	case !shareClique && clique != "" && s.otherInClique[clique] != "" && !s.ownCliques.Has(clique):
 		return rejectOtherDomainClique
 	}
@@ -207,17 +219,23 @@ func (s *domainSites) rejects(node *v1.Node, shareClique bool) string {
 // topologyAdvice ends a TopologyUnsatisfied Event: how the user may relax
 // the gang's level, unless a ComputeDomain requires it.
 func (pl *Plugin) topologyAdvice(spec *gang.Spec) string {
-	if p := pl.computeDomains.get(spec.Key); p != nil {
-		return fmt.Sprintf("; its members join ComputeDomain %s, which works only inside one NVLink clique (%s)", p.domain, cliqueLevel)
+	p := pl.computeDomains.get(spec.Key)
+	switch {
+	case p == nil:
+		return fmt.Sprintf(", or relax %s to %s", scheduling.AnnotationTopologyRequired, scheduling.AnnotationTopologyPreferred)
+	case p.oneOnly:
+		return fmt.Sprintf("; its members join ComputeDomain %s and its required level keeps the domain inside one NVLink clique (%s); without it, a domain larger than every clique spans the fewest whole cliques",
+			p.domain, cliqueLevel)
 	}
-	return fmt.Sprintf(", or relax %s to %s", scheduling.AnnotationTopologyRequired, scheduling.AnnotationTopologyPreferred)
+	return fmt.Sprintf("; its members join ComputeDomain %s, which stays inside one NVLink clique (%s) while one could hold it", p.domain, cliqueLevel)
 }
 
 // explainDomainNoFit explains a domain gang that does not fit even an empty
 // cluster (empty, the request with every node's whole capacity). If it
-// would fit once the other domains end, it waits (Unschedulable);
-// otherwise it is too large for any clique: a GangTooLarge Event with the
-// numbers. Nil for a gang that joins no domain.
+// would fit once the other domains end, it waits (Unschedulable); if it
+// must stay inside one clique, it is too large for any: a GangTooLarge
+// Event with the numbers. Nil for a gang that joins no
+// domain, and for one that may span cliques (explainNoFit's own message).
 func (pl *Plugin) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty *placement.Request, never *placement.FitError) *fwk.Status {
 	pass := pl.computeDomains.get(spec.Key)
 	if pass == nil {
@@ -237,17 +255,24 @@ func (pl *Plugin) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty
 			return fwk.AsStatus(fmt.Errorf("planning gang %s without other ComputeDomains: %w", spec.Key, err))
 		}
 		if err == nil {
-			msg := fmt.Sprintf("gang %s of ComputeDomain %s waits: other ComputeDomains run on %d of the node(s) it could use, or in their NVLink cliques; it fits one clique once they end",
-				spec.Key, pass.domain, pass.excluded.Len())
+			where := "it fits once they end"
+			if !pass.span {
+				where = "it fits one clique once they end"
+			}
+			msg := fmt.Sprintf("gang %s of ComputeDomain %s waits: other ComputeDomains run on %d of the node(s) it could use, or in their NVLink cliques; %s",
+				spec.Key, pass.domain, pass.excluded.Len(), where)
 			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied, "%s", msg)
 			return fwk.NewStatus(fwk.Unschedulable, msg)
 		}
+	}
+	if pass.span {
+		return nil
 	}
 	largest, cliques := largestClique(empty.Nodes)
 	msg := fmt.Sprintf("gang %s of ComputeDomain %s must run inside one NVLink clique (%s), but even with all %d nodes empty no clique holds its %d members: the largest of %d clique(s) has %d node(s) (%s)",
 		spec.Key, pass.domain, cliqueLevel, len(empty.Nodes), never.Wanted, cliques, largest, never.Reason)
 	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge,
-		"%s: lower spec.minMember or the members' requests so that the domain fits one clique, or split the workload into several ComputeDomains", msg)
+		"%s: lower spec.minMember or the members' requests so that the domain fits one clique, relax %s to let it span whole cliques, or split the workload into several ComputeDomains", msg, scheduling.AnnotationTopologyRequired)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -85,6 +86,33 @@ func allocatedChannel(t testing.TB, name, domain, node string) *resourceapi.Reso
 	return c
 }
 
+// allocatedDaemon is the driver's IMEX daemon claim of domain, as its
+// controller's template (computedomain-daemon-<UID>) makes it, allocated
+// the daemon device of node.
+func allocatedDaemon(t testing.TB, name, domain, node string) *resourceapi.ResourceClaim {
+	params, err := json.Marshal(map[string]string{
+		"apiVersion": scheduling.ComputeDomainAPIVersion, "kind": scheduling.ComputeDomainDaemonConfigKind, "domainID": domain,
+	})
+	require.NoError(t, err)
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name, UID: types.UID("claim-" + name)},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "daemon", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: scheduling.DeviceClassComputeDomainDaemon}}},
+			Config: []resourceapi.DeviceClaimConfiguration{{Requests: []string{"daemon"}, DeviceConfiguration: resourceapi.DeviceConfiguration{
+				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: scheduling.DRADriverComputeDomain, Parameters: runtime.RawExtension{Raw: params}},
+			}}},
+		}},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
+				Request: "daemon", Driver: scheduling.DRADriverComputeDomain, Pool: node, Device: "daemon-0",
+			}}},
+			NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{
+				Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node},
+			}}}}},
+		}},
+	}
+}
+
 // domainMembers are n whole-node members of group that join domain, and
 // their channel claims.
 func domainMembers(t testing.TB, group, domain string, n int) ([]*v1.Pod, []runtime.Object) {
@@ -145,23 +173,53 @@ func TestComputeDomainInOneClique(t *testing.T) {
 		require.NotEqual(t, got[0][:len("s0-l0")], got[1][:len("s0-l0")], "the contrast needs a pair that spans: %v", got)
 	})
 
-	t.Run("a domain's pair waits for one clique, with an Event", func(t *testing.T) {
+	t.Run("a domain's pair that a clique could hold waits for one, with an Event", func(t *testing.T) {
 		pair, claims := domainMembers(t, "pair", "uid-a", 2)
 		env := newTestEnv(t, fabric(), append(busyPods, pair...), []*v1alpha1.PodGroup{
 			gangtest.MakePodGroup("pair", testNS).MinMember(2).Obj(),
 		}, withTopology(t), withComputeDomains(fabric(), claims...))
 		status := preFilterStatus(env, pair[0])
 		require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-		require.True(t, hasEvent(env.recorded(), ReasonTopologyUnsatisfied, "join ComputeDomain uid-a, which works only inside one NVLink clique"))
+		require.True(t, hasEvent(env.recorded(), ReasonTopologyUnsatisfied, "join ComputeDomain uid-a, which stays inside one NVLink clique"))
 	})
 
-	t.Run("a user's looser required level is tightened to the clique", func(t *testing.T) {
+	t.Run("a domain's triple that no clique could hold spans the fewest whole cliques, and says so", func(t *testing.T) {
+		// Cliques of two, one busy node in s0-l1 and in s1-l1.
+		triple, claims := domainMembers(t, "triple", "uid-a", 3)
+		env := newTestEnv(t, fabric(), append([]*v1.Pod{busy("s0-l1-n0"), busy("s1-l1-n0")}, triple...), []*v1alpha1.PodGroup{
+			gangtest.MakePodGroup("triple", testNS).MinMember(3).Obj(),
+		}, withTopology(t), withComputeDomains(fabric(), claims...))
+		got := plannedNodes(t, env, triple)
+		cliques := map[string]int{}
+		for _, n := range got {
+			cliques["c-"+n[:len("s0-l0")]]++
+		}
+		// The two whole free cliques, the first by name, though s0 would
+		// hold the three in one spine.
+		require.Equal(t, map[string]int{"c-s0-l0": 2, "c-s1-l0": 1}, cliques, "planned %v", got)
+		note := env.pl.domainNote(gang.Key{Namespace: testNS, Name: "triple"})
+		require.Contains(t, note, "ComputeDomain uid-a spans the fewest whole NVLink cliques, 2 (c-s0-l0, c-s1-l0), each used by no other ComputeDomain")
+		require.Contains(t, note, "no clique has room for its 3 member(s), the roomiest for 2")
+	})
+
+	t.Run("a domain's pair that requires one clique waits for it, with an Event", func(t *testing.T) {
 		pair, claims := domainMembers(t, "pair", "uid-a", 2)
 		env := newTestEnv(t, fabric(), append(busyPods, pair...), []*v1alpha1.PodGroup{
-			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(scheduling.AnnotationTopologyRequired, spineLabel).Obj(),
+			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(scheduling.AnnotationTopologyRequired, cliqueLabel).Obj(),
 		}, withTopology(t), withComputeDomains(fabric(), claims...))
 		status := preFilterStatus(env, pair[0])
 		require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
+		require.True(t, hasEvent(env.recorded(), ReasonTopologyUnsatisfied, "join ComputeDomain uid-a and its required level keeps the domain inside one NVLink clique"))
+	})
+
+	t.Run("a user's looser required level holds the cliques a domain spans", func(t *testing.T) {
+		// The whole free cliques, s0-l0 and s1-l0, are in two spines; each
+		// spine has room for three in two cliques.
+		triple, claims := domainMembers(t, "triple", "uid-a", 3)
+		env := newTestEnv(t, fabric(), append([]*v1.Pod{busy("s0-l1-n0"), busy("s1-l1-n0")}, triple...), []*v1alpha1.PodGroup{
+			gangtest.MakePodGroup("triple", testNS).MinMember(3).Annotation(scheduling.AnnotationTopologyRequired, spineLabel).Obj(),
+		}, withTopology(t), withComputeDomains(fabric(), claims...))
+		require.ElementsMatch(t, []string{"s0-l0-n0", "s0-l0-n1", "s0-l1-n1"}, plannedNodes(t, env, triple))
 	})
 }
 
@@ -173,9 +231,14 @@ func TestComputeDomainsKeptApart(t *testing.T) {
 		// allocated are nodes whose channel a claim of uid-other holds.
 		allocated []string
 		// own are nodes the driver labels for the gang's own domain.
-		own   []string
+		own []string
+		// busy are nodes a batch pod fills.
+		busy  []string
 		size  int
 		share string
+		// daemons and otherDaemons are nodes where the driver's daemon
+		// claim of the gang's domain, or of uid-other, is allocated.
+		daemons, otherDaemons []string
 		// want is the clique the gang must land in; notIn a clique it
 		// must avoid.
 		want, notIn string
@@ -184,7 +247,10 @@ func TestComputeDomainsKeptApart(t *testing.T) {
 		{name: "another domain's allocated channel counts as the domain running there", allocated: []string{"s0-l0-n1"}, size: 1, notIn: "c-s0-l0"},
 		{name: "a single member keeps out of another domain's clique too", labelled: []string{"s0-l0-n0"}, size: 1, notIn: "c-s0-l0"},
 		{name: "the annotation lets a domain share the clique, not the node", labelled: []string{"s0-l0-n0"}, size: 1, share: "true", want: "c-s0-l0"},
-		{name: "a domain that runs in a clique stays in it", own: []string{"s1-l1-n0"}, size: 1, want: "c-s1-l1"},
+		{name: "a domain that runs in a clique prefers it", own: []string{"s1-l1-n0"}, size: 1, want: "c-s1-l1"},
+		{name: "a domain whose clique has no room grows into a free one", own: []string{"s1-l1-n0"}, busy: []string{"s1-l1-n1"}, size: 2, notIn: "c-s1-l1"},
+		{name: "a domain's daemon counts as the domain", daemons: []string{"s1-l0-n0"}, size: 2, want: "c-s1-l0"},
+		{name: "another domain's daemon keeps the pair out of its clique", otherDaemons: []string{"s0-l0-n1"}, size: 2, notIn: "c-s0-l0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,16 +259,27 @@ func TestComputeDomainsKeptApart(t *testing.T) {
 			for i, n := range tt.allocated {
 				objs = append(objs, allocatedChannel(t, "old-"+string(rune('a'+i)), "uid-other", n))
 			}
+			for i, n := range tt.daemons {
+				objs = append(objs, allocatedDaemon(t, "daemon-"+string(rune('a'+i)), "uid-a", n))
+			}
+			for i, n := range tt.otherDaemons {
+				objs = append(objs, allocatedDaemon(t, "other-daemon-"+string(rune('a'+i)), "uid-other", n))
+			}
+			var pods []*v1.Pod
+			for _, n := range tt.busy {
+				pods = append(pods, busy(n))
+			}
 			pg := gangtest.MakePodGroup("g", testNS).MinMember(int32(tt.size))
 			if tt.share != "" {
 				pg = pg.Annotation(scheduling.AnnotationComputeDomainShareClique, tt.share)
 			}
-			env := newTestEnv(t, nodes, gangPods, []*v1alpha1.PodGroup{pg.Obj()}, withTopology(t), withComputeDomains(nodes, objs...))
+			env := newTestEnv(t, nodes, append(pods, gangPods...), []*v1alpha1.PodGroup{pg.Obj()}, withTopology(t), withComputeDomains(nodes, objs...))
 			got := plannedNodes(t, env, gangPods)
 			clique := cliqueOfNodes(t, got)
 			for _, n := range got {
 				require.NotContains(t, tt.labelled, n, "a member on another domain's node")
 				require.NotContains(t, tt.allocated, n, "a member on another domain's node")
+				require.NotContains(t, tt.otherDaemons, n, "a member on another domain's node")
 			}
 			if tt.want != "" {
 				require.Equal(t, tt.want, clique, "planned %v", got)
@@ -215,15 +292,28 @@ func TestComputeDomainsKeptApart(t *testing.T) {
 }
 
 func TestComputeDomainDoesNotFit(t *testing.T) {
-	t.Run("a domain larger than every clique is too large, with the numbers", func(t *testing.T) {
+	t.Run("a domain that requires one clique but is larger than every clique is too large, with the numbers", func(t *testing.T) {
 		triple, claims := domainMembers(t, "triple", "uid-a", 3)
 		env := newTestEnv(t, fabric(), triple, []*v1alpha1.PodGroup{
-			gangtest.MakePodGroup("triple", testNS).MinMember(3).Obj(),
+			gangtest.MakePodGroup("triple", testNS).MinMember(3).Annotation(scheduling.AnnotationTopologyRequired, cliqueLabel).Obj(),
 		}, withTopology(t), withComputeDomains(fabric(), claims...))
 		status := preFilterStatus(env, triple[0])
 		require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "%v", status)
 		events := env.recorded()
 		require.True(t, hasEvent(events, ReasonGangTooLarge, "even with all 8 nodes empty no clique holds its 3 members: the largest of 4 clique(s) has 2 node(s)"), "%v", events)
+	})
+
+	t.Run("a domain larger than every clique takes two whole ones", func(t *testing.T) {
+		triple, claims := domainMembers(t, "triple", "uid-a", 3)
+		env := newTestEnv(t, fabric(), triple, []*v1alpha1.PodGroup{
+			gangtest.MakePodGroup("triple", testNS).MinMember(3).Obj(),
+		}, withTopology(t), withComputeDomains(fabric(), claims...))
+		got := plannedNodes(t, env, triple)
+		cliques := map[string]bool{}
+		for _, n := range got {
+			cliques["c-"+n[:len("s0-l0")]] = true
+		}
+		require.Len(t, cliques, 2, "planned %v", got)
 	})
 
 	t.Run("a domain that fits once other domains end waits", func(t *testing.T) {
@@ -232,12 +322,13 @@ func TestComputeDomainDoesNotFit(t *testing.T) {
 		nodes := runsDomain(fabric(), "uid-other", "s0-l0-n0", "s0-l1-n0", "s1-l0-n0", "s1-l1-n0")
 		pair, claims := domainMembers(t, "pair", "uid-a", 2)
 		env := newTestEnv(t, nodes, pair, []*v1alpha1.PodGroup{
-			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(scheduling.AnnotationComputeDomainShareClique, "true").Obj(),
+			gangtest.MakePodGroup("pair", testNS).MinMember(2).Annotation(scheduling.AnnotationComputeDomainShareClique, "true").
+				Annotation(scheduling.AnnotationTopologyRequired, cliqueLabel).Obj(),
 		}, withTopology(t), withComputeDomains(nodes, claims...))
 		status := preFilterStatus(env, pair[0])
 		require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
 		events := env.recorded()
-		require.True(t, hasEvent(events, ReasonTopologyUnsatisfied, "other ComputeDomains run on 4 of the node(s) it could use"), "%v", events)
+		require.True(t, hasEvent(events, ReasonTopologyUnsatisfied, "other ComputeDomains run on 4 of the node(s) it could use, or in their NVLink cliques; it fits one clique once they end"), "%v", events)
 		require.False(t, hasEvent(events, ReasonGangTooLarge, ""), "%v", events)
 	})
 
@@ -304,37 +395,29 @@ func TestWithinClique(t *testing.T) {
 	}
 }
 
-func TestClaimDomain(t *testing.T) {
-	gpus := &resourceapi.ResourceClaim{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
-		Requests: []resourceapi.DeviceRequest{{Name: "gpus", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: scheduling.DeviceClassGPU}}},
-	}}}
-	noConfig := channelClaim(t, "c", "uid-a")
+func TestSiteDomain(t *testing.T) {
+	noConfig := allocatedChannel(t, "c", "uid-a", "n0")
 	noConfig.Spec.Devices.Config = nil
-	firstAvailable := noConfig.DeepCopy()
-	firstAvailable.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "channel", FirstAvailable: []resourceapi.DeviceSubRequest{
-		{Name: "default", DeviceClassName: scheduling.DeviceClassComputeDomainChannel},
-	}}}
-	fromAllocation := allocatedChannel(t, "c", "uid-a", "n0")
-	fromAllocation.Spec.Devices.Config = nil
-	fromAllocation.Spec.Devices.Requests[0].Exactly.DeviceClassName = "some-other-class"
-	otherDriver := channelClaim(t, "c", "uid-a")
-	otherDriver.Spec.Devices.Requests[0].Exactly.DeviceClassName = "some-other-class"
-	otherDriver.Spec.Devices.Config[0].Opaque.Driver = scheduling.DRADriverGPU
+	notChannel := allocatedChannel(t, "c", "uid-a", "n0")
+	notChannel.Spec.Devices.Config = nil
+	notChannel.Spec.Devices.Requests[0].Exactly.DeviceClassName = "custom"
+	notChannel.Status.Allocation.Devices.Results[0].Device = "imex-0"
+	daemonNoConfig := allocatedDaemon(t, "d", "uid-a", "n0")
+	daemonNoConfig.Spec.Devices.Config = nil
 	tests := []struct {
 		name  string
 		claim *resourceapi.ResourceClaim
 		want  string
 	}{
-		{name: "the driver's config names the domain", claim: channelClaim(t, "c", "uid-a"), want: "uid-a"},
-		{name: "the channel class without config", claim: noConfig, want: "fallback"},
-		{name: "the channel class as a firstAvailable subrequest", claim: firstAvailable, want: "fallback"},
-		{name: "an allocated channel", claim: fromAllocation, want: "fallback"},
-		{name: "a GPU claim", claim: gpus, want: ""},
-		{name: "another driver's config", claim: otherDriver, want: ""},
+		{name: "a channel of a domain", claim: allocatedChannel(t, "c", "uid-a", "n0"), want: "uid-a"},
+		{name: "a channel without config is a domain of its own", claim: noConfig, want: "claim " + testNS + "/c"},
+		{name: "the driver's daemon claim is its domain", claim: allocatedDaemon(t, "d", "uid-a", "n0"), want: "uid-a"},
+		{name: "a daemon of an unknown domain is none", claim: daemonNoConfig, want: ""},
+		{name: "another device of the driver is none", claim: notChannel, want: ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, claimDomain(tt.claim, func() string { return "fallback" }))
+			require.Equal(t, tt.want, siteDomain(tt.claim))
 		})
 	}
 }

@@ -76,7 +76,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 			rest()
 			rest = nil
 		}
-		if status := pl.placeComputeDomain(spec, members, templates, sorted); status != nil {
+		if status := pl.placeComputeDomain(spec, members, templates, sorted, req); status != nil {
 			return status
 		}
 		if status := pl.explainIneligible(spec, templates, len(sorted)); status != nil {
@@ -117,7 +117,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	}
 	// The plan's Event (GangScheduled) says which firstAvailable
 	// alternatives it took.
-	plan.Summary += d.chosen()
+	plan.Summary += d.chosen() + pl.domainNote(key)
 	slots := make([]ledger.Slot, len(members))
 	for i, p := range members {
 		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.reqs[i]}

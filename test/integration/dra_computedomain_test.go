@@ -44,6 +44,8 @@ const (
 	computeDomainTarget    = "resource.nvidia.com/computeDomainTarget"
 	computeDomainAPI       = "resource.nvidia.com/v1beta1"
 	computeDomainCRD       = "testdata/computedomains.resource.nvidia.com.yaml"
+	daemonClassName        = "compute-domain-daemon.nvidia.com"
+	daemonClassSelector    = `device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].type == 'daemon'`
 	gb200GPUsPerNode       = 4
 	gb200ClaimTemplateName = "gpu-4"
 )
@@ -173,7 +175,13 @@ func deleteComputeDomains(ctx context.Context, ns string) error {
 // cd: each takes the tray's GPUs and a channel of the domain, as the pods
 // of NVIDIA's nvbandwidth example do. The user writes no affinity.
 func (env *draEnv) domainGang(cd computeDomain, count int) []*v1.Pod {
-	return env.claimGang(cd.name, count, nil, func(int) []v1.PodResourceClaim {
+	return env.namedDomainGang(cd.name, cd, count, nil)
+}
+
+// namedDomainGang is domainGang for PodGroup name, with annotations: one
+// long-lived domain serves many gangs.
+func (env *draEnv) namedDomainGang(name string, cd computeDomain, count int, annotations map[string]string) []*v1.Pod {
+	return env.claimGang(name, count, annotations, func(int) []v1.PodResourceClaim {
 		return []v1.PodResourceClaim{fromTemplate("gpus", gb200ClaimTemplateName), fromTemplate("channel", cd.template)}
 	})
 }
@@ -282,14 +290,14 @@ func TestDRAComputeDomainsKeptApart(t *testing.T) {
 	ledger.expectNoHalfBound()
 }
 
-// A ComputeDomain's gang larger than every clique never starts: it gets a
-// GangTooLarge Event that gives the clique sizes, and holds nothing, though
-// the fabric has trays enough for it.
+// A ComputeDomain's gang whose user requires one clique, larger than every
+// clique, never starts: it gets a GangTooLarge Event that gives the clique
+// sizes, and holds nothing, though the fabric has trays enough for it.
 func TestDRAComputeDomainTooLarge(t *testing.T) {
 	env := newDRAEnv(t, gpuClass(true), channelClass())
 	env.createNVLinkFabric(8, 4) // two cliques of four trays
 	wide := env.createComputeDomain("wide", 5)
-	pods := env.domainGang(wide, 5)
+	pods := env.namedDomainGang(wide.name, wide, 5, map[string]string{"gpu-gang.x-k8s.io/topology-required": cliqueLabel})
 	env.waitForClaimsCreated(pods...)
 
 	ev := env.waitForEvent("PodGroup", "wide", coscheduling.ReasonGangTooLarge)
@@ -300,6 +308,123 @@ func TestDRAComputeDomainTooLarge(t *testing.T) {
 		}
 	}
 	env.expectNothingHeld(draWindow, pods...)
+}
+
+// A ComputeDomain's gang larger than one clique (a 36-tray job on GB200
+// NVL72 racks, scaled down: six members, cliques of four) starts in the
+// fewest whole cliques, two, each used by that domain alone: not in the
+// clique another domain runs in, and its GangScheduled Event says it spans
+// and why.
+func TestDRAComputeDomainSpansWholeCliques(t *testing.T) {
+	env := newDRAEnv(t, gpuClass(true), channelClass())
+	f := env.createNVLinkFabric(16, 4) // cliques c0 (n0-n3), c1, c2, c3 (n12-n15)
+	old := env.createComputeDomain("old", 1)
+	env.runsDomain(old.uid, "s0-l0-n5") // in c1
+	ledger := env.ledgerGangs(partialBindGrace, map[string]int{"wide": 6})
+
+	wide := env.createComputeDomain("wide", 6)
+	pods := env.domainGang(wide, 6)
+	nodes := env.waitForBound(bindTimeout, pods...)
+	env.expectDevicesOnNodes(nodes, domainDevices, pods...)
+	perClique := map[string]int{}
+	for _, node := range nodes {
+		perClique[f.cliqueOf[node]]++
+	}
+	// c0, c2 and c3 have room for four each: two of them hold six, and the
+	// first by name are chosen.
+	want := map[string]int{"s0-l0-c0": 4, "s0-l0-c2": 2}
+	if len(perClique) != 2 || perClique["s0-l0-c0"]+perClique["s0-l0-c2"] != 6 {
+		t.Errorf("domain wide's members per clique: %v, want the fewest free whole cliques, %v", perClique, sets.List(sets.KeySet(want)))
+	}
+	ev := env.waitForEvent("PodGroup", "wide", coscheduling.ReasonGangScheduled)
+	t.Logf("Event: %s", ev.Note)
+	for _, s := range []string{"ComputeDomain " + wide.uid + " spans the fewest whole NVLink cliques, 2 (s0-l0-c0, s0-l0-c2), each used by no other ComputeDomain", "no clique has room for its 6 member(s), the roomiest for 4"} {
+		if !strings.Contains(ev.Note, s) {
+			t.Errorf("the GangScheduled Event does not say %q: %s", s, ev.Note)
+		}
+	}
+	ledger.expectNoHalfBound()
+}
+
+// Gangs of one long-lived ComputeDomain (a batch queue sharing it) grow
+// into free cliques: with the domain's first clique almost full, two
+// 3-member gangs created together both start, each in a free clique of
+// its own, though the domain already runs in the first.
+func TestDRAComputeDomainGrowsIntoFreeCliques(t *testing.T) {
+	env := newDRAEnv(t, gpuClass(true), channelClass())
+	f := env.createNVLinkFabric(12, 4) // cliques c0 (n0-n3), c1 (n4-n7), c2 (n8-n11)
+	shared := env.createComputeDomain("shared", 8)
+	ledger := env.ledgerGangs(partialBindGrace, map[string]int{"first": 2, "job-a": 3, "job-b": 3})
+
+	first := env.namedDomainGang("first", shared, 2, nil)
+	firstNodes := env.waitForBound(bindTimeout, first...)
+	env.runsDomain(shared.uid, shortNames(env, firstNodes)...)
+	home := cliqueOfGang(t, f, "first", firstNodes)
+
+	a := env.namedDomainGang("job-a", shared, 3, nil)
+	b := env.namedDomainGang("job-b", shared, 3, nil)
+	nodesA := env.waitForBound(bindTimeout, a...)
+	nodesB := env.waitForBound(bindTimeout, b...)
+	env.expectDevicesOnNodes(nodesA, domainDevices, a...)
+	env.expectDevicesOnNodes(nodesB, domainDevices, b...)
+	cliqueA, cliqueB := cliqueOfGang(t, f, "job-a", nodesA), cliqueOfGang(t, f, "job-b", nodesB)
+	if cliqueA == home || cliqueB == home || cliqueA == cliqueB {
+		t.Errorf("the domain's gangs are in cliques %s (first), %s (job-a), %s (job-b); want the two free cliques, one each", home, cliqueA, cliqueB)
+	}
+	ledger.expectNoHalfBound()
+}
+
+// The driver's IMEX daemon claim (made from its controller's
+// computedomain-daemon-<UID> template: the daemon DeviceClass and a
+// ComputeDomainDaemonConfig naming the domain) counts as its domain: the
+// domain's gang prefers the clique its daemon runs in, and another
+// domain's gang keeps out of that clique. It creates no domain of its own.
+func TestDRAComputeDomainDaemonIsItsDomain(t *testing.T) {
+	env := newDRAEnv(t, gpuClass(true), channelClass(), deviceClass(daemonClassName, daemonClassSelector))
+	f := env.createNVLinkFabric(8, 4) // cliques c0 (n0-n3), c1 (n4-n7)
+	a := env.createComputeDomain("a", 2)
+	b := env.createComputeDomain("b", 2)
+	ledger := env.ledgerGangs(partialBindGrace, map[string]int{"a": 2, "b": 2})
+
+	daemonTemplate := "computedomain-daemon-" + a.uid
+	params, err := json.Marshal(map[string]string{"apiVersion": computeDomainAPI, "kind": "ComputeDomainDaemonConfig", "domainID": a.uid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.createTemplate(&resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: daemonTemplate, Labels: map[string]string{computeDomainLabel: a.uid, computeDomainTarget: "Daemon"}},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "daemon", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: daemonClassName}}},
+			Config: []resourceapi.DeviceClaimConfiguration{{
+				Requests: []string{"daemon"},
+				DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+					Driver: computeDomainDriver, Parameters: runtime.RawExtension{Raw: params},
+				}},
+			}},
+		}}},
+	})
+	// The daemon's pod, as the driver's DaemonSet runs it on a node of
+	// the domain: labelled with the domain, on s0-l0-n5 in c1.
+	daemon := env.claimPod("computedomain-daemon-a", fromTemplate("compute-domain-daemon", daemonTemplate))
+	daemon.Labels = map[string]string{computeDomainLabel: a.uid}
+	daemon.Spec.NodeSelector = map[string]string{v1.LabelHostname: env.nodeName("s0-l0-n5")}
+	env.createPods(daemon)
+	env.waitForBound(bindTimeout, daemon)
+	env.waitForAllocated(1, daemon)
+
+	podsA := env.domainGang(a, 2)
+	nodesA := env.waitForBound(bindTimeout, podsA...)
+	if clique := cliqueOfGang(t, f, "a", nodesA); clique != "s0-l0-c1" {
+		t.Errorf("domain a landed in clique %s, want s0-l0-c1, where its daemon runs", clique)
+	}
+	podsB := env.domainGang(b, 2)
+	nodesB := env.waitForBound(bindTimeout, podsB...)
+	if clique := cliqueOfGang(t, f, "b", nodesB); clique != "s0-l0-c0" {
+		t.Errorf("domain b landed in clique %s, want s0-l0-c0: c1 runs domain a's daemon", clique)
+	}
+	env.expectDevicesOnNodes(nodesA, domainDevices, podsA...)
+	env.expectDevicesOnNodes(nodesB, domainDevices, podsB...)
+	ledger.expectNoHalfBound()
 }
 
 func deleteComputeDomain(t *testing.T, ns, name string) error {

@@ -28,4 +28,17 @@ const (
 	// configuration, for driver DRADriverComputeDomain, that carries the
 	// domain's UID in its domainID field.
 	ComputeDomainChannelConfigKind = "ComputeDomainChannelConfig"
+	// DeviceClassComputeDomainDaemon is the DeviceClass the driver's
+	// controller asks for in the claim template of a domain's IMEX daemon
+	// (computedomain-daemon-<domain UID>, in the driver's namespace).
+	DeviceClassComputeDomainDaemon = "compute-domain-daemon.nvidia.com"
+	// ComputeDomainDaemonConfigKind is the kind of the opaque device
+	// configuration of a daemon claim; its domainID is the UID of the
+	// domain the daemon serves.
+	ComputeDomainDaemonConfigKind = "ComputeDomainDaemonConfig"
+	// ComputeDomainChannelDevicePrefix and ComputeDomainDaemonDevicePrefix
+	// begin the names of the devices the driver's kubelet plugin publishes
+	// ("channel-0", "daemon-0": type and id).
+	ComputeDomainChannelDevicePrefix = "channel-"
+	ComputeDomainDaemonDevicePrefix  = "daemon-"
 )
