@@ -128,7 +128,7 @@ func (c *computeDomains) others(self gang.Key, domain string) (keys []gang.Key, 
 // gang and it may span cliques: then the user's looser required level, or
 // the clique preferred.
 func (pl *Plugin) policyOf(spec *gang.Spec, members []*v1.Pod) placement.Policy {
-	p := gang.PolicyOf(spec, members[0])
+	p := gang.PolicyOf(spec, members)
 	pass := pl.computeDomains.get(spec.Key)
 	switch {
 	case pass == nil:
@@ -201,7 +201,7 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*domainPass,
 		return nil, nil
 	}
 	pass := &domainPass{domain: domain, members: count, excluded: sets.New[string]()}
-	pass.oneOnly, pass.group = oneCliqueOnly(gang.PolicyOf(spec, members[0]), pl.computeDomains.levels)
+	pass.oneOnly, pass.group = oneCliqueOnly(gang.PolicyOf(spec, members), pl.computeDomains.levels)
 	if v, ok := spec.Annotations[scheduling.AnnotationComputeDomainShareClique]; ok {
 		share, err := strconv.ParseBool(v)
 		if err != nil {

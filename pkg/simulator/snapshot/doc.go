@@ -24,7 +24,7 @@
 // scheduling.x-k8s.io PodGroup its scheduling.x-k8s.io/pod-group label
 // names (gang.Of); a PodGroup the scheduler would reject is an error
 // (Spec.Validate); the topology policy is the native PodGroup's constraint,
-// the PodGroup's annotations or Kueue's on its first member (gang.PolicyOf).
+// the PodGroup's annotations or Kueue's on its members (gang.PolicyOf).
 // A pod's GPUs are its effective request (resourcehelper.PodRequests).
 //
 // Pending jobs arrive at the start of the run in the order they were

@@ -174,7 +174,7 @@ func (s *Snapshot) readPods(pods []*v1.Pod, groups []*gang.Spec, dra *replay) []
 		slices.SortFunc(g.gpu, func(a, b Pod) int { return strings.Compare(a.Name, b.Name) })
 		gang.SortByRank(g.all)
 		s.Gangs = append(s.Gangs, Gang{Key: g.spec.Key, MinMember: g.spec.MinMember, Members: g.gpu,
-			Policy: gang.PolicyOf(g.spec, g.all[0]), Created: g.spec.Created})
+			Policy: gang.PolicyOf(g.spec, g.all), Created: g.spec.Created})
 	}
 	slices.SortFunc(s.Gangs, func(a, b Gang) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
