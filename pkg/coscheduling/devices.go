@@ -293,9 +293,17 @@ func (pl *Plugin) podDevicesFor(ctx context.Context, pod *v1.Pod, plain capacity
 // which the planner counts itself (and counts what will free up), as it
 // does NodeResourcesFit's; otherwise DynamicResources narrows the
 // template's nodes to those where a member could allocate now.
+//
+// It also notes the allocated claims that pin the template's members to
+// some nodes (template.pins), which the eligibility pass enforces whether
+// or not DynamicResources' Filter runs: that Filter is where kube-scheduler
+// enforces them, and a counted template skips it.
 func (d *demand) markCounted(templates []*template, of []int) {
 	for _, t := range templates {
-		t.devicesCounted, t.devices = false, nil
+		t.devicesCounted, t.devices, t.pins = false, nil, nil
+		if d.pods != nil {
+			t.pins = pinsOf(d.pods, t.members)
+		}
 		if d.gang == nil {
 			continue
 		}
@@ -307,6 +315,26 @@ func (d *demand) markCounted(templates []*template, of []int) {
 		}
 		t.devicesCounted = takes && exact
 	}
+}
+
+// pinsOf returns the allocated claims that pin any of members (indices into
+// pods), each once, in member order. Members of one template share their
+// spec's claims, but a claim made from a template is each member's own:
+// the template keeps to the nodes every member's claims reach, which may
+// leave it none (then the gang waits, and says which claim pins it).
+func pinsOf(pods []*capacity.PodDevices, members []int) []capacity.PinnedClaim {
+	var out []capacity.PinnedClaim
+	for _, i := range members {
+		if pods[i] == nil {
+			continue
+		}
+		for _, p := range pods[i].Pinned {
+			if !slices.ContainsFunc(out, func(q capacity.PinnedClaim) bool { return q.Name == p.Name }) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // isUnion reports whether a dimension of the pass is a union of kinds.
