@@ -402,6 +402,30 @@ func (pl *Plugin) explainUnpublished(spec *gang.Spec, req *placement.Request, d 
 	return nil
 }
 
+// explainSelectorError fails a gang that does not fit while a CEL selector
+// of a kind its members ask for fails on devices, naming the class, the
+// expression and the error: the model leaves such devices out, as the
+// allocator refuses them, so the gang would otherwise be told that no node
+// publishes its devices, or that they are too few. Nil when no selector
+// failed.
+func (pl *Plugin) explainSelectorError(spec *gang.Spec, d *demand) *fwk.Status {
+	if d.gang == nil {
+		return nil
+	}
+	serr := d.devices.SelectorError(d.pods)
+	if serr == nil {
+		return nil
+	}
+	msg := fmt.Sprintf("gang %s: %v", spec.Key, serr)
+	fix := "correct the selector in the member's ResourceClaim (or its template)"
+	if serr.OfClass {
+		fix = fmt.Sprintf("correct the selector of DeviceClass %s", serr.Class)
+	}
+	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDeviceClassSelectorError,
+		"%s; the devices it fails on are left out, as the allocator refuses them, so the gang cannot be placed: %s", msg, fix)
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg+"; "+fix)
+}
+
 // onClaimDelete fails the attempt in flight of every gang with a member that
 // reserved a node and uses the deleted claim: that member cannot bind as
 // planned. Its siblings give back their nodes at once and the gang plans

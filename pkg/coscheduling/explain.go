@@ -86,6 +86,9 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
 		}
 		never = d.describeFit(req, never)
+		if status := pl.explainSelectorError(spec, d); status != nil {
+			return status
+		}
 		if status := pl.explainUnpublished(spec, req, d); status != nil {
 			return status
 		}
