@@ -454,7 +454,7 @@ func (pl *Plugin) onClaimDelete(obj interface{}) {
 			continue
 		}
 		failed[key] = true
-		pl.failGang(ctx, key, ReasonClaimDeleted, fmt.Sprintf("ResourceClaim %s of member %s was deleted while the member waited for its gang", claim.Name, p.Name), false)
+		pl.failGang(ctx, key, ReasonClaimDeleted, fmt.Sprintf("ResourceClaim %s of member %s was deleted while the member waited for its gang; it plans again once the claim exists: the claim controller makes a template's claim again, a claim the pod names (resourceClaimName) must be created again", claim.Name, p.Name), false)
 	}
 }
 
