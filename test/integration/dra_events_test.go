@@ -112,8 +112,9 @@ func TestDRAClaimDeletedEvent(t *testing.T) {
 // A DeviceClass whose CEL selector fails on the published devices (an
 // attribute the driver does not publish, read without has()) matches none
 // of them: the gang gets DeviceClassSelectorError naming the class, the
-// expression and the error, and its members' PodScheduled condition says
-// the same, where before it was told that no node publishes its devices.
+// expression and the error, and the PodScheduled condition of the member
+// whose cycle planned the gang says the same, where before the gang was
+// told that no node publishes its devices.
 func TestDRADeviceClassSelectorErrorEvent(t *testing.T) {
 	const (
 		class = "big-memory.example.com"
@@ -129,21 +130,30 @@ func TestDRADeviceClassSelectorErrorEvent(t *testing.T) {
 	t.Logf("Event %s after the gang was created: %s", time.Since(start).Round(time.Millisecond), ev.Note)
 	want := []string{"DeviceClass " + class, expr, "no such key: memoryGiB", "correct the selector of DeviceClass " + class}
 	expectNote(t, ev.Reason, ev.Note, want...)
+	// The member whose cycle planned the gang carries the status; a
+	// sibling tried while its claim was not made yet says so instead.
+	var msgs []string
 	var msg string
 	err := waitFor(t.Context(), eventTimeout, func(ctx context.Context) (bool, error) {
-		p, err := kubeClient.CoreV1().Pods(env.ns).Get(ctx, pods[0].Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
-				msg = c.Message
+		msgs = msgs[:0]
+		for _, p := range pods {
+			got, err := kubeClient.CoreV1().Pods(env.ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+					msgs = append(msgs, c.Message)
+					if strings.Contains(c.Message, "DeviceClass "+class) {
+						msg = c.Message
+					}
+				}
 			}
 		}
-		return strings.Contains(msg, "DeviceClass "+class), nil
+		return msg != "", nil
 	})
 	if err != nil {
-		t.Fatalf("waiting %s for member %s's PodScheduled condition to name the class: %v (last message %q)", eventTimeout, pods[0].Name, err, msg)
+		t.Fatalf("waiting %s for a member's PodScheduled condition to name the class: %v (messages %q)", eventTimeout, err, msgs)
 	}
 	expectNote(t, "PodScheduled condition", msg, want...)
 	env.expectNothingHeld(draWindow, pods...)
