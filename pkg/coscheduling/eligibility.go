@@ -325,9 +325,11 @@ func (pl *Plugin) filterTemplates(ctx context.Context, templates []*template, no
 				statuses[i] = fwk.NewStatus(fwk.Unschedulable, "a plan that put a member here failed Filter").WithPlugin(Name)
 			case t.nodes != nil && !t.nodes.Has(name):
 				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "excluded by a PreFilter plugin")
-			case t.pinnedAway(ni.Node()) != nil:
-				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, t.pinnedAway(ni.Node()).Describe()).WithPlugin(Name)
 			default:
+				if pin := t.pinnedAway(ni.Node()); pin != nil {
+					statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pin.Describe()).WithPlugin(Name)
+					return
+				}
 				s := pl.handle.RunFilterPlugins(simCtx, t.state, t.pod, ni)
 				t.eligible[i] = acceptable(s)
 				statuses[i] = s
