@@ -47,9 +47,14 @@ type PodDevices struct {
 	// count (constraints between devices, admin access, capacity requests):
 	// for such a pod DynamicResources' Filter stays the judge of each node.
 	Inexact []string
+	// Pinned are the pod's allocated claims that only some nodes reach, in
+	// the order of pod.spec.resourceClaims: the pod may run only on nodes
+	// that reach every one of them.
+	Pinned []PinnedClaim
 }
 
-// Any reports whether the pod asks for devices at all.
+// Any reports whether the pod asks for devices at all; an allocated claim
+// asks for none (see Pinned).
 func (p *PodDevices) Any() bool { return len(p.Claims) > 0 || len(p.Mapped) > 0 }
 
 // ClaimDemand is one unallocated claim.
@@ -141,7 +146,14 @@ func (r *Reader) Pod(pod *v1.Pod) (*PodDevices, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading ResourceClaim %s/%s: %w", pod.Namespace, *name, err)
 		}
-		if claim.Status.Allocation != nil {
+		if alloc := claim.Status.Allocation; alloc != nil {
+			pin, err := pinnedClaim(claim, alloc)
+			if err != nil {
+				return nil, err
+			}
+			if pin != nil {
+				out.Pinned = append(out.Pinned, *pin)
+			}
 			continue
 		}
 		cd, inexact, err := r.claim(claim)

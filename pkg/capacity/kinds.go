@@ -118,8 +118,10 @@ type Matcher struct {
 	// byKind caches, per kind dimension and node, the positions of the
 	// node's devices that match; guarded by mu.
 	byKind map[v1.ResourceName]map[string]Bits
-	// errs are the CEL errors met, per kind dimension; guarded by mu.
-	errs map[v1.ResourceName]error
+	// errs are the CEL errors met, per kind dimension: of the node first
+	// in name order, so that what people are told does not depend on the
+	// order nodes were read in; guarded by mu.
+	errs map[v1.ResourceName]*SelectorError
 	// allocated is where the inventory's allocated devices sit, as last
 	// asked (NewDevices).
 	allocated allocatedCache
@@ -128,7 +130,7 @@ type Matcher struct {
 // NewMatcher returns a matcher for inv. celCache may be shared with other
 // matchers.
 func NewMatcher(inv *Inventory, celCache *cel.Cache) *Matcher {
-	return &Matcher{inv: inv, cel: celCache, byKind: map[v1.ResourceName]map[string]Bits{}, errs: map[v1.ResourceName]error{}}
+	return &Matcher{inv: inv, cel: celCache, byKind: map[v1.ResourceName]map[string]Bits{}, errs: map[v1.ResourceName]*SelectorError{}}
 }
 
 // Inventory returns the inventory the matcher reads.
@@ -147,12 +149,13 @@ func (m *Matcher) On(ctx context.Context, k *Kind, node string) Bits {
 	m.mu.Unlock()
 
 	var out Bits
-	var firstErr error
+	var firstErr *SelectorError
 	if nd := m.inv.Node(node); nd != nil {
 		for i := range nd.Devices {
 			ok, err := m.matches(ctx, k, &nd.Devices[i])
 			if err != nil && firstErr == nil {
 				firstErr = err
+				firstErr.Node = node
 			}
 			if ok {
 				out.set(i)
@@ -165,14 +168,15 @@ func (m *Matcher) On(ctx context.Context, k *Kind, node string) Bits {
 		m.byKind[k.Dimension] = map[string]Bits{}
 	}
 	m.byKind[k.Dimension][node] = out
-	if firstErr != nil && m.errs[k.Dimension] == nil {
+	if prev := m.errs[k.Dimension]; firstErr != nil && (prev == nil || firstErr.Node < prev.Node) {
 		m.errs[k.Dimension] = firstErr
 	}
 	return out
 }
 
-// Err returns the first selector error met for kind, if any.
-func (m *Matcher) Err(k *Kind) error {
+// Err returns a selector error met for kind on the nodes read so far (the
+// first device's on the first such node by name), nil if none.
+func (m *Matcher) Err(k *Kind) *SelectorError {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.errs[k.Dimension]
@@ -196,7 +200,7 @@ func (m *Matcher) PartialOn(ctx context.Context, k *Kind, node string) bool {
 
 // matches reports whether one device belongs to kind: every selector
 // matches and every NoSchedule or NoExecute taint is tolerated.
-func (m *Matcher) matches(ctx context.Context, k *Kind, d *Device) (bool, error) {
+func (m *Matcher) matches(ctx context.Context, k *Kind, d *Device) (bool, *SelectorError) {
 	for _, t := range d.Taints {
 		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
 			continue
@@ -208,15 +212,86 @@ func (m *Matcher) matches(ctx context.Context, k *Kind, d *Device) (bool, error)
 	for i, expr := range k.Selectors {
 		res := m.cel.GetOrCompile(expr)
 		if res.Error != nil {
-			return false, fmt.Errorf("%s: selector #%d %q does not compile: %w", k.Class, i, expr, res.Error)
+			return false, &SelectorError{Class: k.Class, OfClass: k.ofClass(i), Expression: expr, Compile: true, Err: res.Error}
 		}
 		ok, _, err := res.DeviceMatches(ctx, cel.Device{Driver: d.Driver, Attributes: d.Attributes, Capacity: d.Capacity})
 		if err != nil {
-			return false, fmt.Errorf("%s: selector #%d %q on device %s: %w", k.Class, i, expr, d.ID, cel.EnhanceRuntimeError(err))
+			return false, &SelectorError{Class: k.Class, OfClass: k.ofClass(i), Expression: expr, Device: d.ID.String(), Err: cel.EnhanceRuntimeError(err)}
 		}
 		if !ok {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// ofClass reports whether selector i of the kind is its DeviceClass's, not
+// the request's own.
+func (k *Kind) ofClass(i int) bool { return i < len(k.Selectors)-k.requestSelectors }
+
+// SelectorError is a CEL selector of a kind that fails on a device: it does
+// not compile (the API server checks selectors when they are written, so
+// this is rare: a cost limit, a newer CEL library), or, more often, it
+// fails when evaluated on a device, which happens device by device: an
+// attribute some devices lack read without has(), a comparison of values
+// of different types. The allocator treats such a device as an error, not
+// as a device that does not match, so a member whose claim meets one is not
+// placed there, and the user must correct the expression.
+type SelectorError struct {
+	// Class is the kind's DeviceClass.
+	Class string
+	// OfClass is set when the selector is the class's, not the request's.
+	OfClass    bool
+	Expression string
+	// Compile is set when the expression does not compile; Device and
+	// Node are then where it was first read.
+	Compile bool
+	// Device is the device it failed on (driver/pool/device), Node the
+	// device's node.
+	Device string
+	Node   string
+	Err    error
+}
+
+func (e *SelectorError) Error() string {
+	// The expression is quoted as written, in backquotes: %q would escape
+	// the double quotes of attribute names, and selectors are as often
+	// written with single quotes.
+	whose := fmt.Sprintf("DeviceClass %s's CEL selector `%s`", e.Class, e.Expression)
+	if !e.OfClass {
+		whose = fmt.Sprintf("the CEL selector `%s` of a request for DeviceClass %s", e.Expression, e.Class)
+	}
+	if e.Compile {
+		return fmt.Sprintf("%s does not compile: %v", whose, e.Err)
+	}
+	return fmt.Sprintf("%s fails on device %s: %v", whose, e.Device, e.Err)
+}
+
+func (e *SelectorError) Unwrap() error { return e.Err }
+
+// SelectorError returns a selector error met on the kinds members ask for
+// (every alternative of every request, then mapped extended resources, in
+// member order), nil if none. Only nodes the matcher has read are known:
+// call it after a pass read the members' kinds on every node.
+func (d *Devices) SelectorError(members []*PodDevices) *SelectorError {
+	for _, m := range members {
+		if m == nil {
+			continue
+		}
+		for _, c := range m.Claims {
+			for _, r := range c.Requests {
+				for _, a := range r.Alternatives {
+					if err := d.matcher.Err(a.Kind); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for _, mp := range m.Mapped {
+			if err := d.matcher.Err(mp.Kind); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

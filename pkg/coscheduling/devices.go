@@ -21,7 +21,6 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
-	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // GPUs that reach pods through Dynamic Resource Allocation are capacity like
@@ -293,9 +292,17 @@ func (pl *Plugin) podDevicesFor(ctx context.Context, pod *v1.Pod, plain capacity
 // which the planner counts itself (and counts what will free up), as it
 // does NodeResourcesFit's; otherwise DynamicResources narrows the
 // template's nodes to those where a member could allocate now.
+//
+// It also notes the allocated claims that pin the template's members to
+// some nodes (template.pins), which the eligibility pass enforces whether
+// or not DynamicResources' Filter runs: that Filter is where kube-scheduler
+// enforces them, and a counted template skips it.
 func (d *demand) markCounted(templates []*template, of []int) {
 	for _, t := range templates {
-		t.devicesCounted, t.devices = false, nil
+		t.devicesCounted, t.devices, t.pins = false, nil, nil
+		if d.pods != nil {
+			t.pins = pinsOf(d.pods, t.members)
+		}
 		if d.gang == nil {
 			continue
 		}
@@ -307,6 +314,26 @@ func (d *demand) markCounted(templates []*template, of []int) {
 		}
 		t.devicesCounted = takes && exact
 	}
+}
+
+// pinsOf returns the allocated claims that pin any of members (indices into
+// pods), each once, in member order. Members of one template share their
+// spec's claims, but a claim made from a template is each member's own:
+// the template keeps to the nodes every member's claims reach, which may
+// leave it none (then the gang waits, and says which claim pins it).
+func pinsOf(pods []*capacity.PodDevices, members []int) []capacity.PinnedClaim {
+	var out []capacity.PinnedClaim
+	for _, i := range members {
+		if pods[i] == nil {
+			continue
+		}
+		for _, p := range pods[i].Pinned {
+			if !slices.ContainsFunc(out, func(q capacity.PinnedClaim) bool { return q.Name == p.Name }) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // isUnion reports whether a dimension of the pass is a union of kinds.
@@ -344,36 +371,6 @@ func (pl *Plugin) devicesOf(devices *capacity.Devices, node string, pods []*v1.P
 	return devices.Matcher().Inventory().Positions(node, ids)
 }
 
-// explainUnpublished fails a gang some of whose members ask for a kind of
-// device that no node publishes at all, naming the kind: no capacity will
-// ever free up for it. Nil when every kind asked for exists somewhere.
-func (pl *Plugin) explainUnpublished(spec *gang.Spec, req *placement.Request, d *demand) *fwk.Status {
-	if d.gang == nil {
-		return nil
-	}
-	for c, name := range req.Resources {
-		dim := v1.ResourceName(name)
-		if !capacity.IsDeviceDimension(dim) || d.isUnion(dim) {
-			continue
-		}
-		var total, want int64
-		for i := range req.Nodes {
-			total += req.Nodes[i].Allocatable[c]
-		}
-		for i := range req.Members {
-			want = max(want, req.Members[i].Request[c])
-		}
-		if total > 0 || want == 0 {
-			continue
-		}
-		msg := fmt.Sprintf("gang %s: a member needs %d %s; no node publishes one", spec.Key, want, d.describe(name))
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDevicesUnavailable,
-			"%s: correct the claim's device class or selectors, or add nodes whose driver publishes such devices", msg)
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
-	}
-	return nil
-}
-
 // onClaimDelete fails the attempt in flight of every gang with a member that
 // reserved a node and uses the deleted claim: that member cannot bind as
 // planned. Its siblings give back their nodes at once and the gang plans
@@ -402,7 +399,7 @@ func (pl *Plugin) onClaimDelete(obj interface{}) {
 			continue
 		}
 		failed[key] = true
-		pl.failGang(ctx, key, ReasonClaimDeleted, fmt.Sprintf("ResourceClaim %s of member %s was deleted while the member waited for its gang", claim.Name, p.Name), false)
+		pl.failGang(ctx, key, ReasonClaimDeleted, fmt.Sprintf("ResourceClaim %s of member %s was deleted while the member waited for its gang; it plans again once the claim exists: the claim controller makes a template's claim again, a claim the pod names (resourceClaimName) must be created again", claim.Name, p.Name), false)
 	}
 }
 
@@ -420,48 +417,6 @@ func usesClaim(pod *v1.Pod, name string) bool {
 		}
 	}
 	return false
-}
-
-// reportClassConflicts says, on the gang, when two DeviceClasses map an
-// extended resource its members ask for: kube-scheduler serves it from the
-// newer class (the name breaks ties), which may not be the one meant.
-func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevices) {
-	if spec == nil {
-		return
-	}
-	asked := sets.New[v1.ResourceName]()
-	for _, pd := range pods {
-		for _, m := range pd.Mapped {
-			asked.Insert(m.Resource)
-		}
-	}
-	if asked.Len() == 0 {
-		return
-	}
-	classes, err := pl.devices.dra.DeviceClasses().List()
-	if err != nil {
-		return
-	}
-	byResource := map[v1.ResourceName][]string{}
-	for _, c := range classes {
-		if r := c.Spec.ExtendedResourceName; r != nil && asked.Has(v1.ResourceName(*r)) {
-			byResource[v1.ResourceName(*r)] = append(byResource[v1.ResourceName(*r)], c.Name)
-		}
-	}
-	for _, r := range sets.List(asked) {
-		names := byResource[r]
-		if len(names) < 2 {
-			continue
-		}
-		slices.Sort(names)
-		used := ""
-		if c := pl.devices.dra.DeviceClassResolver().GetDeviceClass(r); c != nil {
-			used = c.Name
-		}
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDeviceClassConflict,
-			"DeviceClasses %s all map the extended resource %s; kube-scheduler serves it from %s (the newest); remove extendedResourceName from the others",
-			strings.Join(names, ", "), r, used)
-	}
 }
 
 // onClaimAdd tells a native PodGroup that the claim the claim controller

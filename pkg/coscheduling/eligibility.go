@@ -95,6 +95,10 @@ type template struct {
 	// devices is what pod takes of devices (demand.markCounted); nil when
 	// it takes none or was not read.
 	devices *capacity.PodDevices
+	// pins are the allocated claims that keep the template's members on
+	// the nodes that reach their devices (demand.markCounted); the
+	// eligibility pass owns this rule (pinnedAway).
+	pins []capacity.PinnedClaim
 	// perNode is the cap on the template's members per node, 0 for none.
 	perNode int
 	// eligible[i] says whether the template may run on node i.
@@ -264,7 +268,7 @@ func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template,
 		if pl.runner == nil {
 			t.eligible = eligibleNodes(logger, t.pod, nodeInfos)
 			for i, ni := range nodeInfos {
-				if t.excluded.Has(ni.Node().Name) {
+				if t.excluded.Has(ni.Node().Name) || t.pinnedAway(ni.Node()) != nil {
 					t.eligible[i] = false
 				}
 			}
@@ -322,6 +326,10 @@ func (pl *Plugin) filterTemplates(ctx context.Context, templates []*template, no
 			case t.nodes != nil && !t.nodes.Has(name):
 				statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "excluded by a PreFilter plugin")
 			default:
+				if pin := t.pinnedAway(ni.Node()); pin != nil {
+					statuses[i] = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pin.Describe()).WithPlugin(Name)
+					return
+				}
 				s := pl.handle.RunFilterPlugins(simCtx, t.state, t.pod, ni)
 				t.eligible[i] = acceptable(s)
 				statuses[i] = s
@@ -336,6 +344,21 @@ func (pl *Plugin) filterTemplates(ctx context.Context, templates []*template, no
 			}
 		}
 	}
+}
+
+// pinnedAway returns the allocated claim of the template's members whose
+// devices node does not reach, nil when it reaches them all. It is the one
+// place that keeps members on their allocated claims' nodes: Filter and the
+// kept verdicts (verdicts.holds) ask it, so the rule holds also where
+// DynamicResources' Filter, which enforces it in kube-scheduler, is skipped
+// for a template whose other devices the model counts.
+func (t *template) pinnedAway(node *v1.Node) *capacity.PinnedClaim {
+	for i := range t.pins {
+		if !t.pins[i].Reaches(node) {
+			return &t.pins[i]
+		}
+	}
+	return nil
 }
 
 // why summarises, for people, why nodes were not eligible: the most common

@@ -105,6 +105,11 @@ const (
 	// ReasonPreemptionFailed: the chosen victims could not be evicted; the
 	// preemptor backs off and decides again.
 	ReasonPreemptionFailed = "PreemptionFailed"
+	// ReasonDeviceClassSelectorError: a CEL selector of a DeviceClass, or
+	// of a claim's request, fails to compile or to evaluate on devices, so
+	// a member's devices cannot be counted; the Event names the class, the
+	// expression and the error.
+	ReasonDeviceClassSelectorError = "DeviceClassSelectorError"
 )
 
 // eventRecorder records Events on pods and gangs, once per distinct note

@@ -86,6 +86,9 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
 		}
 		never = d.describeFit(req, never)
+		if status := pl.explainSelectorError(spec, d); status != nil {
+			return status
+		}
 		if status := pl.explainUnpublished(spec, req, d); status != nil {
 			return status
 		}
@@ -259,8 +262,31 @@ func describeDemand(req *placement.Request, d *demand) string {
 // the dimension names it was given, and people never wrote those.
 func (d *demand) describeFit(req *placement.Request, err *placement.FitError) *placement.FitError {
 	out := *err
-	out.Reason = d.describeText(req, err.Reason)
+	out.Reason = d.describeText(req, err.Reason) + d.pinnedNote(req)
 	return &out
+}
+
+// pinnedNote says which members an allocated claim keeps on some nodes
+// (capacity.PinnedClaim), "" when none: room elsewhere does not help them,
+// and the user may need to free that node or release the claim.
+func (d *demand) pinnedNote(req *placement.Request) string {
+	var notes []string
+	for i, pd := range d.pods {
+		if pd == nil || len(pd.Pinned) == 0 || i >= len(req.Members) {
+			continue
+		}
+		if len(notes) == 3 {
+			notes = append(notes, "...")
+			break
+		}
+		for _, p := range pd.Pinned {
+			notes = append(notes, fmt.Sprintf("member %s may run only on %s, which holds the devices of its allocated ResourceClaim %s", req.Members[i].Name, p.Nodes(), p.Name))
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ")
 }
 
 // describeText replaces, in text, every device dimension of req by its

@@ -168,8 +168,8 @@ func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, 
 
 // holds reports whether stamp s, kept for t on node i (ni), still holds:
 // the NodeInfo and its generation (gens[i], or read when gens is nil) are
-// those it was stamped with, and neither the gang's lessons nor a PreFilter
-// plugin leave the node out.
+// those it was stamped with, and neither the gang's lessons, a PreFilter
+// plugin nor an allocated claim (template.pinnedAway) leave the node out.
 func (v *verdicts) holds(s stamp, t *template, ni fwk.NodeInfo, gens []int64, i int) bool {
 	if !sameNodeInfo(s.ni, ni) || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
 		return false
@@ -180,7 +180,7 @@ func (v *verdicts) holds(s stamp, t *template, ni fwk.NodeInfo, gens []int64, i 
 			return false
 		}
 	}
-	return true
+	return len(t.pins) == 0 || t.pinnedAway(ni.Node()) == nil
 }
 
 // keep stamps the nodes filtered now (ran) with t's verdict: a pass is
