@@ -2,11 +2,17 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -158,26 +164,8 @@ func (env *draEnv) refuseClaimReleases() *claimReleaseRefusal {
 	}
 	t.Cleanup(r.lift)
 
-	// The probe names a node that does not exist: it takes no devices.
-	probe := env.allocateOutsideScheduler("release-probe", "probe", 1)
+	probe := env.releaseProbe(r.lift)
 	claims := kubeClient.ResourceV1().ResourceClaims(env.ns)
-	t.Cleanup(func() {
-		// Once the refusal is lifted, the probe's allocation goes, so that
-		// the claim controller lets the claim be deleted.
-		r.lift()
-		err := waitFor(context.Background(), bindTimeout, func(ctx context.Context) (bool, error) {
-			c, err := claims.Get(ctx, probe, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			c.Status.ReservedFor, c.Status.Allocation = nil, nil
-			_, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
-			return err == nil, nil
-		})
-		if err != nil {
-			t.Errorf("giving back the probe claim %s: %v", probe, err)
-		}
-	})
 	err := waitFor(t.Context(), bindTimeout, func(ctx context.Context) (bool, error) {
 		c, err := claims.Get(ctx, probe, metav1.GetOptions{})
 		if err != nil {
@@ -193,10 +181,188 @@ func (env *draEnv) refuseClaimReleases() *claimReleaseRefusal {
 	return r
 }
 
+// releaseProbe creates a claim allocated by hand, with which a test
+// probes that admission of deallocations took effect. It names a node that
+// does not exist: it takes no devices. When the test ends, stop ends what
+// the probe probed, and the probe's allocation goes, so that the claim
+// controller lets the claim be deleted.
+func (env *draEnv) releaseProbe(stop func()) string {
+	env.t.Helper()
+	t := env.t
+	probe := env.allocateOutsideScheduler("release-probe", "probe", 1)
+	claims := kubeClient.ResourceV1().ResourceClaims(env.ns)
+	t.Cleanup(func() {
+		stop()
+		err := waitFor(context.Background(), bindTimeout, func(ctx context.Context) (bool, error) {
+			c, err := claims.Get(ctx, probe, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			c.Status.ReservedFor, c.Status.Allocation = nil, nil
+			_, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Errorf("giving back the probe claim %s: %v", probe, err)
+		}
+	})
+	return probe
+}
+
 // lift ends the refusal.
 func (r *claimReleaseRefusal) lift() {
 	api := kubeClient.AdmissionregistrationV1()
 	ctx := context.Background()
 	_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, r.name, metav1.DeleteOptions{})
 	_ = api.ValidatingAdmissionPolicies().Delete(ctx, r.name, metav1.DeleteOptions{})
+}
+
+// A release racing a re-attempt never leaves a member unbound while its
+// siblings run. Two members share a claim gpu-gang allocated and wait in
+// Permit for a third, held back; one of them is deleted and replaced at
+// once, which fails the attempt without a penalty. The API server is slow
+// to take the allocation away (a webhook holds the first such request for
+// claimReleaseDelay), so the gang's next attempt runs while that release is
+// on its way. Then the third member is let go. Every member must bind, and
+// the gang never be seen part-bound beyond the bind grace: the next attempt
+// waits for the release and allocates afresh, and never plans with the
+// allocation the release is taking away (whose sharers would then fail to
+// bind beside a sibling that did).
+func TestDRAReleaseRacingReattempt(t *testing.T) {
+	withHoldPlugin(t)
+	env := newDRAEnv(t, gpuClass(true))
+	env.draNodes(h100DRA, "n0")
+	env.createClaim("node-gpus", gpuClaimSpec(8))
+	ledger := env.ledgerGangs(bindGrace, map[string]int{"rl": 3})
+	pods, _ := env.sharedClaimGangInPermit("rl", "node-gpus")
+
+	slow := env.slowClaimReleases("node-gpus", claimReleaseDelay)
+	env.deleteAndWait(pods[0])
+	env.createPods(replacement(pods[0]))
+	slow.waitAnswered(t, claimReleaseDelay+eventTimeout)
+	// The next attempt's sharers wait in Permit again, for the third.
+	waitForGauge(t, "gpu_gang_members_waiting_in_permit", 2)
+	env.release(pods[2].Name)
+	env.waitForBound(retryBindTimeout, pods...)
+	c, err := kubeClient.ResourceV1().ResourceClaims(env.ns).Get(t.Context(), "node-gpus", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status.Allocation == nil || len(c.Status.ReservedFor) != 2 {
+		t.Errorf("claim node-gpus after the gang bound: allocated %v, reserved by %v", c.Status.Allocation != nil, consumers(c))
+	}
+	ledger.expectNoHalfBound()
+}
+
+// claimReleaseDelay is how long the webhook of TestDRAReleaseRacingReattempt
+// holds the first request that takes the claim's allocation away.
+const claimReleaseDelay = 4 * time.Second
+
+// slowRelease is a validating webhook that holds the first request that
+// takes one claim's allocation away, then allows it.
+type slowRelease struct {
+	mu       sync.Mutex
+	held     bool
+	answered chan struct{}
+	probed   chan struct{}
+}
+
+// slowClaimReleases registers a webhook for claim's deallocation in env's
+// namespace that answers the first one after delay, and waits until the
+// API server calls it (probing with a claim allocated by hand).
+func (env *draEnv) slowClaimReleases(claim string, delay time.Duration) *slowRelease {
+	env.t.Helper()
+	t := env.t
+	s := &slowRelease{answered: make(chan struct{}), probed: make(chan struct{})}
+	var probeOnce sync.Once
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		switch review.Request.Name {
+		case claim:
+			s.mu.Lock()
+			first := !s.held
+			s.held = true
+			s.mu.Unlock()
+			if first {
+				time.Sleep(delay)
+				defer close(s.answered)
+			}
+		default:
+			probeOnce.Do(func() { close(s.probed) })
+		}
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(&review)
+	}))
+	t.Cleanup(srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	name := "slow-claim-releases-" + env.ns
+	url := srv.URL + "/validate"
+	hook := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "slow-claim-releases.integration.gpu-gang.x-k8s.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: ca},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			AdmissionReviewVersions: []string{"v1"},
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			TimeoutSeconds:          ptr.To[int32](15),
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": env.ns}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"resource.k8s.io"}, APIVersions: []string{"*"},
+					Resources: []string{"resourceclaims/status"}},
+			}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "deallocates",
+				Expression: "has(oldObject.status) && has(oldObject.status.allocation) && (!has(object.status) || !has(object.status.allocation))",
+			}},
+		}},
+	}
+	api := kubeClient.AdmissionregistrationV1()
+	if _, err := api.ValidatingWebhookConfigurations().Create(t.Context(), hook, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("registering the webhook: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = api.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	probe := env.releaseProbe(func() {
+		_ = api.ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	claims := kubeClient.ResourceV1().ResourceClaims(env.ns)
+	err := waitFor(t.Context(), bindTimeout, func(ctx context.Context) (bool, error) {
+		c, err := claims.Get(ctx, probe, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c.Status.ReservedFor, c.Status.Allocation = nil, nil
+		if _, err := claims.UpdateStatus(ctx, c, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			return false, err
+		}
+		select {
+		case <-s.probed:
+			return true, nil
+		default:
+			return false, nil
+		}
+	})
+	if err != nil {
+		t.Fatalf("the webhook was never called: %v", err)
+	}
+	return s
+}
+
+// waitAnswered waits until the webhook has answered the request it held.
+func (s *slowRelease) waitAnswered(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	select {
+	case <-s.answered:
+	case <-time.After(timeout):
+		t.Fatalf("no release of the claim reached the webhook within %s", timeout)
+	}
 }
