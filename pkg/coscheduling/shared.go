@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -271,14 +272,16 @@ func (pl *Plugin) claimFailed(ctx context.Context, spec *gang.Spec, members []*v
 
 // claimFailedLater ends the gang's attempt because a shared claim could not
 // be allocated or written on node. A failure that may pass (the tracker's
-// read raced a change, an API timeout or throttling, the claim changed
-// under the plan) lets the gang plan again at once, without a penalty. Any
-// other failure is a lesson: the sharers are kept off the node and the plan
-// is not tried again; the gang plans again at once if that is news, after
-// its backoff if not.
+// read raced a change, an API timeout or throttling) or that says nothing
+// of the node (the claim or the node changed or went under the plan) lets
+// the gang plan again at once, without a penalty. Any other failure (the
+// node's free devices do not satisfy the claim, the API server refuses the
+// write) is a lesson: the sharers are kept off the node and the plan is not
+// tried again; the gang plans again at once if that is news, after its
+// backoff if not.
 func (pl *Plugin) claimFailedLater(ctx context.Context, spec *gang.Spec, sharers string, sigs []string, name types.NamespacedName, node string, err error) string {
 	why := fmt.Sprintf("ResourceClaim %s, which members %s share, could not be allocated on node %s: %v", name, sharers, node, err)
-	if dra.Transient(err) || errors.Is(err, dra.ErrClaimChanged) {
+	if dra.Transient(err) || errors.Is(err, dra.ErrClaimChanged) || apierrors.IsNotFound(err) {
 		pl.failGang(ctx, spec.Key, ReasonGangRejected, why+"; trying again", false)
 		return why
 	}

@@ -2,14 +2,19 @@ package coscheduling
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
@@ -17,6 +22,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -88,4 +94,57 @@ func TestSharedClaimWrittenOffCycleAndGivenBackWhenTheGangGoes(t *testing.T) {
 		events = append(events, env.recorded()...)
 		return hasEvent(events, dra.ReasonClaimReleased, "no member of the gang waits")
 	}, 10*time.Second, 10*time.Millisecond, "a ClaimReleased Event says why: %q", events)
+}
+
+// A write the API server refuses is a lesson: the gang's attempt ends, the
+// sharers are kept off the node the plan chose, and what the refused write
+// may have marked is given back; a write that times out is retried.
+func TestSharedClaimWriteFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		lesson bool
+	}{
+		{name: "refused", err: apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "node-gpus", errors.New("a webhook says no")), lesson: true},
+		{name: "timed out once", err: apierrors.NewServerTimeout(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceclaims"}, "update", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, job := sharedClaimGang(t)
+			failures := 1
+			if tc.lesson {
+				failures = 1000
+			}
+			env.client.PrependReactor("update", "resourceclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "status" || failures == 0 {
+					return false, nil, nil
+				}
+				failures--
+				return true, nil, tc.err
+			})
+			_, status := env.schedule(job[0])
+			require.Contains(t, status.Message(), ErrReasonClaimsWriting)
+			key := gang.Key{API: gang.XK8s, Namespace: testNS, Name: "rl"}
+			if !tc.lesson {
+				env.claimIs("allocated and marked", func(c *resourceapi.ResourceClaim) bool {
+					_, marked, _ := dra.MarkOf(c)
+					return c.Status.Allocation != nil && marked
+				})
+				return
+			}
+			require.Eventually(t, func() bool {
+				for _, nodes := range env.pl.ledger.Lessons.View(key).Excluded {
+					if nodes.Has("node-0") {
+						return true
+					}
+				}
+				return false
+			}, 10*time.Second, 10*time.Millisecond, "the sharers are kept off node-0")
+			_, inFlight := env.pl.ledger.Claims.Remaining(key)
+			require.False(t, inFlight, "the attempt ended")
+			env.claimIs("unmarked and unallocated", func(c *resourceapi.ResourceClaim) bool {
+				_, marked, _ := dra.MarkOf(c)
+				return c.Status.Allocation == nil && !marked && len(c.Finalizers) == 0
+			})
+		})
+	}
 }
