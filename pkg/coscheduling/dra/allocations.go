@@ -178,10 +178,12 @@ var ErrBusy = errors.New("its allocation is being written or given back")
 func (t *Allocations) Write(key gang.Key, claim *resourceapi.ResourceClaim, allocation *resourceapi.AllocationResult, failed func(error)) error {
 	name := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	t.mu.Lock()
-	if err := t.takeLocked(name); err != nil {
+	stale, err := t.takeLocked(name)
+	if err != nil {
 		t.mu.Unlock()
 		return err
 	}
+	defer stopTimer(stale)
 	e := &entry{name: name, uid: claim.UID, mark: Mark{Gang: key, Attempt: t.opts.NewToken()}, phase: writing,
 		allocation: allocation.DeepCopy(), failed: failed}
 	t.byName[name] = e
@@ -229,10 +231,12 @@ func (t *Allocations) Adoptable(key gang.Key, claim *resourceapi.ResourceClaim) 
 func (t *Allocations) Adopt(key gang.Key, claim *resourceapi.ResourceClaim, old Mark, failed func(error)) error {
 	name := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	t.mu.Lock()
-	if err := t.takeLocked(name); err != nil {
+	stale, err := t.takeLocked(name)
+	if err != nil {
 		t.mu.Unlock()
 		return err
 	}
+	defer stopTimer(stale)
 	e := &entry{name: name, uid: claim.UID, mark: Mark{Gang: key, Attempt: t.opts.NewToken()}, old: old, phase: adopting, failed: failed}
 	t.byName[name] = e
 	t.mu.Unlock()
@@ -241,22 +245,29 @@ func (t *Allocations) Adopt(key gang.Key, claim *resourceapi.ResourceClaim, old 
 }
 
 // takeLocked frees name for a new entry: none, or a stranded one, whose
-// retry is cancelled (the new write or adoption replaces its mark; if the
-// claim still holds the stranded allocation, the write fails and leaves
-// that mark for a reconciler).
-func (t *Allocations) takeLocked(name types.NamespacedName) error {
+// retry timer it returns for the caller to stop once it let go of the lock
+// (a fake clock runs timers under its own lock, and they take ours). The
+// new write or adoption replaces the stranded mark; if the claim still
+// holds the stranded allocation, the write fails and leaves that mark for
+// a reconciler.
+func (t *Allocations) takeLocked(name types.NamespacedName) (clock.Timer, error) {
 	e, ok := t.byName[name]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	if e.phase != stranded {
-		return ErrBusy
-	}
-	if e.retry != nil {
-		e.retry.Stop()
+		return nil, ErrBusy
 	}
 	delete(t.byName, name)
-	return nil
+	return e.retry, nil
+}
+
+// stopTimer stops a retry that is no longer wanted; the retry would find
+// its entry replaced and do nothing, but need not wait for that.
+func stopTimer(timer clock.Timer) {
+	if timer != nil {
+		timer.Stop()
+	}
 }
 
 // Busy reports whether a write, adoption or release of one of gang's

@@ -180,8 +180,17 @@ func (t *Allocations) release(e *entry) {
 		}
 		delay = min(delay, t.opts.MaxRetryAfter)
 		e.phase = stranded
-		e.retry = t.opts.Clock.AfterFunc(delay, func() { t.retry(e) })
 		t.mu.Unlock()
+		// The timer is set without the lock: a fake clock runs the
+		// callback, which takes it, under its own.
+		timer := t.opts.Clock.AfterFunc(delay, func() { t.retry(e) })
+		t.mu.Lock()
+		if t.currentLocked(e) && e.phase == stranded {
+			e.retry = timer
+			timer = nil
+		}
+		t.mu.Unlock()
+		stopTimer(timer) // adopted or rewritten meanwhile
 		t.opts.Logger.Error(err, "Could not give back a claim's allocation; trying again later", "claim", e.name, "podGroup", e.mark.Gang, "retryIn", delay)
 		t.event(e, v1.EventTypeWarning, ReasonClaimReleaseFailed, "could not give back the allocation gpu-gang wrote for %s (%s): %v; trying again in %s",
 			e.mark.Gang, e.why, err, delay)
