@@ -18,8 +18,10 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	gangdra "github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -40,6 +42,8 @@ type deviceSource struct {
 	// gang holds of a kind can be read by another.
 	registry *capacity.Registry
 	reader   *capacity.Reader
+	// allocator computes the allocations of the claims members share.
+	allocator *gangdra.Allocator
 }
 
 func newDeviceSource(ctx context.Context, handle fwk.Handle) *deviceSource {
@@ -60,6 +64,7 @@ func newDeviceSource(ctx context.Context, handle fwk.Handle) *deviceSource {
 		inventories: inventories,
 		registry:    capacity.NewRegistry(),
 		reader:      &capacity.Reader{Claims: dra.ResourceClaims(), Classes: dra.DeviceClasses(), Resolver: dra.DeviceClassResolver()},
+		allocator:   gangdra.NewAllocator(dra, clock.RealClock{}),
 	}
 }
 

@@ -132,8 +132,11 @@ func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 		return
 	}
 	if len(gang.Waiting(members)) == 0 {
-		// No member needs the gang's hold any more.
+		// No member needs the gang's hold any more, nor what its attempt
+		// wrote: an attempt whose plan expired before any member reserved
+		// is no longer in flight for failGang to end.
 		pl.ledger.Idle(key)
+		pl.claims.Abandon(key, "no member of the gang waits to be scheduled any more")
 		pl.activateBlocked()
 	}
 	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pl.ledger.Claims.Admitted(key) {

@@ -139,7 +139,7 @@ func (pl *Plugin) goneReservation(key gang.Key) string {
 func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, nodeName string, c gang.Census, wasRunning bool) {
 	uids, done, started := pl.ledger.Succeed(spec.Key)
 	// The claims allocated for members that share them are theirs now.
-	pl.shared.take(spec.Key)
+	pl.claims.Used(spec.Key)
 	for _, uid := range uids {
 		if wp := pl.handle.GetWaitingPod(uid); wp != nil {
 			wp.Allow(Name)
@@ -180,7 +180,7 @@ func (pl *Plugin) failGang(ctx context.Context, key gang.Key, reason, why string
 	if !ok {
 		return
 	}
-	pl.releaseShared(key)
+	pl.claims.Abandon(key, why)
 	switch reason {
 	case ReasonGangTimedOut:
 		attempts.WithLabelValues(resultTimedOut).Inc()

@@ -64,6 +64,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -112,9 +113,9 @@ type Plugin struct {
 	// devices reads capacity published through Dynamic Resource
 	// Allocation (devices.go); nil when the framework has no DRA manager.
 	devices *deviceSource
-	// shared remembers the claims the plugin allocated for members that
-	// share them (shared.go).
-	shared *sharedAllocations
+	// claims are the allocations the plugin writes for members that
+	// share a claim (shared.go), their writes and their releases.
+	claims *dra.Allocations
 	events *eventRecorder
 	// decider chooses preemption victims (preempt.go); nil when the
 	// planner cannot give it a topology tree, and then nothing is
@@ -193,11 +194,13 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		planner: planner,
 		ledger:  ledger.New(c),
 		devices: newDeviceSource(ctx, handle),
-		shared:  newSharedAllocations(),
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	pl.computeDomains = newComputeDomains(args)
+	claimsOpts := claimsOptions(handle, pl.devices, pl.logger)
+	claimsOpts.Clock, claimsOpts.Done = c, pl.claimsDone
+	pl.claims = dra.NewAllocations(ctx, claimsOpts)
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
 	}
@@ -328,6 +331,9 @@ func (pl *Plugin) Name() string { return Name }
 func (pl *Plugin) gangDeleted(key gang.Key) {
 	ctx := klog.NewContext(context.Background(), pl.logger)
 	pl.failGang(ctx, key, ReasonGangRejected, "its PodGroup was deleted", false)
+	// An attempt whose plan expired is no longer in flight for failGang
+	// to end; what it wrote goes all the same.
+	pl.claims.Abandon(key, "its PodGroup was deleted")
 	pl.ledger.ForgetGang(key)
 	pl.computeDomains.set(key, nil)
 	pl.activateBlocked()

@@ -43,6 +43,11 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("gang %s retries at %s after: %s", key, until.UTC().Format(time.RFC3339), reason))
 	}
+	if pl.claims.Busy(key) {
+		// The plan is kept while what its members share is written: none
+		// reserves with a claim about to change.
+		return nil, claimsBusy(key)
+	}
 	members, err := pl.members(key)
 	if err != nil {
 		return nil, fwk.AsStatus(err)

@@ -2,23 +2,18 @@ package coscheduling
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -34,10 +29,14 @@ import (
 // So the plugin plans the sharers together, on the one node that must hold
 // the claim's devices (a subgroup of the gang pinned to a node), and once the
 // whole gang's plan exists it allocates the shared claim itself, on that
-// node, with kube-scheduler's own allocator, and writes the allocation as
-// DynamicResources' PreBind would. The members then find the claim allocated
-// and are kept on its node by DynamicResources. If the attempt fails, the
-// allocation is given back, unless a member already uses it.
+// node, with kube-scheduler's own allocator (package dra). The cycle only
+// computes the allocation: package dra shows it in flight in the tracker
+// and writes it, marked with the gang and a token of the write, off the
+// scheduling loop, while the gang's members wait with the plan kept. When
+// the write lands, the members find the claim allocated and are kept on its
+// node by DynamicResources. If the attempt fails, the allocation is given
+// back, unless a member already uses it; a claim an earlier write for the
+// gang allocated is adopted (re-marked) before the members use it.
 
 // sharers groups the members that share an unallocated claim, each group in
 // rank order, groups in order of their first member. Members linked through
@@ -122,65 +121,179 @@ func cmpNames(a, b types.NamespacedName) int {
 	return 0
 }
 
-// sharedAllocations remembers the claims the plugin allocated for a gang's
-// attempt in flight, to give them back if the attempt fails. Safe for
-// concurrent use.
-type sharedAllocations struct {
-	mu     sync.Mutex
-	byGang map[gang.Key][]types.NamespacedName
-	cel    *cel.Cache
-}
+// ErrReasonClaimsWriting starts the status of a member whose gang waits
+// for the claims its members share to be written, adopted or given back.
+const ErrReasonClaimsWriting = "the ResourceClaims the gang's members share are being written"
 
-func newSharedAllocations() *sharedAllocations {
-	return &sharedAllocations{byGang: map[gang.Key][]types.NamespacedName{}, cel: cel.NewCache(64, cel.Features{})}
-}
-
-func (s *sharedAllocations) note(key gang.Key, claim types.NamespacedName) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byGang[key] = append(s.byGang[key], claim)
-}
-
-// take forgets and returns the claims allocated for the gang.
-func (s *sharedAllocations) take(key gang.Key) []types.NamespacedName {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.byGang[key]
-	delete(s.byGang, key)
-	return out
+// claimsBusy is the status of a member whose gang waits for package dra:
+// the plan is kept, and Options.Done activates the gang. Preemption cannot
+// help it.
+func claimsBusy(key gang.Key) *fwk.Status {
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %s; its members schedule once that is done", key, ErrReasonClaimsWriting))
 }
 
 // allocateShared allocates, on the node the plan chose for them, the claims
-// that several members of the plan share. When it wrote any, the member in
-// this cycle is sent back to retry at once: DynamicResources read the claim
-// unallocated earlier in the cycle.
+// that several members of the plan share, and adopts the claims an earlier
+// write for the gang allocated. It makes no API call: it hands the writes
+// to package dra, and while any is in flight the member in this cycle and
+// its siblings wait (claimsBusy), with the plan kept.
 func (pl *Plugin) allocateShared(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *demand, req *placement.Request, plan *placement.Plan) *fwk.Status {
-	groups, claims := sharers(d)
-	if len(groups) == 0 {
+	if pl.devices == nil {
 		return nil
 	}
-	wrote := 0
+	handed, status := pl.adoptClaims(ctx, spec, members)
+	if status != nil {
+		return status
+	}
+	groups, claims := sharers(d)
 	for g, group := range groups {
-		node := req.Nodes[plan.NodeOf[group[0]]].Name
+		nodeName := req.Nodes[plan.NodeOf[group[0]]].Name
 		for _, name := range claims[g] {
-			ok, err := pl.allocateClaim(ctx, name, node)
-			if err != nil {
-				why := fmt.Sprintf("ResourceClaim %s, which members %s share, could not be allocated on node %s: %v", name, memberNames(members, group), node, err)
-				pl.failGang(ctx, spec.Key, ReasonGangRejected, why, true)
-				return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %s", spec.Key, why))
+			wrote, status := pl.allocateClaim(ctx, spec, members, d, group, name, nodeName)
+			if status != nil {
+				return status
 			}
-			if ok {
-				pl.shared.note(spec.Key, name)
-				wrote++
+			if wrote {
+				handed++
 			}
 		}
 	}
-	if wrote == 0 {
+	if handed == 0 {
 		return nil
 	}
-	klog.FromContext(ctx).V(3).Info("Allocated the claims the gang's members share", "podGroup", spec.Key, "claims", wrote)
-	pl.activate(spec.Key)
-	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: allocated %d claim(s) its members share; they schedule now", spec.Key, wrote))
+	// The tracker holds the allocations in flight before the informer
+	// delivers anything: passes must not keep what they read before.
+	pl.devices.inventories.Claims().Changed()
+	klog.FromContext(ctx).V(3).Info("Writing the claims the gang's members share", "podGroup", spec.Key, "claims", handed)
+	return claimsBusy(spec.Key)
+}
+
+// allocateClaim computes the allocation of a shared claim on node and hands
+// its write to package dra. It reports false when the claim is allocated
+// already.
+func (pl *Plugin) allocateClaim(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *demand, group []int, name types.NamespacedName, nodeName string) (bool, *fwk.Status) {
+	claim, err := pl.devices.dra.ResourceClaims().Get(name.Namespace, name.Name)
+	if err != nil {
+		return false, pl.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
+	}
+	if claim.Status.Allocation != nil {
+		return false, nil
+	}
+	node, err := pl.nodeLister.Get(nodeName)
+	if err != nil {
+		return false, pl.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
+	}
+	allocation, err := pl.devices.allocator.Allocate(ctx, node, claim)
+	if err != nil {
+		return false, pl.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
+	}
+	sigs := groupSignatures(members, d, group)
+	failed := func(err error) {
+		ctx := klog.NewContext(context.Background(), pl.logger)
+		pl.claimFailedLater(ctx, spec, memberNames(members, group), sigs, name, nodeName, err)
+	}
+	if err := pl.claims.Write(spec.Key, claim, allocation, failed); err != nil {
+		if errors.Is(err, dra.ErrBusy) {
+			return false, claimsBusy(spec.Key)
+		}
+		return false, pl.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
+	}
+	return true, nil
+}
+
+// adoptClaims hands package dra the adoption of the claims of members that
+// an earlier write for the gang allocated and nothing of this process holds
+// any more (an attempt that failed and whose release failed, or a write of
+// an earlier process): they are re-marked for this attempt before any
+// member uses them, so that a release of the earlier write can never take
+// the allocation from under them.
+func (pl *Plugin) adoptClaims(ctx context.Context, spec *gang.Spec, members []*v1.Pod) (int, *fwk.Status) {
+	seen := map[types.NamespacedName]bool{}
+	var names []types.NamespacedName
+	for _, p := range members {
+		for i := range p.Spec.ResourceClaims {
+			n, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
+			if err != nil || n == nil {
+				continue
+			}
+			name := types.NamespacedName{Namespace: p.Namespace, Name: *n}
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+	}
+	slices.SortFunc(names, cmpNames)
+	adopted := 0
+	for _, name := range names {
+		claim, err := pl.devices.dra.ResourceClaims().Get(name.Namespace, name.Name)
+		if err != nil {
+			continue // demandOf has said what is wrong with it
+		}
+		old, ok := pl.claims.Adoptable(spec.Key, claim)
+		if !ok {
+			continue
+		}
+		failed := func(err error) {
+			ctx := klog.NewContext(context.Background(), pl.logger)
+			why := fmt.Sprintf("ResourceClaim %s, allocated by an earlier attempt, could not be adopted: %v", name, err)
+			pl.failGang(ctx, spec.Key, ReasonGangRejected, why, false)
+		}
+		if err := pl.claims.Adopt(spec.Key, claim, old, failed); err != nil {
+			if errors.Is(err, dra.ErrBusy) {
+				return adopted, claimsBusy(spec.Key)
+			}
+			return adopted, fwk.AsStatus(err)
+		}
+		klog.FromContext(ctx).V(3).Info("Adopting a claim an earlier attempt allocated", "podGroup", spec.Key, "claim", name, "earlierAttempt", old.Attempt)
+		adopted++
+	}
+	return adopted, nil
+}
+
+// groupSignatures are the filter signatures of a group's members, as the
+// plan's templates have them.
+func groupSignatures(members []*v1.Pod, d *demand, group []int) []string {
+	var sigs []string
+	for _, i := range group {
+		if sig := filterSignature(members[i], d.reqs[i]); !slices.Contains(sigs, sig) {
+			sigs = append(sigs, sig)
+		}
+	}
+	return sigs
+}
+
+// claimFailed ends the gang's attempt because a shared claim could not be
+// allocated in this cycle; see claimFailedLater.
+func (pl *Plugin) claimFailed(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *demand, group []int, name types.NamespacedName, node string, err error) *fwk.Status {
+	why := pl.claimFailedLater(ctx, spec, memberNames(members, group), groupSignatures(members, d, group), name, node, err)
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %s", spec.Key, why))
+}
+
+// claimFailedLater ends the gang's attempt because a shared claim could not
+// be allocated or written on node. A failure that may pass (the tracker's
+// read raced a change, an API timeout or throttling) or that says nothing
+// of the node (the claim or the node changed or went under the plan) lets
+// the gang plan again at once, without a penalty. Any other failure (the
+// node's free devices do not satisfy the claim, the API server refuses the
+// write) is a lesson: the sharers are kept off the node and the plan is not
+// tried again; the gang plans again at once if that is news, after its
+// backoff if not.
+func (pl *Plugin) claimFailedLater(ctx context.Context, spec *gang.Spec, sharers string, sigs []string, name types.NamespacedName, node string, err error) string {
+	why := fmt.Sprintf("ResourceClaim %s, which members %s share, could not be allocated on node %s: %v", name, sharers, node, err)
+	if dra.Transient(err) || errors.Is(err, dra.ErrClaimChanged) || apierrors.IsNotFound(err) {
+		pl.failGang(ctx, spec.Key, ReasonGangRejected, why+"; trying again", false)
+		return why
+	}
+	learned := false
+	for _, sig := range sigs {
+		if pl.ledger.Lessons.LearnExclusion(spec.Key, sig, node) {
+			learned = true
+		}
+	}
+	pl.ledger.FailPlan(spec.Key)
+	pl.failGang(ctx, spec.Key, ReasonGangRejected, why, !learned)
+	return why
 }
 
 func memberNames(members []*v1.Pod, idx []int) string {
@@ -191,112 +304,24 @@ func memberNames(members []*v1.Pod, idx []int) string {
 	return fmt.Sprint(out)
 }
 
-// allocateClaim allocates claim on node with kube-scheduler's allocator and
-// writes it: the finalizer DynamicResources adds, then the allocation. It
-// reports false when the claim was allocated already.
-func (pl *Plugin) allocateClaim(ctx context.Context, name types.NamespacedName, nodeName string) (bool, error) {
-	dra := pl.devices.dra
-	claim, err := dra.ResourceClaims().Get(name.Namespace, name.Name)
-	if err != nil {
-		return false, err
+// claimsDone is package dra's word that a write, adoption or release for
+// the gang ended: the tracker changed, and its members may schedule.
+func (pl *Plugin) claimsDone(key gang.Key) {
+	if pl.devices != nil {
+		pl.devices.inventories.Claims().Changed()
 	}
-	if claim.Status.Allocation != nil {
-		return false, nil
-	}
-	node, err := pl.nodeLister.Get(nodeName)
-	if err != nil {
-		return false, err
-	}
-	state, err := dra.ResourceClaims().GatherAllocatedState()
-	if err != nil {
-		return false, err
-	}
-	resourceSlices, err := dra.ResourceSlices().ListWithDeviceTaintRules()
-	if err != nil {
-		return false, err
-	}
-	features := dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
-	allocator, err := structured.NewAllocator(ctx, features, *state, dra.DeviceClasses(), resourceSlices, pl.shared.cel)
-	if err != nil {
-		return false, err
-	}
-	results, err := allocator.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
-	if err != nil {
-		return false, err
-	}
-	if len(results) != 1 {
-		return false, fmt.Errorf("the node's free devices do not satisfy it")
-	}
-	// DynamicResources stamps an allocation it made with its time when
-	// device binding conditions are on, and an allocation cannot change
-	// once written: stamp it here, as it would.
-	if results[0].AllocationTimestamp == nil {
-		results[0].AllocationTimestamp = &metav1.Time{Time: pl.clock.Now()}
-	}
-	client := pl.handle.ClientSet().ResourceV1().ResourceClaims(name.Namespace)
-	var written *resourceapi.ResourceClaim
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		c, err := client.Get(ctx, name.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if c.Status.Allocation != nil {
-			return fmt.Errorf("it was allocated elsewhere in the meantime")
-		}
-		if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
-			c.Finalizers = append(c.Finalizers, resourceapi.Finalizer)
-			if c, err = client.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
-				return err
-			}
-		}
-		c.Status.Allocation = &results[0]
-		written, err = client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	if err := dra.ResourceClaims().AssumeClaimAfterAPICall(written); err != nil {
-		klog.FromContext(ctx).V(5).Info("Allocated claim not stored in the assume cache", "claim", name, "err", err)
-	}
-	// The tracker holds the allocation before the informer delivers it:
-	// passes must not keep what they read before.
-	pl.devices.inventories.Claims().Changed()
-	return true, nil
+	pl.activate(key)
 }
 
-// releaseShared gives back the claims allocated for a gang whose attempt
-// failed, unless a member uses one already. It runs in the background:
-// the API calls must not hold up a scheduling cycle.
-func (pl *Plugin) releaseShared(key gang.Key) {
-	claims := pl.shared.take(key)
-	if len(claims) == 0 {
-		return
+// claimsOptions configure the plugin's table of allocations.
+func claimsOptions(handle fwk.Handle, devices *deviceSource, logger klog.Logger) dra.Options {
+	o := dra.Options{
+		Client:   handle.ClientSet().ResourceV1(),
+		Recorder: handle.EventRecorder(),
+		Logger:   logger,
 	}
-	go func() {
-		ctx := context.Background()
-		client := pl.handle.ClientSet().ResourceV1()
-		for _, name := range claims {
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				c, err := client.ResourceClaims(name.Namespace).Get(ctx, name.Name, metav1.GetOptions{})
-				if err != nil || c.Status.Allocation == nil || len(c.Status.ReservedFor) > 0 {
-					return nil // gone, given back, or in use
-				}
-				c.Status.Allocation = nil
-				if c, err = client.ResourceClaims(name.Namespace).UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-					return err
-				}
-				if i := slices.Index(c.Finalizers, resourceapi.Finalizer); i >= 0 {
-					c.Finalizers = slices.Delete(c.Finalizers, i, i+1)
-					_, err = client.ResourceClaims(name.Namespace).Update(ctx, c, metav1.UpdateOptions{})
-				}
-				return err
-			})
-			if err != nil {
-				pl.logger.Error(err, "Could not give back a claim allocated for a gang that failed", "podGroup", key, "claim", name)
-				continue
-			}
-			pl.logger.V(3).Info("Gave back a claim allocated for a gang that failed", "podGroup", key, "claim", name)
-		}
-	}()
+	if devices != nil {
+		o.Tracker = devices.dra.ResourceClaims()
+	}
+	return o
 }

@@ -5,4 +5,15 @@
 //
 // Every allocation gpu-gang writes carries a Mark (the gang and a token of
 // the write), so that its ownership outlives the process that wrote it.
+//
+//   - allocate.go: Allocator computes an allocation in the scheduling cycle
+//     with kube-scheduler's structured allocator, without an API call.
+//   - allocations.go: Allocations, the table of what this process writes,
+//     holds for an attempt in flight and still has to give back (Live tells
+//     a reconciler which marks are in use); writer.go runs its API writes
+//     off the cycle: the write, the adoption of an earlier write, the
+//     release.
+//   - release.go: Releaser, the one place that decides whether an
+//     allocation may be taken away.
+//   - mark.go: the mark's annotations.
 package dra

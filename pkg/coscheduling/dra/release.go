@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -131,11 +132,13 @@ func retriable(err error) bool {
 	return apierrors.IsConflict(err) || Transient(err)
 }
 
-// Transient reports whether err is an API failure that says nothing about
-// the request itself: a timeout, throttling, an internal or unavailable
-// server, a connection that broke.
+// Transient reports whether err is a failure that says nothing about the
+// request itself: an API timeout, throttling, an internal or unavailable
+// server, a connection that broke, or the allocator's read of allocated
+// devices that kept racing changes.
 func Transient(err error) bool {
-	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+	var t *transientError
+	return errors.As(err, &t) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) ||
 		net.IsConnectionReset(err) || net.IsProbableEOF(err) || net.IsConnectionRefused(err)
 }

@@ -1,0 +1,113 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/utils/clock"
+)
+
+// Allocator computes an allocation with kube-scheduler's own structured
+// allocator, over what the scheduler's DRA manager holds: the published
+// devices less those allocated, in the API and in flight. It makes no API
+// call, so a scheduling cycle may run it.
+type Allocator struct {
+	// DRA is the scheduler's DRA manager.
+	DRA fwk.SharedDRAManager
+	// Features are DynamicResources' allocator features.
+	Features structured.Features
+	// Clock stamps the allocation as DynamicResources would.
+	Clock clock.PassiveClock
+	// CEL caches compiled device selectors; NewAllocator gives one.
+	CEL *cel.Cache
+}
+
+// ErrNoFit says the node's free devices do not satisfy the claim: the
+// same plan would fail again.
+var ErrNoFit = errors.New("the node's free devices do not satisfy it")
+
+// gatherTries bounds the reads of the allocated devices that raced a
+// change of the claims (the tracker then refuses the read).
+const gatherTries = 20
+
+// Allocate allocates claim on node. A failure that may pass if tried again
+// (the tracker kept refusing the read of allocated devices) is Transient;
+// ErrNoFit means the node cannot hold the claim.
+func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claim *resourceapi.ResourceClaim) (*resourceapi.AllocationResult, error) {
+	state, err := a.gather(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices, err := a.DRA.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	allocator, err := structured.NewAllocator(ctx, a.Features, *state, a.DRA.DeviceClasses(), slices, a.CEL)
+	if err != nil {
+		return nil, err
+	}
+	results, err := allocator.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+	if err != nil {
+		return nil, err
+	}
+	if len(results) != 1 {
+		return nil, ErrNoFit
+	}
+	// DynamicResources stamps an allocation it made with its time when
+	// device binding conditions are on, and an allocation cannot change
+	// once written: stamp it here, as it would.
+	if results[0].AllocationTimestamp == nil {
+		results[0].AllocationTimestamp = &metav1.Time{Time: a.Clock.Now()}
+	}
+	return &results[0], nil
+}
+
+// gather reads the allocated devices. The tracker refuses a read that
+// raced a change of the claims ("conflicting concurrent modification");
+// DynamicResources reads again, and so does this, a bounded number of
+// times, without sleeping long: the cycle waits.
+func (a *Allocator) gather(ctx context.Context) (*structured.AllocatedState, error) {
+	var state *structured.AllocatedState
+	var last error
+	backoff := wait.Backoff{Steps: gatherTries, Duration: 100 * time.Microsecond, Factor: 2, Cap: 10 * time.Millisecond}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		state, last = a.DRA.ResourceClaims().GatherAllocatedState()
+		return last == nil, nil
+	})
+	if err != nil {
+		if last == nil {
+			last = err // the context ended
+		}
+		return nil, &transientError{fmt.Errorf("reading the allocated devices: %w", last)}
+	}
+	return state, nil
+}
+
+// transientError wraps an error that may pass if the work is done again.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// NewAllocator returns an allocator over manager with DynamicResources'
+// features as the feature gates set them now.
+func NewAllocator(manager fwk.SharedDRAManager, c clock.PassiveClock) *Allocator {
+	return &Allocator{
+		DRA:      manager,
+		Features: dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)),
+		Clock:    c,
+		CEL:      cel.NewCache(64, cel.Features{}),
+	}
+}
