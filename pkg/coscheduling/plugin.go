@@ -64,6 +64,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -115,7 +116,10 @@ type Plugin struct {
 	// shared remembers the claims the plugin allocated for members that
 	// share them (shared.go).
 	shared *sharedAllocations
-	events *eventRecorder
+	// reconciler gives back allocations the plugin wrote that no pod came
+	// to use (reconcile.go); nil when the framework has no DRA manager.
+	reconciler *dra.Reconciler
+	events     *eventRecorder
 	// decider chooses preemption victims (preempt.go); nil when the
 	// planner cannot give it a topology tree, and then nothing is
 	// preempted.
@@ -208,6 +212,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onClaimAdd, DeleteFunc: pl.onClaimDelete}); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
+		pl.reconciler = pl.startReconciler(ctx, handle)
 	}
 	if trees, ok := planner.(preemption.TreeSource); ok {
 		pl.decider = preemption.NewEngine(planner, trees)

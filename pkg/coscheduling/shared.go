@@ -163,7 +163,7 @@ func (pl *Plugin) allocateShared(ctx context.Context, spec *gang.Spec, members [
 	for g, group := range groups {
 		node := req.Nodes[plan.NodeOf[group[0]]].Name
 		for _, name := range claims[g] {
-			ok, err := pl.allocateClaim(ctx, name, node)
+			ok, err := pl.allocateClaim(ctx, spec.Key, name, node)
 			if err != nil {
 				why := fmt.Sprintf("ResourceClaim %s, which members %s share, could not be allocated on node %s: %v", name, memberNames(members, group), node, err)
 				pl.failGang(ctx, spec.Key, ReasonGangRejected, why, true)
@@ -194,7 +194,7 @@ func memberNames(members []*v1.Pod, idx []int) string {
 // allocateClaim allocates claim on node with kube-scheduler's allocator and
 // writes it: the finalizer DynamicResources adds, then the allocation. It
 // reports false when the claim was allocated already.
-func (pl *Plugin) allocateClaim(ctx context.Context, name types.NamespacedName, nodeName string) (bool, error) {
+func (pl *Plugin) allocateClaim(ctx context.Context, key gang.Key, name types.NamespacedName, nodeName string) (bool, error) {
 	dra := pl.devices.dra
 	claim, err := dra.ResourceClaims().Get(name.Namespace, name.Name)
 	if err != nil {
@@ -243,11 +243,12 @@ func (pl *Plugin) allocateClaim(ctx context.Context, name types.NamespacedName, 
 		if c.Status.Allocation != nil {
 			return fmt.Errorf("it was allocated elsewhere in the meantime")
 		}
+		markAllocation(key, c)
 		if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
 			c.Finalizers = append(c.Finalizers, resourceapi.Finalizer)
-			if c, err = client.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
-				return err
-			}
+		}
+		if c, err = client.Update(ctx, c, metav1.UpdateOptions{}); err != nil {
+			return err
 		}
 		c.Status.Allocation = &results[0]
 		written, err = client.UpdateStatus(ctx, c, metav1.UpdateOptions{})
