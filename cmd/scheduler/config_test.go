@@ -164,6 +164,11 @@ func TestInvalidPluginArgsFailStartup(t *testing.T) {
 			wantErr: `pluginConfig[Coscheduling].args.podGroupBackoffSeconds: Invalid value: 0: must be at least 1`,
 		},
 		{
+			name:    "negative claim release grace",
+			replace: [2]string{"claimReleaseGraceSeconds: 60", "claimReleaseGraceSeconds: -1"},
+			wantErr: `pluginConfig[Coscheduling].args.claimReleaseGraceSeconds: Invalid value: -1: must be at least 0`,
+		},
+		{
 			name:    "misspelt field",
 			replace: [2]string{"podGroupBackoffSeconds: 2", "podGroupBackofSeconds: 2"},
 			wantErr: `unknown field "podGroupBackofSeconds"`,

@@ -249,7 +249,7 @@ func TestChartValues(t *testing.T) {
 		},
 		"controller":     map[string]any{"replicas": 1, "missingMembersGrace": "5m"},
 		"topology":       map[string]any{"levels": []any{"example.com/rack", "example.com/row"}},
-		"timeouts":       map[string]any{"permitWaitingTimeSeconds": 120, "podGroupBackoffSeconds": 5, "podGroupMaxBackoffSeconds": 300},
+		"timeouts":       map[string]any{"permitWaitingTimeSeconds": 120, "podGroupBackoffSeconds": 5, "podGroupMaxBackoffSeconds": 300, "claimReleaseGraceSeconds": 30},
 		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
 		"nodeSelector":   map[string]any{"node-role.kubernetes.io/control-plane": ""},
 	}
@@ -303,7 +303,7 @@ func TestChartValues(t *testing.T) {
 	wantArgs := map[string]any{
 		"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "CoschedulingArgs",
 		"permitWaitingTimeSeconds": float64(120), "podGroupBackoffSeconds": float64(5), "podGroupMaxBackoffSeconds": float64(300),
-		"topologyLevels": []any{"example.com/rack", "example.com/row"},
+		"claimReleaseGraceSeconds": float64(30), "topologyLevels": []any{"example.com/rack", "example.com/row"},
 	}
 	if diff := cmp.Diff(wantArgs, at(object(cfg), "profiles", 0, "pluginConfig", 0, "args")); diff != "" {
 		t.Errorf("CoschedulingArgs (-want,+got):\n%s", diff)

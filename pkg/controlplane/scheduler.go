@@ -20,6 +20,8 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
+
+	"github.com/gpu-gang/gpu-gang/pkg/leading"
 )
 
 // schedulerReadyTimeout bounds the wait for the scheduler's informers and
@@ -127,6 +129,9 @@ func StartScheduler(ctx context.Context, opts SchedulerOptions) (_ *Scheduler, e
 		return nil, errors.New("leader election cannot run in-process: kube-scheduler exits the process when it stops leading")
 	}
 
+	// As the command does: plugins that write on their own learn when the
+	// scheduling loop starts.
+	leading.Notify(sched)
 	s := &Scheduler{sched: sched, cancel: cancel, done: make(chan struct{}), dir: dir}
 	go func() {
 		defer close(s.done)

@@ -116,7 +116,10 @@ type Plugin struct {
 	// claims are the allocations the plugin writes for members that
 	// share a claim (shared.go), their writes and their releases.
 	claims *dra.Allocations
-	events *eventRecorder
+	// reconciler gives back allocations the plugin wrote that no pod came
+	// to use (reconcile.go); nil when the framework has no DRA manager.
+	reconciler *dra.Reconciler
+	events     *eventRecorder
 	// decider chooses preemption victims (preempt.go); nil when the
 	// planner cannot give it a topology tree, and then nothing is
 	// preempted.
@@ -211,6 +214,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onClaimAdd, DeleteFunc: pl.onClaimDelete}); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
+		pl.reconciler = pl.startReconciler(ctx, handle)
 	}
 	if trees, ok := planner.(preemption.TreeSource); ok {
 		pl.decider = preemption.NewEngine(planner, trees)

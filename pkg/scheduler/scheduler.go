@@ -54,9 +54,10 @@ func withSources(shared *gang.SharedSources,
 }
 
 // NewCommand returns the kube-scheduler command with gpu-gang's plugins
-// registered. It takes the same flags as kube-scheduler, --config among them.
+// registered. It takes the same flags as kube-scheduler, --config among them,
+// and tells the plugins when the scheduling loop starts (command.go).
 func NewCommand() *cobra.Command {
-	cmd := app.NewSchedulerCommand(RegistryOptions()...)
+	cmd := newSchedulerCommand(RegistryOptions()...)
 	cmd.Use = "gpu-gang-scheduler"
 	cmd.Short = "kube-scheduler with gang admission and interconnect-aware placement for GPU training"
 	return cmd

@@ -72,7 +72,10 @@ type processOptions struct {
 	// kill tests use it so that a kill triggered by the first binds
 	// lands while the rest still wait for their turn.
 	clientQPS float64
-	flags     []string
+	// coschedulingArgs are set in the Coscheduling plugin's args of every
+	// profile, over the shipped ones.
+	coschedulingArgs map[string]any
+	flags            []string
 }
 
 // startSchedulerProcessWith is startSchedulerProcess with every option.
@@ -100,6 +103,7 @@ func startSchedulerProcessWith(t *testing.T, name string, opts processOptions) *
 		le["renewDeadline"] = testRenewDeadline.String()
 		le["retryPeriod"] = testRetryPeriod.String()
 		cfg["leaderElection"] = le
+		setPluginArgs(cfg, "Coscheduling", opts.coschedulingArgs)
 	})
 	if err != nil {
 		t.Fatalf("writing the scheduler configuration: %v", err)
@@ -146,3 +150,30 @@ func (p *schedulerProcess) leads() bool {
 }
 
 func (p *schedulerProcess) String() string { return fmt.Sprintf("scheduler %s", p.name) }
+
+// setPluginArgs sets args in the pluginConfig of plugin in every profile of
+// the configuration cfg, over what is there.
+func setPluginArgs(cfg map[string]any, plugin string, args map[string]any) {
+	if len(args) == 0 {
+		return
+	}
+	profiles, _ := cfg["profiles"].([]any)
+	for _, p := range profiles {
+		profile, _ := p.(map[string]any)
+		entries, _ := profile["pluginConfig"].([]any)
+		for _, e := range entries {
+			entry, _ := e.(map[string]any)
+			if entry["name"] != plugin {
+				continue
+			}
+			have, _ := entry["args"].(map[string]any)
+			if have == nil {
+				have = map[string]any{}
+			}
+			for k, v := range args {
+				have[k] = v
+			}
+			entry["args"] = have
+		}
+	}
+}

@@ -51,6 +51,7 @@ profiles:
           permitWaitingTimeSeconds: {{ .Values.timeouts.permitWaitingTimeSeconds }}
           podGroupBackoffSeconds: {{ .Values.timeouts.podGroupBackoffSeconds }}
           podGroupMaxBackoffSeconds: {{ .Values.timeouts.podGroupMaxBackoffSeconds }}
+          claimReleaseGraceSeconds: {{ .Values.timeouts.claimReleaseGraceSeconds }}
           {{- if .Values.topology.levels }}
           topologyLevels:
             {{- toYaml .Values.topology.levels | nindent 12 }}

@@ -39,6 +39,10 @@ type CoschedulingArgs struct {
 	// TopologyLevels are node label keys, tightest first, that name the
 	// interconnect domains gangs are placed in.
 	TopologyLevels []string
+	// ClaimReleaseGraceSeconds is how long an allocation gpu-gang wrote
+	// on a ResourceClaim may stay with no pod reserving it and no attempt
+	// planning it before the scheduler gives it back.
+	ClaimReleaseGraceSeconds int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

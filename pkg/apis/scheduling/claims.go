@@ -9,7 +9,9 @@ package scheduling
 const (
 	// AnnotationClaimAllocatedFor names the gang the allocation was
 	// written for, as "<resource>.<group>/<name>" in the claim's namespace:
-	// podgroups.scheduling.x-k8s.io/train or podgroups.scheduling.k8s.io/train.
+	// podgroups.scheduling.x-k8s.io/train, podgroups.scheduling.k8s.io/train,
+	// or compositepodgroups.scheduling.k8s.io/job for the root of a
+	// hierarchy of PodGroups.
 	AnnotationClaimAllocatedFor = "gpu-gang.x-k8s.io/allocated-for"
 	// AnnotationClaimAllocationAttempt is an opaque token, new for every
 	// allocation gpu-gang writes. A release gives back an allocation only

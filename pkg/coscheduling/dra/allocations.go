@@ -89,14 +89,6 @@ type Options struct {
 	Logger klog.Logger
 }
 
-// ReasonClaimReleased is the reason of the Event on a claim whose
-// allocation gpu-gang gave back; ReasonClaimReleaseFailed of the Event
-// when it could not, and tries again.
-const (
-	ReasonClaimReleased      = "ClaimReleased"
-	ReasonClaimReleaseFailed = "ClaimReleaseFailed"
-)
-
 type phase int
 
 const (

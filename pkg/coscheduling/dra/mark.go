@@ -25,6 +25,7 @@ type Mark struct {
 const (
 	xk8sPodGroups   = "podgroups.scheduling.x-k8s.io"
 	nativePodGroups = "podgroups.scheduling.k8s.io"
+	compositeGroups = "compositepodgroups.scheduling.k8s.io"
 )
 
 // MarkOf reads the mark on claim. ok is false when the claim carries none
@@ -47,9 +48,11 @@ func MarkOf(claim *resourceapi.ResourceClaim) (m Mark, ok bool, err error) {
 		key.API = gang.XK8s
 	case nativePodGroups:
 		key.API = gang.Native
+	case compositeGroups:
+		key.API = gang.Composite
 	default:
-		return Mark{}, true, fmt.Errorf("ResourceClaim %s/%s: annotation %s=%q names no PodGroup resource (%s or %s)",
-			claim.Namespace, claim.Name, scheduling.AnnotationClaimAllocatedFor, owner, xk8sPodGroups, nativePodGroups)
+		return Mark{}, true, fmt.Errorf("ResourceClaim %s/%s: annotation %s=%q names no PodGroup resource (%s, %s or %s)",
+			claim.Namespace, claim.Name, scheduling.AnnotationClaimAllocatedFor, owner, xk8sPodGroups, nativePodGroups, compositeGroups)
 	}
 	return Mark{Gang: key, Attempt: token}, true, nil
 }
@@ -73,8 +76,12 @@ func Clear(claim *resourceapi.ResourceClaim) {
 
 func (m Mark) owner() string {
 	resource := xk8sPodGroups
-	if m.Gang.API == gang.Native {
+	switch m.Gang.API {
+	case gang.Native:
 		resource = nativePodGroups
+	case gang.Composite:
+		// A hierarchy's attempt is its root's, which may be a composite.
+		resource = compositeGroups
 	}
 	return resource + "/" + m.Gang.Name
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestMarkRoundTrip(t *testing.T) {
-	for _, api := range gang.APIs {
+	for _, api := range append(gang.APIs, gang.Composite) {
 		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
 		want := Mark{Gang: gang.Key{API: api, Namespace: "ns", Name: "train.v1"}, Attempt: "a1"}
 		want.Annotate(claim)

@@ -9,12 +9,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
+	configv1 "github.com/gpu-gang/gpu-gang/pkg/apis/config/v1"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 )
 
 func TestDecodeCoschedulingArgs(t *testing.T) {
 	defaults := config.CoschedulingArgs{
 		PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
+		ClaimReleaseGraceSeconds: 60,
 	}
 	tests := []struct {
 		name    string
@@ -27,14 +29,25 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 		{
 			name: "scheduler-plugins field names keep their meaning",
 			obj:  &runtime.Unknown{Raw: []byte(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"CoschedulingArgs","permitWaitingTimeSeconds":30,"podGroupBackoffSeconds":5}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 30, PodGroupBackoffSeconds: 5, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 30, PodGroupBackoffSeconds: 5, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia", ClaimReleaseGraceSeconds: 60},
 		},
 		{
 			name: "explicit levels replace the default preset",
 			obj:  &runtime.Unknown{Raw: []byte(`{"topologyLevels":["example.com/rack","example.com/row"]}`)},
 			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60,
-				TopologyLevels: []string{"example.com/rack", "example.com/row"}},
+				TopologyLevels: []string{"example.com/rack", "example.com/row"}, ClaimReleaseGraceSeconds: 60},
 		},
+		{
+			name: "a claim release grace of its own",
+			obj:  &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":5}`)},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia", ClaimReleaseGraceSeconds: 5},
+		},
+		{
+			name: "a claim release grace of 0 is allowed",
+			obj:  &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":0}`)},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
+		},
+		{name: "negative claim release grace", obj: &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":-1}`)}, wantErr: "args.claimReleaseGraceSeconds: Invalid value: -1: must be at least 0"},
 		{name: "unknown field", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTime":3}`)}, wantErr: `unknown field "permitWaitingTime"`},
 		{name: "zero wait", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTimeSeconds":0}`)}, wantErr: "args.permitWaitingTimeSeconds: Invalid value: 0"},
 		{name: "negative backoff", obj: &runtime.Unknown{Raw: []byte(`{"podGroupBackoffSeconds":-1}`)}, wantErr: "args.podGroupBackoffSeconds: Invalid value: -1"},
@@ -110,4 +123,13 @@ func TestDefaultCapacityLabelsAreNotShared(t *testing.T) {
 	a.CapacityTypeLabels[0] = "example.com/changed"
 	require.Equal(t, "karpenter.sh/capacity-type", b.CapacityTypeLabels[0], "each decode gets its own default list")
 	require.Equal(t, "karpenter.sh/capacity-type", scheduling.DefaultCapacityTypeLabels()[0])
+}
+
+func TestDefaultClaimReleaseGraceIsNotShared(t *testing.T) {
+	a := &configv1.CoschedulingArgs{}
+	b := &configv1.CoschedulingArgs{}
+	configv1.SetDefaultsCoschedulingArgs(a)
+	configv1.SetDefaultsCoschedulingArgs(b)
+	*a.ClaimReleaseGraceSeconds = 1
+	require.Equal(t, int64(60), *b.ClaimReleaseGraceSeconds, "each defaulting hands out its own pointer")
 }

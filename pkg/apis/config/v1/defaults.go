@@ -14,6 +14,7 @@ const (
 	DefaultPermitWaitingTimeSeconds  int64 = 60
 	DefaultPodGroupBackoffSeconds    int64 = 2
 	DefaultPodGroupMaxBackoffSeconds int64 = 60
+	DefaultClaimReleaseGraceSeconds  int64 = 60
 	// DefaultUnlabelledNodes skips nodes that do not say their CUDA
 	// version when a gang asks for one.
 	DefaultUnlabelledNodes = config.UnlabelledNodesSkip
@@ -29,6 +30,9 @@ func SetDefaultsCoschedulingArgs(args *CoschedulingArgs) {
 	}
 	if args.PodGroupMaxBackoffSeconds == nil {
 		args.PodGroupMaxBackoffSeconds = ptr.To(DefaultPodGroupMaxBackoffSeconds)
+	}
+	if args.ClaimReleaseGraceSeconds == nil {
+		args.ClaimReleaseGraceSeconds = ptr.To(DefaultClaimReleaseGraceSeconds)
 	}
 	if args.TopologyPreset == nil && len(args.TopologyLevels) == 0 {
 		// NVLink cliques under leaf and spine switches; nodes without

@@ -71,6 +71,7 @@ func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.Cosched
 	out.PermitWaitingTimeSeconds = deref(in.PermitWaitingTimeSeconds)
 	out.PodGroupBackoffSeconds = deref(in.PodGroupBackoffSeconds)
 	out.PodGroupMaxBackoffSeconds = deref(in.PodGroupMaxBackoffSeconds)
+	out.ClaimReleaseGraceSeconds = deref(in.ClaimReleaseGraceSeconds)
 	out.TopologyPreset = ""
 	if in.TopologyPreset != nil {
 		out.TopologyPreset = *in.TopologyPreset
@@ -83,6 +84,7 @@ func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *Cosch
 	out.PermitWaitingTimeSeconds = ptr.To(in.PermitWaitingTimeSeconds)
 	out.PodGroupBackoffSeconds = ptr.To(in.PodGroupBackoffSeconds)
 	out.PodGroupMaxBackoffSeconds = ptr.To(in.PodGroupMaxBackoffSeconds)
+	out.ClaimReleaseGraceSeconds = ptr.To(in.ClaimReleaseGraceSeconds)
 	out.TopologyPreset = nil
 	if in.TopologyPreset != "" {
 		out.TopologyPreset = ptr.To(in.TopologyPreset)

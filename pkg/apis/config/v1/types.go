@@ -31,6 +31,15 @@ type CoschedulingArgs struct {
 	// TopologyLevels lists node label keys, tightest first, for fabrics no
 	// preset describes. The node itself is always the lowest level.
 	TopologyLevels []string `json:"topologyLevels,omitempty"`
+	// ClaimReleaseGraceSeconds is how long an allocation gpu-gang wrote
+	// itself (a claim several members of a gang share, or a PodGroup's
+	// claim) may stay with no pod reserving it and no attempt of the
+	// scheduler planning it before the scheduler gives it back, as when
+	// the scheduler restarted between allocating and binding, or the job
+	// was cancelled before any member bound. Defaults to 60; 0 gives such
+	// an allocation back as soon as it is seen, which may take it from
+	// members about to bind.
+	ClaimReleaseGraceSeconds *int64 `json:"claimReleaseGraceSeconds,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

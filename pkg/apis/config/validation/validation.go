@@ -25,6 +25,10 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 		errs = append(errs, field.Invalid(path.Child("podGroupMaxBackoffSeconds"), args.PodGroupMaxBackoffSeconds,
 			"must be at least podGroupBackoffSeconds"))
 	}
+	if args.ClaimReleaseGraceSeconds < 0 {
+		errs = append(errs, field.Invalid(path.Child("claimReleaseGraceSeconds"), args.ClaimReleaseGraceSeconds,
+			"must be at least 0: it is how long an allocation no pod uses is kept before the scheduler gives it back"))
+	}
 	if _, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels); err != nil {
 		switch {
 		case args.TopologyPreset != "" && len(args.TopologyLevels) > 0:
