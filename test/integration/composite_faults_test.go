@@ -63,23 +63,7 @@ func init() {
 // until t ends, and returns its log.
 func startHoldSchedulerProcess(t *testing.T) *processLog {
 	t.Helper()
-	config, err := controlplane.WriteSchedulerConfig(*schedulerConfig, t.TempDir(), func(cfg map[string]any) {
-		profiles, _ := cfg["profiles"].([]any)
-		for _, p := range profiles {
-			profile, _ := p.(map[string]any)
-			plugins, _ := profile["plugins"].(map[string]any)
-			pre, _ := plugins["preEnqueue"].(map[string]any)
-			if pre == nil {
-				pre = map[string]any{}
-			}
-			enabled, _ := pre["enabled"].([]any)
-			pre["enabled"] = append(enabled, map[string]any{"name": holdPluginName})
-			plugins["preEnqueue"] = pre
-		}
-	})
-	if err != nil {
-		t.Fatalf("writing the scheduler configuration: %v", err)
-	}
+	config := holdPluginConfig(t)
 	log := newProcessLog(t, "hold-scheduler")
 	sched, err := controlplane.StartSchedulerProcess(t.Context(), controlplane.SchedulerProcessOptions{
 		Command:    []string{os.Args[0], holdSchedulerArg},

@@ -131,38 +131,14 @@ func (env *draEnv) refuseClaimReleases() *claimReleaseRefusal {
 	env.t.Helper()
 	t := env.t
 	r := &claimReleaseRefusal{name: "refuse-claim-releases-" + env.ns}
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: r.name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-					Rule: admissionregistrationv1.Rule{APIGroups: []string{"resource.k8s.io"}, APIVersions: []string{"*"},
-						Resources: []string{"resourceclaims/status"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("object.metadata.namespace != %q || !has(oldObject.status) || !has(oldObject.status.allocation) || (has(object.status) && has(object.status.allocation))", env.ns),
-				Message:    "releasing an allocation refused by the test's admission policy",
-			}},
+	createAdmissionRefusal(t, r.name,
+		admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"resource.k8s.io"}, APIVersions: []string{"*"},
+				Resources: []string{"resourceclaims/status"}},
 		},
-	}
-	vapb := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: r.name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        r.name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	api := kubeClient.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(t.Context(), vap, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the admission policy: %v", err)
-	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(t.Context(), vapb, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("binding the admission policy: %v", err)
-	}
-	t.Cleanup(r.lift)
+		fmt.Sprintf("object.metadata.namespace != %q || !has(oldObject.status) || !has(oldObject.status.allocation) || (has(object.status) && has(object.status.allocation))", env.ns),
+		"releasing an allocation refused by the test's admission policy")
 
 	probe := env.releaseProbe(r.lift)
 	claims := kubeClient.ResourceV1().ResourceClaims(env.ns)
@@ -210,12 +186,7 @@ func (env *draEnv) releaseProbe(stop func()) string {
 }
 
 // lift ends the refusal.
-func (r *claimReleaseRefusal) lift() {
-	api := kubeClient.AdmissionregistrationV1()
-	ctx := context.Background()
-	_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, r.name, metav1.DeleteOptions{})
-	_ = api.ValidatingAdmissionPolicies().Delete(ctx, r.name, metav1.DeleteOptions{})
-}
+func (r *claimReleaseRefusal) lift() { liftAdmissionRefusal(r.name) }
 
 // A release racing a re-attempt never leaves a member unbound while its
 // siblings run. Two members share a claim gpu-gang allocated and wait in

@@ -563,37 +563,13 @@ func (env *testEnv) refuseBindings(names ...string) *bindingRefusal {
 		quoted[i] = fmt.Sprintf("%q", n)
 	}
 	r := &bindingRefusal{env: env, name: "refuse-bindings-" + env.ns}
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: r.name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: fmt.Sprintf("object.metadata.namespace != %q || !(object.metadata.name in [%s])", env.ns, strings.Join(quoted, ", ")),
-				Message:    "binding refused by the fault suite's admission policy",
-			}},
+	createAdmissionRefusal(t, r.name,
+		admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding"}},
 		},
-	}
-	vapb := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: r.name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        r.name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	api := kubeClient.AdmissionregistrationV1()
-	if _, err := api.ValidatingAdmissionPolicies().Create(t.Context(), vap, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the admission policy: %v", err)
-	}
-	if _, err := api.ValidatingAdmissionPolicyBindings().Create(t.Context(), vapb, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("binding the admission policy: %v", err)
-	}
-	t.Cleanup(r.lift)
+		fmt.Sprintf("object.metadata.namespace != %q || !(object.metadata.name in [%s])", env.ns, strings.Join(quoted, ", ")),
+		"binding refused by the fault suite's admission policy")
 
 	probe := names[len(names)-1]
 	env.createPods(probePod(env.ns, probe))
@@ -618,11 +594,47 @@ func probePod(ns, name string) *v1.Pod {
 }
 
 // lift ends the refusal.
-func (r *bindingRefusal) lift() {
+func (r *bindingRefusal) lift() { liftAdmissionRefusal(r.name) }
+
+// createAdmissionRefusal makes the API server deny, with message, the
+// requests that match rule and fail expression (a ValidatingAdmissionPolicy
+// and its binding, both named name), and lifts the refusal when the test
+// ends. Policies take effect asynchronously: the caller probes.
+func createAdmissionRefusal(t *testing.T, name string, rule admissionregistrationv1.RuleWithOperations, expression, message string) {
+	t.Helper()
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+				{RuleWithOperations: rule},
+			}},
+			Validations: []admissionregistrationv1.Validation{{Expression: expression, Message: message}},
+		},
+	}
+	vapb := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	api := kubeClient.AdmissionregistrationV1()
+	if _, err := api.ValidatingAdmissionPolicies().Create(t.Context(), vap, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the admission policy: %v", err)
+	}
+	if _, err := api.ValidatingAdmissionPolicyBindings().Create(t.Context(), vapb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("binding the admission policy: %v", err)
+	}
+	t.Cleanup(func() { liftAdmissionRefusal(name) })
+}
+
+// liftAdmissionRefusal ends what createAdmissionRefusal started.
+func liftAdmissionRefusal(name string) {
 	api := kubeClient.AdmissionregistrationV1()
 	ctx := context.Background()
-	_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, r.name, metav1.DeleteOptions{})
-	_ = api.ValidatingAdmissionPolicies().Delete(ctx, r.name, metav1.DeleteOptions{})
+	_ = api.ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+	_ = api.ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
 }
 
 // Fault 9: a node is deleted while a gang waits in Permit with a member

@@ -76,23 +76,7 @@ func (holdPlugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 func withHoldPlugin(t *testing.T) *controlplane.Scheduler {
 	t.Helper()
 	pauseInProcessScheduler(t)
-	config, err := controlplane.WriteSchedulerConfig(*schedulerConfig, t.TempDir(), func(cfg map[string]any) {
-		profiles, _ := cfg["profiles"].([]any)
-		for _, p := range profiles {
-			profile, _ := p.(map[string]any)
-			plugins, _ := profile["plugins"].(map[string]any)
-			pre, _ := plugins["preEnqueue"].(map[string]any)
-			if pre == nil {
-				pre = map[string]any{}
-			}
-			enabled, _ := pre["enabled"].([]any)
-			pre["enabled"] = append(enabled, map[string]any{"name": holdPluginName})
-			plugins["preEnqueue"] = pre
-		}
-	})
-	if err != nil {
-		t.Fatalf("writing the scheduler configuration: %v", err)
-	}
+	config := holdPluginConfig(t)
 	registry := append(scheduler.RegistryOptions(), app.WithPlugin(holdPluginName,
 		func(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			holdHandle = h
@@ -186,4 +170,28 @@ func labelledSum(t *testing.T, name, label, value string) float64 {
 		}
 	}
 	return sum
+}
+
+// holdPluginConfig writes the shipped scheduler configuration with
+// HoldForTest enabled at PreEnqueue in every profile, and returns its path.
+func holdPluginConfig(t *testing.T) string {
+	t.Helper()
+	config, err := controlplane.WriteSchedulerConfig(*schedulerConfig, t.TempDir(), func(cfg map[string]any) {
+		profiles, _ := cfg["profiles"].([]any)
+		for _, p := range profiles {
+			profile, _ := p.(map[string]any)
+			plugins, _ := profile["plugins"].(map[string]any)
+			pre, _ := plugins["preEnqueue"].(map[string]any)
+			if pre == nil {
+				pre = map[string]any{}
+			}
+			enabled, _ := pre["enabled"].([]any)
+			pre["enabled"] = append(enabled, map[string]any{"name": holdPluginName})
+			plugins["preEnqueue"] = pre
+		}
+	})
+	if err != nil {
+		t.Fatalf("writing the scheduler configuration: %v", err)
+	}
+	return config
 }
