@@ -43,6 +43,13 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("gang %s retries at %s after: %s", key, until.UTC().Format(time.RFC3339), reason))
 	}
+	if pl.ledger.Claims.Expired(key) && len(pl.claims.Claims(key)) > 0 {
+		// The plan expired before its members reserved, and the claims
+		// written for it may pin them to a node that can no longer take
+		// them: end the attempt so that they are given back, and plan
+		// afresh once they are.
+		pl.failGang(ctx, key, ReasonGangTimedOut, "its plan expired before its members reserved; the claims written for it are given back", false)
+	}
 	if pl.claims.Busy(key) {
 		// The plan is kept while what its members share is written: none
 		// reserves with a claim about to change.

@@ -7,8 +7,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/leading"
-	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
 // The plugin learns from the scheduler when its scheduling loop starts,
@@ -27,7 +27,7 @@ func (pl *Plugin) startReconciler(ctx context.Context, handle fwk.Handle) *dra.R
 		return dra.NewReconciler(claims.Lister(), releaser, handle.EventRecorder(), pl.clock, grace)
 	}, claims.Informer().HasSynced)
 	r.Track(pl.claims)
-	r.Track(liveAttempts{pl.ledger.Claims})
+	r.Track(liveAttempts{pl})
 	return r
 }
 
@@ -40,14 +40,40 @@ func (pl *Plugin) StartedLeading() {
 }
 
 // liveAttempts says a mark is live while its gang has an attempt in
-// flight: planned, its members reserving or waiting in Permit. The
-// attempt may use an allocation an earlier one wrote (it adopts it before
-// its members reserve), so any mark of the gang counts. The write table
-// (dra.Allocations) is tracked beside it for the writes and releases in
-// flight.
-type liveAttempts struct{ claims *ledger.Claims }
+// flight (planned and not past its deadline, its members reserving or
+// waiting in Permit) or is binding. The attempt may use an allocation an
+// earlier one wrote (it adopts it before its members reserve), so any mark
+// of the gang counts. The write table (dra.Allocations) is tracked beside
+// it for the writes and releases in flight.
+type liveAttempts struct{ pl *Plugin }
 
 func (l liveAttempts) Live(m dra.Mark) bool {
-	_, inFlight := l.claims.Fingerprint(m.Gang)
-	return inFlight
+	if _, inFlight := l.pl.ledger.Claims.Remaining(m.Gang); inFlight {
+		return true
+	}
+	return l.pl.binding(m.Gang)
+}
+
+// binding reports whether a member of the gang reserved a node and has not
+// bound yet. Permit has let it go, and DynamicResources writes the claim's
+// reservedFor only in the member's PreBind, so until then a shared claim's
+// allocation has no consumer the API shows; a gang of hundreds behind the
+// client's rate limit can take longer than the grace to get there. When
+// the gang's members cannot be read it counts as binding: the reconciler
+// then waits for the next pass.
+func (pl *Plugin) binding(key gang.Key) bool {
+	reserved := pl.ledger.Claims.Reservations(key)
+	if len(reserved) == 0 {
+		return false
+	}
+	members, err := pl.members(key)
+	if err != nil {
+		return true
+	}
+	for _, p := range members {
+		if _, ok := reserved[p.UID]; ok && p.Spec.NodeName == "" {
+			return true
+		}
+	}
+	return false
 }

@@ -31,7 +31,7 @@ import (
 func sharedClaimGang(t *testing.T) (*testEnv, []*v1.Pod) {
 	t.Helper()
 	claim := &resourceapi.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "node-gpus", UID: "uid-node-gpus"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "node-gpus", UID: "uid-node-gpus", ResourceVersion: "1"},
 		Spec:       gpuClaimSpec(scheduling.DeviceClassGPU, 8, ""),
 	}
 	job := members("rl", 2, "")
@@ -147,4 +147,75 @@ func TestSharedClaimWriteFailures(t *testing.T) {
 			})
 		})
 	}
+}
+
+// writtenClaim schedules the gang's first member, which plans the gang and
+// hands the shared claim's allocation to the writer, and returns the mark
+// once the write has landed.
+func writtenClaim(t *testing.T, env *testEnv, first *v1.Pod) dra.Mark {
+	t.Helper()
+	_, status := env.schedule(first)
+	require.Contains(t, status.Message(), ErrReasonClaimsWriting)
+	written := env.claimIs("allocated and marked", func(c *resourceapi.ResourceClaim) bool {
+		_, marked, _ := dra.MarkOf(c)
+		return c.Status.Allocation != nil && marked
+	})
+	m, _, _ := dra.MarkOf(written)
+	require.Eventually(t, func() bool {
+		c, err := env.pl.devices.dra.ResourceClaims().Get(testNS, "node-gpus")
+		return !env.pl.claims.Busy(m.Gang) && err == nil && c.Status.Allocation != nil
+	}, 10*time.Second, 10*time.Millisecond, "the write lands, and the claim tracker has it")
+	return m
+}
+
+// Permit lets a gang go before DynamicResources' PreBind writes the shared
+// claim's reservedFor: until every reserved member has bound, the
+// allocation has no consumer the API shows, and the reconciler must count
+// it as live, or a gang slow to bind (hundreds of members behind the
+// client's rate limit) would lose the claim under members about to bind
+// while their siblings run.
+func TestSharedClaimLiveWhileTheGangBinds(t *testing.T) {
+	env, job := sharedClaimGang(t)
+	m := writtenClaim(t, env, job[0])
+	live := liveAttempts{env.pl}
+
+	nodes := make([]string, len(job))
+	for i, p := range job {
+		node, status := env.schedule(p)
+		require.Truef(t, status.IsSuccess() || status.IsWait(), "member %s: %v", p.Name, status)
+		nodes[i] = node
+	}
+	_, inFlight := env.pl.ledger.Claims.Remaining(m.Gang)
+	require.False(t, inFlight, "Permit let the gang go: its attempt ended")
+	require.True(t, live.Live(m), "reserved members that have not bound keep the claim live")
+
+	env.bind(job[0], nodes[0])
+	require.True(t, live.Live(m), "one member still binds")
+	env.bind(job[1], nodes[1])
+	env.waitForLister(job[1], func(p *v1.Pod) bool { return p.Spec.NodeName != "" })
+	require.False(t, live.Live(m), "every member bound: reservedFor names them, the claim controller owns the claim")
+}
+
+// A plan that expired before any member reserved ends when the gang is
+// next tried: the claims written for it are given back, instead of staying
+// held, and live, for a plan that may never be made again (the node they
+// pin the members to may be cordoned or full by then).
+func TestSharedClaimOfAnExpiredPlanIsGivenBack(t *testing.T) {
+	env, job := sharedClaimGang(t)
+	m := writtenClaim(t, env, job[0])
+	require.True(t, env.pl.claims.Live(m))
+
+	env.clock.Step(time.Hour) // the plan expires; no member reserved
+	_, status := env.schedule(job[0])
+	require.False(t, status.IsSuccess(), "the member waits while the claim is given back: %v", status)
+	env.claimIs("given back", func(c *resourceapi.ResourceClaim) bool {
+		_, marked, _ := dra.MarkOf(c)
+		return c.Status.Allocation == nil && !marked
+	})
+	require.False(t, env.pl.claims.Live(m), "the expired attempt's write is no longer live")
+	var events []string
+	require.Eventually(t, func() bool {
+		events = append(events, env.recorded()...)
+		return hasEvent(events, dra.ReasonClaimReleased, "its plan expired before its members reserved")
+	}, 10*time.Second, 10*time.Millisecond, "a ClaimReleased Event says why: %q", events)
 }

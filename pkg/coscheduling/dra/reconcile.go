@@ -200,8 +200,11 @@ func (r *Reconciler) Pass(ctx context.Context) {
 		if now.Sub(s.at) < r.grace {
 			continue
 		}
-		r.releaseOne(ctx, c, name, m)
-		delete(r.since, name)
+		if r.releaseOne(ctx, c, name, m) {
+			delete(r.since, name)
+		}
+		// A release that failed keeps its sighting: the next pass tries
+		// again, not a whole grace later.
 	}
 	for name := range r.since {
 		if !seen[name] {
@@ -216,27 +219,28 @@ func (r *Reconciler) Pass(ctx context.Context) {
 }
 
 // releaseOne gives back the allocation marked m on c.
-func (r *Reconciler) releaseOne(ctx context.Context, c *resourceapi.ResourceClaim, name types.NamespacedName, m Mark) {
+func (r *Reconciler) releaseOne(ctx context.Context, c *resourceapi.ResourceClaim, name types.NamespacedName, m Mark) (done bool) {
 	logger := klog.FromContext(ctx)
 	outcome, err := r.release.Release(ctx, name, m)
 	if err != nil {
 		// The claim keeps its mark; the next pass finds it again.
 		logger.Error(err, "Could not give back an allocation no pod of its gang reserved", "claim", name, "podGroup", m.Gang)
-		return
+		return false
 	}
 	if outcome != Released {
 		logger.V(4).Info("Left an allocation gpu-gang wrote", "claim", name, "podGroup", m.Gang, "outcome", outcome)
-		return
+		return true
 	}
 	if c.Status.Allocation == nil {
 		// Only the mark of an allocation given back earlier was left.
 		logger.V(4).Info("Cleared the mark of an allocation already given back", "claim", name, "podGroup", m.Gang)
-		return
+		return true
 	}
 	logger.V(2).Info("Gave back an allocation no pod of its gang reserved", "claim", name, "podGroup", m.Gang, "grace", r.grace)
 	r.recorder.Eventf(c, nil, v1.EventTypeNormal, ReasonClaimReleased, "Release",
 		"gave back the allocation gpu-gang wrote for gang %s: no pod of gang %s reserved it for %s and no attempt plans it; the gang's next attempt allocates it again",
 		m.Gang.Name, m.Gang.Name, r.grace)
+	return true
 }
 
 // warn reports a mark that cannot be read, once per value.

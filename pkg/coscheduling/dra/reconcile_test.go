@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -298,5 +299,41 @@ func TestReconcilerPeriod(t *testing.T) {
 		if got := r.Period(); got != want {
 			t.Errorf("grace %s: period %s, want %s", grace, got, want)
 		}
+	}
+}
+
+// failingReleaser fails its first fails calls, then records the releases.
+type failingReleaser struct {
+	recordingReleaser
+	fails int
+}
+
+func (r *failingReleaser) Release(ctx context.Context, name types.NamespacedName, m Mark) (Outcome, error) {
+	r.mu.Lock()
+	if r.fails > 0 {
+		r.fails--
+		r.mu.Unlock()
+		return Released, errors.New("the API server refused it")
+	}
+	r.mu.Unlock()
+	return r.recordingReleaser.Release(ctx, name, m)
+}
+
+// A release that failed is tried again at the next pass, not a whole grace
+// later: the allocation has been unused for the grace already.
+func TestReconcilerRetriesAFailedReleaseAtTheNextPass(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	_, factory := newClaimEnv(t, ctx, claimNamed("ns", "shared", markFor("train", "t1")))
+	clock := clocktesting.NewFakeClock(time.Now())
+	rel := &failingReleaser{fails: 1}
+	r := newReconciler(factory.Resource().V1().ResourceClaims().Lister(), rel, events.NewFakeRecorder(10), clock, testGrace)
+	start := clock.Now()
+	r.Pass(ctx)
+	clock.SetTime(start.Add(testGrace))
+	r.Pass(ctx) // the release fails
+	clock.SetTime(start.Add(testGrace + time.Second))
+	r.Pass(ctx)
+	if diff := cmp.Diff([]string{"ns/shared"}, rel.released()); diff != "" {
+		t.Errorf("released at the pass after the failure (-want,+got):\n%s", diff)
 	}
 }

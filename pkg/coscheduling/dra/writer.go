@@ -172,6 +172,14 @@ func (t *Allocations) release(e *entry) {
 		t.opts.Done(e.mark.Gang)
 		return
 	}
+	if err != nil && t.ctx.Err() != nil {
+		// The scheduler is stopping: the mark stays on the claim for the
+		// next leader's reconciler, and no timer outlives the plugin.
+		e.phase = stranded
+		t.mu.Unlock()
+		t.opts.Done(e.mark.Gang)
+		return
+	}
 	if err != nil {
 		e.failures++
 		delay := t.opts.RetryAfter
