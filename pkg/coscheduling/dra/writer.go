@@ -90,6 +90,13 @@ func (t *Allocations) write(e *entry) {
 	} else {
 		t.opts.Logger.V(3).Info("Wrote a claim's allocation", "claim", e.name, "podGroup", e.mark.Gang, "attempt", e.mark.Attempt)
 	}
+	t.settle(e, failed, err, release)
+}
+
+// settle ends a write or an adoption once the table's lock is let go: it
+// tells the caller's failed why it failed, then gives back e when release
+// is set (the release tells Options.Done), or else tells Options.Done now.
+func (t *Allocations) settle(e *entry, failed func(error), err error, release bool) {
 	if failed != nil {
 		failed(err)
 	}
@@ -150,14 +157,7 @@ func (t *Allocations) adopt(e *entry) {
 		e.why = fmt.Sprintf("adopting it failed: %v", err)
 	}
 	t.mu.Unlock()
-	if failed != nil {
-		failed(err)
-	}
-	if release {
-		t.release(e)
-		return
-	}
-	t.opts.Done(e.mark.Gang)
+	t.settle(e, failed, err, release)
 }
 
 // release gives back e's allocation through the Releaser, the one place
