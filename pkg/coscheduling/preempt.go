@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -118,14 +119,14 @@ func (pl *Plugin) preempt(ctx context.Context, s *cycleState, pod *v1.Pod, statu
 			}
 			// The engine quotes the planner, which names device kinds by
 			// their dimensions.
-			return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+dem.describeText(&req.Request, no.Message))
+			return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+dem.DescribeText(&req.Request, no.Message))
 		case errors.Is(err, topology.ErrUnknownLevel):
 			// PreFilter explained it with an Event already.
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("preemption for %s: %v", p.name, err))
 		}
 		return nil, fwk.AsStatus(fmt.Errorf("deciding preemption for %s: %w", p.name, err))
 	}
-	return pl.carryOut(ctx, p, req, dem.reqs, cands, d)
+	return pl.carryOut(ctx, p, req, dem.Requests, cands, d)
 }
 
 // anyBelow reports whether any pod in the snapshot has a priority below
@@ -182,7 +183,7 @@ func (p *preemptor) preemptionPolicy() *v1.PreemptionPolicy {
 // preemptionRequest describes the preemptor and its candidate victims to
 // the engine (see the comment at the top of this file), with the members'
 // demand it read.
-func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, *demand, *candidates, *fwk.Status) {
+func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, *dra.PassDemand, *candidates, *fwk.Status) {
 	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, nil, nil, fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
@@ -195,8 +196,8 @@ func (pl *Plugin) preemptionRequest(ctx context.Context, p *preemptor, held map[
 	if status != nil {
 		return nil, nil, nil, status
 	}
-	templates, of := templatesOf(p.members, d.reqs)
-	d.markCounted(templates, of)
+	templates, of := templatesOf(p.members, d.Requests)
+	markCounted(d, templates, of)
 	key := gang.Key{Namespace: p.pod.Namespace, Name: p.pod.Name}
 	if p.spec != nil {
 		key = p.spec.Key

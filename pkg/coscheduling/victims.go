@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 )
@@ -24,7 +25,7 @@ import (
 // addUnits adds the candidate victims to req: every bound pod of lower
 // priority than the preemptor that is not leaving already, grouped into
 // gangs, and the disruption budgets that cover them.
-func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool, d *demand) *candidates {
+func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool, d *dra.PassDemand) *candidates {
 	index := make(map[string]int, len(nodeInfos))
 	for i, ni := range nodeInfos {
 		index[ni.Node().Name] = i
@@ -55,7 +56,7 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 	for d, name := range req.Resources {
 		dims[d] = v1.ResourceName(name)
 	}
-	cols := d.columns(dims)
+	cols := d.Columns(dims)
 	podOf := func(q *v1.Pod, keep bool) preemption.Pod {
 		node, ok := index[q.Spec.NodeName]
 		if !ok {
@@ -63,15 +64,15 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 		}
 		a := capacity.PodAmounts(q)
 		out := preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, Request: toVector(dims, a), GPUs: acceleratorCount(a), Keep: keep}
-		if d.devices != nil && node >= 0 {
+		if d.Devices != nil && node >= 0 {
 			// What the victim frees in a dimension devices serve is the
 			// devices its claims hold there, counted as the preemptor's
 			// kinds count them.
 			ni := nodeInfos[node]
-			taken := pl.devicesOf(d.devices, q.Spec.NodeName, []*v1.Pod{q})
+			taken := pl.devices.AllocatedPositions(d.Devices, q.Spec.NodeName, []*v1.Pod{q})
 			for c := range cols {
-				if cols[c].devices && cols[c].dev.ServedByDevices(ctx, nodeCapacity{ni}) {
-					out.Request[c] = cols[c].dev.Counted(ctx, nodeCapacity{ni}, taken)
+				if cols[c].MayUseDevices && cols[c].Devices.ServedByDevices(ctx, dra.NodeCapacity{Info: ni}) {
+					out.Request[c] = cols[c].Devices.Counted(ctx, dra.NodeCapacity{Info: ni}, taken)
 				}
 			}
 			if n := int64(taken.Count()); n > out.GPUs {
