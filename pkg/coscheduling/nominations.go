@@ -11,18 +11,19 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 )
 
 // nominations knows on which nodes kube-scheduler's nominator may hold a
-// nominated pod, so that a plan asks the nominator (nominatedOn) about
-// those nodes alone, not about every node (issue 18). The framework's
+// nominated pod, so that a plan asks the nominator (preempt.NominatedRoom)
+// about those nodes alone, not about every node (issue 18). The framework's
 // handle only answers node by node (fwk.PodNominator has no list), so the
 // set is kept here, a superset of the nominator's nodes, from the two
 // places a nomination of this scheduler comes from:
 //
 //   - the pod informer: the nominator takes a pending pod's
 //     status.nominatedNodeName when the pod is added or updated;
-//   - this plugin's PostFilter (carryOut), the only PostFilter of the
+//   - this plugin's PostFilter (package preempt), the only PostFilter of the
 //     profile that nominates (DefaultPreemption is off): its nomination
 //     reaches the nominator before the API server, and the nominator keeps
 //     it while later updates carry no nominatedNodeName.
@@ -150,11 +151,11 @@ func (n *nominations) nodes() (nodes []string, known bool) {
 }
 
 // withNominated adds to held what plain pods nominated to each node ask for,
-// when their priority is at least priority (see nominatedOn): the plan then
-// keeps out of a preemptor's freed room, as kube-scheduler's Filter does. It
-// asks only about the live nodes (nodeInfos, in name order) that may have a
-// nominated pod (every node until the set is known), and copies held
-// rather than write it.
+// when their priority is at least priority (see preempt.NominatedRoom): the
+// plan then keeps out of a preemptor's freed room, as kube-scheduler's
+// Filter does. It asks only about the live nodes (nodeInfos, in name order)
+// that may have a nominated pod (every node until the set is known), and
+// copies held rather than write it.
 func (pl *Plugin) withNominated(held map[string]capacity.Amounts, nodeInfos []fwk.NodeInfo, priority int32) map[string]capacity.Amounts {
 	names, known := pl.nominations.nodes()
 	if !known {
@@ -170,7 +171,7 @@ func (pl *Plugin) withNominated(held map[string]capacity.Amounts, nodeInfos []fw
 		}); !live {
 			continue
 		}
-		a := pl.nominatedOn(name, priority, "")
+		a := preempt.NominatedRoom(pl.handle, name, priority, "")
 		if a == nil {
 			continue
 		}
