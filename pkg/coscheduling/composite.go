@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -220,7 +221,7 @@ func waitingForChildren(spec *gang.Spec, q gang.GroupQuorum) string {
 // composite's topology holds for the whole and each child's for itself.
 // PodGroups with members placed already are in it too, so that their
 // anchors stay in their own subgroup's domain.
-func (pl *Plugin) shapeTree(spec *gang.Spec, members []*v1.Pod, d *demand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) shapeTree(spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
 	tree, err := pl.sources.Tree(spec.Key)
 	if err != nil {
 		return fwk.AsStatus(err)

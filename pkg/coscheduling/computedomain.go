@@ -224,7 +224,7 @@ func (pl *Plugin) domainOfPod(pod *v1.Pod) string {
 		if err != nil || name == nil {
 			continue
 		}
-		claim, err := pl.devices.dra.ResourceClaims().Get(pod.Namespace, *name)
+		claim, err := pl.devices.Manager().ResourceClaims().Get(pod.Namespace, *name)
 		if err != nil {
 			continue
 		}

@@ -68,7 +68,7 @@ func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *
 			s.add(d, own, n.Name, cliqueOf[n.Name])
 		}
 	}
-	claims, err := pl.devices.dra.ResourceClaims().List()
+	claims, err := pl.devices.Manager().ResourceClaims().List()
 	if err == nil {
 		for _, c := range claims {
 			if c.Status.Allocation == nil {

@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -18,18 +19,18 @@ import (
 // object at fault and the fix: a kind of device no node publishes, a CEL
 // selector that fails on the devices, two DeviceClasses that map one
 // extended resource. (A claim naming a class that does not exist is
-// claimProblem's, in devices.go, as the reader meets it.)
+// demandReports.ClaimUnreadable's, in devices.go, as the reader meets it.)
 
 // explainUnpublished fails a gang some of whose members ask for a kind of
 // device that no node publishes at all, naming the kind: no capacity will
 // ever free up for it. Nil when every kind asked for exists somewhere.
-func (pl *Plugin) explainUnpublished(spec *gang.Spec, req *placement.Request, d *demand) *fwk.Status {
-	if d.gang == nil {
+func (pl *Plugin) explainUnpublished(spec *gang.Spec, req *placement.Request, d *dra.PassDemand) *fwk.Status {
+	if d.Gang == nil {
 		return nil
 	}
 	for c, name := range req.Resources {
 		dim := v1.ResourceName(name)
-		if !capacity.IsDeviceDimension(dim) || d.isUnion(dim) {
+		if !capacity.IsDeviceDimension(dim) || d.IsUnion(dim) {
 			continue
 		}
 		var total, want int64
@@ -42,7 +43,7 @@ func (pl *Plugin) explainUnpublished(spec *gang.Spec, req *placement.Request, d 
 		if total > 0 || want == 0 {
 			continue
 		}
-		msg := fmt.Sprintf("gang %s: a member needs %d %s; no node publishes one", spec.Key, want, d.describe(name))
+		msg := fmt.Sprintf("gang %s: a member needs %d %s; no node publishes one", spec.Key, want, d.Describe(name))
 		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDevicesUnavailable,
 			"%s: correct the claim's device class or selectors, or add nodes whose driver publishes such devices", msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
@@ -56,11 +57,11 @@ func (pl *Plugin) explainUnpublished(spec *gang.Spec, req *placement.Request, d 
 // allocator refuses them, so the gang would otherwise be told that no node
 // publishes its devices, or that they are too few. Nil when no selector
 // failed.
-func (pl *Plugin) explainSelectorError(spec *gang.Spec, d *demand) *fwk.Status {
-	if d.gang == nil {
+func (pl *Plugin) explainSelectorError(spec *gang.Spec, d *dra.PassDemand) *fwk.Status {
+	if d.Gang == nil {
 		return nil
 	}
-	serr := d.devices.SelectorError(d.pods)
+	serr := d.Devices.SelectorError(d.Pods)
 	if serr == nil {
 		return nil
 	}
@@ -90,7 +91,7 @@ func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevi
 	if asked.Len() == 0 {
 		return
 	}
-	classes, err := pl.devices.dra.DeviceClasses().List()
+	classes, err := pl.devices.Manager().DeviceClasses().List()
 	if err != nil {
 		return
 	}
@@ -107,7 +108,7 @@ func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevi
 		}
 		slices.Sort(names)
 		used := ""
-		if c := pl.devices.dra.DeviceClassResolver().GetDeviceClass(r); c != nil {
+		if c := pl.devices.Manager().DeviceClassResolver().GetDeviceClass(r); c != nil {
 			used = c.Name
 		}
 		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDeviceClassConflict,

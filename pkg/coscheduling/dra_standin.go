@@ -41,7 +41,7 @@ func (pl *Plugin) standIn(t *template, ext *extendedClaims) (*v1.Pod, bool) {
 		return nil, false
 	}
 	pod := t.pod
-	claims := pl.devices.dra.ResourceClaims()
+	claims := pl.devices.Manager().ResourceClaims()
 	for i := range pod.Spec.ResourceClaims {
 		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
 		if err != nil {
@@ -103,7 +103,7 @@ func (pl *Plugin) extendedClaims() *extendedClaims {
 	if pl.devices == nil {
 		return &extendedClaims{read: true, owners: sets.New[capacity.PodRef]()}
 	}
-	return &extendedClaims{claims: pl.devices.dra.ResourceClaims(), watch: pl.devices.inventories.Claims()}
+	return &extendedClaims{claims: pl.devices.Manager().ResourceClaims(), watch: pl.devices.Inventories().Claims()}
 }
 
 // has reports whether pod has such a claim.

@@ -89,14 +89,14 @@ type template struct {
 	// other or their siblings through Filter, so plans are verified.
 	relational bool
 	// devicesCounted is set when the capacity model counts the template's
-	// devices exactly (demand.markCounted): DynamicResources then judges
+	// devices exactly (markCounted): DynamicResources then judges
 	// capacity alone for it, and is skipped as the resource fit is.
 	devicesCounted bool
-	// devices is what pod takes of devices (demand.markCounted); nil when
+	// devices is what pod takes of devices (markCounted); nil when
 	// it takes none or was not read.
 	devices *capacity.PodDevices
 	// pins are the allocated claims that keep the template's members on
-	// the nodes that reach their devices (demand.markCounted); the
+	// the nodes that reach their devices (markCounted); the
 	// eligibility pass owns this rule (pinnedAway).
 	pins []capacity.PinnedClaim
 	// perNode is the cap on the template's members per node, 0 for none.

@@ -70,7 +70,7 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 // with the cache, and may not have yet. The hint therefore tells the watch
 // first: the pass the pod makes next reads the tracker.
 func (pl *Plugin) isClaimChangeForPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	pl.devices.inventories.Claims().Changed()
+	pl.devices.Inventories().Claims().Changed()
 	oldClaim, newClaim, err := schedutil.As[*resourceapi.ResourceClaim](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err

@@ -14,6 +14,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -116,7 +117,7 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 // (gens[i] is nodeInfos[i].GetGeneration() now), lent with the nodes: a
 // caller that checks kept state per node reads them in one array rather
 // than loading every NodeInfo again. Only lent nodes come with them.
-func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []column,
+func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []dra.Column,
 	held map[string]capacity.Amounts, lend bool) (out []placement.Node, gens []int64, release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -127,8 +128,8 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			n := ni.Node()
 			out[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: make(placement.Vector, len(cols)), Free: make(placement.Vector, len(cols))}
 			for c := range cols {
-				out[i].Allocatable[c] = cols[c].allocatable(ctx, ni)
-				out[i].Free[c] = cols[c].free(ctx, ni, held[n.Name])
+				out[i].Allocatable[c] = cols[c].Allocatable(ctx, ni)
+				out[i].Free[c] = cols[c].Free(ctx, ni, held[n.Name])
 			}
 		}
 		return out, nil, func() {}
@@ -177,8 +178,8 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		*nv = nodeVectors{ni: ni, gen: seen[i], alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
 		v.vecGen[i] = seen[i]
 		for c := range cols {
-			nv.alloc[c] = cols[c].allocatable(ctx, ni)
-			nv.free[c] = cols[c].free(ctx, ni, nil)
+			nv.alloc[c] = cols[c].Allocatable(ctx, ni)
+			nv.free[c] = cols[c].Free(ctx, ni, nil)
 		}
 		n := ni.Node()
 		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free}
@@ -212,12 +213,12 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		}
 		f := v.base[i].Free.Clone()
 		for c := range cols {
-			if cols[c].devices {
+			if cols[c].MayUseDevices {
 				// Held devices count where their kinds overlap.
-				f[c] = cols[c].free(ctx, nodeInfos[i], h)
+				f[c] = cols[c].Free(ctx, nodeInfos[i], h)
 				continue
 			}
-			f[c] -= h[cols[c].name]
+			f[c] -= h[cols[c].Name]
 		}
 		out[i].Free = f
 		if lease {

@@ -13,6 +13,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
 // TestNodeViewReadsWhatChanged checks the view's vectors against a fresh
@@ -41,9 +42,9 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 		sorted := env.pl.view.live(env.pl, list)
 		require.Same(t, &sorted[0], &env.pl.view.live(env.pl, list)[0], "an unchanged snapshot keeps its order")
 		dims := dimsOf[(round/5)%2] // kept for five rounds, so that the view reuses them
-		cols := make([]column, len(dims))
+		cols := make([]dra.Column, len(dims))
 		for i, d := range dims {
-			cols[i].name = d
+			cols[i].Name = d
 		}
 		// A hold on a node the snapshot no longer has changes nothing.
 		held := map[string]capacity.Amounts{"gone": {gpu: 1}}

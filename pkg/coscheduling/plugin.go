@@ -113,7 +113,7 @@ type Plugin struct {
 	ledger *ledger.Ledger
 	// devices reads capacity published through Dynamic Resource
 	// Allocation (devices.go); nil when the framework has no DRA manager.
-	devices *deviceSource
+	devices *dra.DeviceSource
 	// claims are the allocations the plugin writes for members that
 	// share a claim (shared.go), their writes and their releases.
 	claims *dra.Allocations
@@ -196,7 +196,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		sources: sources,
 		planner: planner,
 		ledger:  ledger.New(c),
-		devices: newDeviceSource(ctx, handle),
+		devices: dra.NewDeviceSource(ctx, handle),
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}

@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -119,8 +120,8 @@ func (a preemptAdapter) Demand(ctx context.Context, spec *gang.Spec, members []*
 	if status != nil {
 		return nil, status
 	}
-	templates, of := templatesOf(members, d.reqs)
-	d.markCounted(templates, of)
+	templates, of := templatesOf(members, d.Requests)
+	markCounted(d, templates, of)
 	if spec != nil {
 		a.pl.gangEligibility(ctx, spec, members, templates, nodes) // a bad gang leaves no node eligible
 	} else {
@@ -168,7 +169,7 @@ type preemptDemand struct {
 	spec      *gang.Spec
 	members   []*v1.Pod
 	nodes     []fwk.NodeInfo
-	d         *demand
+	d         *dra.PassDemand
 	templates []*template
 	of        []int
 }
@@ -192,20 +193,20 @@ func (pd *preemptDemand) Request(ctx context.Context, key gang.Key, taken map[st
 	return req, nil
 }
 
-func (pd *preemptDemand) PerMember() []capacity.Amounts { return pd.d.reqs }
+func (pd *preemptDemand) PerMember() []capacity.Amounts { return pd.d.Requests }
 
 func (pd *preemptDemand) VictimCounter(dims []v1.ResourceName) preempt.VictimCounter {
 	d := pd.d
-	cols := d.columns(dims)
+	cols := d.Columns(dims)
 	return func(ctx context.Context, victim *v1.Pod, requests capacity.Amounts, ni fwk.NodeInfo) (placement.Vector, int64) {
 		freed := toVector(dims, requests)
-		if d.devices == nil || ni == nil {
+		if d.Devices == nil || ni == nil {
 			return freed, 0
 		}
-		taken := pd.pl.devicesOf(d.devices, victim.Spec.NodeName, []*v1.Pod{victim})
+		taken := pd.pl.devices.AllocatedPositions(d.Devices, victim.Spec.NodeName, []*v1.Pod{victim})
 		for c := range cols {
-			if cols[c].devices && cols[c].dev.ServedByDevices(ctx, nodeCapacity{ni}) {
-				freed[c] = cols[c].dev.Counted(ctx, nodeCapacity{ni}, taken)
+			if cols[c].MayUseDevices && cols[c].Devices.ServedByDevices(ctx, dra.NodeCapacity{Info: ni}) {
+				freed[c] = cols[c].Devices.Counted(ctx, dra.NodeCapacity{Info: ni}, taken)
 			}
 		}
 		return freed, int64(taken.Count())
@@ -213,5 +214,5 @@ func (pd *preemptDemand) VictimCounter(dims []v1.ResourceName) preempt.VictimCou
 }
 
 func (pd *preemptDemand) Explain(req *placement.Request, text string) string {
-	return pd.d.describeText(req, text)
+	return pd.d.DescribeText(req, text)
 }

@@ -26,7 +26,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	key, isMember := pl.unitOf(pod)
 	s := &cycleState{request: capacity.PodAmounts(pod), held: pl.ledger.HeldByOthers(key, pl.queueOrderOf(pod))}
 	if len(s.held) > 0 {
-		s.devices = pl.podDevicesFor(ctx, pod, s.request)
+		s.devices = pl.devices.PodFit(ctx, pod, s.request)
 	}
 	cs.Write(stateKey, s)
 	if !isMember {

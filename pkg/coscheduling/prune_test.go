@@ -16,6 +16,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -115,7 +116,7 @@ func roomless(env *testEnv, nodes []*v1.Node, gpus string) int {
 	n := 0
 	for _, node := range nodes {
 		ni, err := env.snapshot.NodeInfos().Get(node.Name)
-		if err == nil && nodeFree(ni, gpu) < want {
+		if err == nil && dra.NodeFree(ni, gpu) < want {
 			n++
 		}
 	}

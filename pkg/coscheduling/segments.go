@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -32,7 +33,7 @@ import (
 // its hierarchy. members are the members req plans, in rank order. A gang
 // whose segments are invalid gets an InvalidPodGroup Event naming the fix,
 // and the status to reject with.
-func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
 	if spec.Key.API == gang.Composite {
 		return pl.shapeTree(spec, members, d, req, nodeInfos)
 	}
@@ -106,7 +107,7 @@ func (pl *Plugin) segmentsOf(spec *gang.Spec, all []*v1.Pod, policy placement.Po
 // Request.Anchors index of each placed member that topology binds. The
 // error says which sharers straddle segments: one node cannot sit in two
 // segments' domains, so the claim must be shared inside one segment.
-func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all, planned []*v1.Pod, anchorOf map[types.UID]int, d *demand) (*placement.Subgroup, error) {
+func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all, planned []*v1.Pod, anchorOf map[types.UID]int, d *dra.PassDemand) (*placement.Subgroup, error) {
 	index := make(map[types.UID]int, len(planned))
 	for i, p := range planned {
 		index[p.UID] = i
@@ -172,7 +173,7 @@ func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all,
 // sharers. index gives each planned member's place in the request. The
 // error names a claim shared across PodGroups, which no one node can honour
 // with each PodGroup in its own domain.
-func sharersAmong(d *demand, all, planned []*v1.Pod, index map[types.UID]int) ([][]int, [][]types.NamespacedName, error) {
+func sharersAmong(d *dra.PassDemand, all, planned []*v1.Pod, index map[types.UID]int) ([][]int, [][]types.NamespacedName, error) {
 	groups, claims := sharers(d)
 	mine := make(map[int]bool, len(all))
 	for _, p := range all {
@@ -250,7 +251,7 @@ func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) (out []int, anchorOf ma
 	for _, p := range placed {
 		// A member that took devices through DRA is bound by topology like
 		// one that asked for an accelerator.
-		if i, ok := index[p.Spec.NodeName]; ok && (usesAccelerators(capacity.PodAmounts(p)) || len(p.Spec.ResourceClaims) > 0) {
+		if i, ok := index[p.Spec.NodeName]; ok && (dra.UsesAccelerators(capacity.PodAmounts(p)) || len(p.Spec.ResourceClaims) > 0) {
 			as = append(as, anchor{i, p})
 		}
 	}

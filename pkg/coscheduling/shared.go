@@ -41,11 +41,11 @@ import (
 // sharers groups the members that share an unallocated claim, each group in
 // rank order, groups in order of their first member. Members linked through
 // several claims form one group.
-func sharers(d *demand) (groups [][]int, claims [][]types.NamespacedName) {
-	if d.gang == nil {
+func sharers(d *dra.PassDemand) (groups [][]int, claims [][]types.NamespacedName) {
+	if d.Gang == nil {
 		return nil, nil
 	}
-	parent := make([]int, len(d.pods))
+	parent := make([]int, len(d.Pods))
 	for i := range parent {
 		parent[i] = i
 	}
@@ -64,7 +64,7 @@ func sharers(d *demand) (groups [][]int, claims [][]types.NamespacedName) {
 	}
 	first := map[types.UID]use{}
 	var shared map[types.UID]bool
-	for i, pd := range d.pods {
+	for i, pd := range d.Pods {
 		if pd == nil {
 			continue
 		}
@@ -84,10 +84,10 @@ func sharers(d *demand) (groups [][]int, claims [][]types.NamespacedName) {
 		return nil, nil
 	}
 	byRoot := map[int][]int{}
-	for i := range d.pods {
+	for i := range d.Pods {
 		byRoot[find(i)] = append(byRoot[find(i)], i)
 	}
-	for i := range d.pods {
+	for i := range d.Pods {
 		g := byRoot[find(i)]
 		if len(g) < 2 || g[0] != i {
 			continue
@@ -137,7 +137,7 @@ func claimsBusy(key gang.Key) *fwk.Status {
 // write for the gang allocated. It makes no API call: it hands the writes
 // to package dra, and while any is in flight the member in this cycle and
 // its siblings wait (claimsBusy), with the plan kept.
-func (pl *Plugin) allocateShared(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *demand, req *placement.Request, plan *placement.Plan) *fwk.Status {
+func (pl *Plugin) allocateShared(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, req *placement.Request, plan *placement.Plan) *fwk.Status {
 	if pl.devices == nil {
 		return nil
 	}
@@ -163,7 +163,7 @@ func (pl *Plugin) allocateShared(ctx context.Context, spec *gang.Spec, members [
 	}
 	// The tracker holds the allocations in flight before the informer
 	// delivers anything: passes must not keep what they read before.
-	pl.devices.inventories.Claims().Changed()
+	pl.devices.Inventories().Claims().Changed()
 	klog.FromContext(ctx).V(3).Info("Writing the claims the gang's members share", "podGroup", spec.Key, "claims", handed)
 	return claimsBusy(spec.Key)
 }
@@ -171,8 +171,8 @@ func (pl *Plugin) allocateShared(ctx context.Context, spec *gang.Spec, members [
 // allocateClaim computes the allocation of a shared claim on node and hands
 // its write to package dra. It reports false when the claim is allocated
 // already.
-func (pl *Plugin) allocateClaim(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *demand, group []int, name types.NamespacedName, nodeName string) (bool, *fwk.Status) {
-	claim, err := pl.devices.dra.ResourceClaims().Get(name.Namespace, name.Name)
+func (pl *Plugin) allocateClaim(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, group []int, name types.NamespacedName, nodeName string) (bool, *fwk.Status) {
+	claim, err := pl.devices.Manager().ResourceClaims().Get(name.Namespace, name.Name)
 	if err != nil {
 		return false, pl.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
 	}
@@ -183,7 +183,7 @@ func (pl *Plugin) allocateClaim(ctx context.Context, spec *gang.Spec, members []
 	if err != nil {
 		return false, pl.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
 	}
-	allocation, err := pl.devices.allocator.Allocate(ctx, node, claim)
+	allocation, err := pl.devices.Allocator().Allocate(ctx, node, claim)
 	if err != nil {
 		return false, pl.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
 	}
@@ -226,7 +226,7 @@ func (pl *Plugin) adoptClaims(ctx context.Context, spec *gang.Spec, members []*v
 	slices.SortFunc(names, cmpNames)
 	adopted := 0
 	for _, name := range names {
-		claim, err := pl.devices.dra.ResourceClaims().Get(name.Namespace, name.Name)
+		claim, err := pl.devices.Manager().ResourceClaims().Get(name.Namespace, name.Name)
 		if err != nil {
 			continue // demandOf has said what is wrong with it
 		}
@@ -253,10 +253,10 @@ func (pl *Plugin) adoptClaims(ctx context.Context, spec *gang.Spec, members []*v
 
 // groupSignatures are the filter signatures of a group's members, as the
 // plan's templates have them.
-func groupSignatures(members []*v1.Pod, d *demand, group []int) []string {
+func groupSignatures(members []*v1.Pod, d *dra.PassDemand, group []int) []string {
 	var sigs []string
 	for _, i := range group {
-		if sig := filterSignature(members[i], d.reqs[i]); !slices.Contains(sigs, sig) {
+		if sig := filterSignature(members[i], d.Requests[i]); !slices.Contains(sigs, sig) {
 			sigs = append(sigs, sig)
 		}
 	}
@@ -265,7 +265,7 @@ func groupSignatures(members []*v1.Pod, d *demand, group []int) []string {
 
 // claimFailed ends the gang's attempt because a shared claim could not be
 // allocated in this cycle; see claimFailedLater.
-func (pl *Plugin) claimFailed(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *demand, group []int, name types.NamespacedName, node string, err error) *fwk.Status {
+func (pl *Plugin) claimFailed(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, group []int, name types.NamespacedName, node string, err error) *fwk.Status {
 	why := pl.claimFailedLater(ctx, spec, memberNames(members, group), groupSignatures(members, d, group), name, node, err)
 	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %s", spec.Key, why))
 }
@@ -308,20 +308,20 @@ func memberNames(members []*v1.Pod, idx []int) string {
 // the gang ended: the tracker changed, and its members may schedule.
 func (pl *Plugin) claimsDone(key gang.Key) {
 	if pl.devices != nil {
-		pl.devices.inventories.Claims().Changed()
+		pl.devices.Inventories().Claims().Changed()
 	}
 	pl.activate(key)
 }
 
 // claimsOptions configure the plugin's table of allocations.
-func claimsOptions(handle fwk.Handle, devices *deviceSource, logger klog.Logger) dra.Options {
+func claimsOptions(handle fwk.Handle, devices *dra.DeviceSource, logger klog.Logger) dra.Options {
 	o := dra.Options{
 		Client:   handle.ClientSet().ResourceV1(),
 		Recorder: handle.EventRecorder(),
 		Logger:   logger,
 	}
 	if devices != nil {
-		o.Tracker = devices.dra.ResourceClaims()
+		o.Tracker = devices.Manager().ResourceClaims()
 	}
 	return o
 }

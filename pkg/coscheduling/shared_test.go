@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
 // TestSharersGroupMembersLinkedByClaims checks the groups sharers makes:
@@ -26,14 +27,14 @@ func TestSharersGroupMembersLinkedByClaims(t *testing.T) {
 	}
 	name := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
 
-	d := &demand{gang: &capacity.Demand{}, pods: []*capacity.PodDevices{
+	d := &dra.PassDemand{Gang: &capacity.Demand{}, Pods: []*capacity.PodDevices{
 		member("a", "own-0"), member("own-1"), member("a"), nil, member("c", "b"), member("b"), member("c"),
 	}}
 	groups, claims := sharers(d)
 	require.Equal(t, [][]int{{0, 2}, {4, 5, 6}}, groups)
 	require.Equal(t, [][]types.NamespacedName{{name("a")}, {name("b"), name("c")}}, claims)
 
-	d = &demand{gang: &capacity.Demand{}, pods: []*capacity.PodDevices{member("own-0"), member("own-1"), nil}}
+	d = &dra.PassDemand{Gang: &capacity.Demand{}, Pods: []*capacity.PodDevices{member("own-0"), member("own-1"), nil}}
 	groups, claims = sharers(d)
 	require.Empty(t, groups)
 	require.Empty(t, claims)

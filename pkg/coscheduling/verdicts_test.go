@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
@@ -86,7 +87,7 @@ func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeI
 		}
 		var gens []int64
 		if lent {
-			cols := []column{{name: gpu}}
+			cols := []dra.Column{{Name: gpu}}
 			var release func()
 			_, gens, release = env.pl.view.nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
 			defer release()

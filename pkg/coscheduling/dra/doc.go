@@ -16,4 +16,16 @@
 //   - release.go: Releaser, the one place that decides whether an
 //     allocation may be taken away.
 //   - mark.go: the mark's annotations.
+//
+// It also holds the device counting the gang plugin plans with:
+//
+//   - source.go: DeviceSource, the plugin's handle on the framework's DRA
+//     manager; Demand reads a pass's PassDemand.
+//   - demand.go: PassDemand, what the members of one planning pass ask for
+//     (plain amounts and devices), and what it tells a pod template.
+//   - column.go: Column, one dimension of a pass read node by node, and
+//     the reading of a NodeInfo's capacity.
+//   - podfit.go: PodFit, Filter's check of a pod's devices against held
+//     capacity.
+//   - describe.go: device dimensions named for people.
 package dra
