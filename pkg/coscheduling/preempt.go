@@ -95,8 +95,9 @@ func (a preemptAdapter) Members(key gang.Key) ([]*v1.Pod, error) {
 func (a preemptAdapter) Census(key gang.Key, members []*v1.Pod) gang.Census {
 	return a.pl.census(key, members)
 }
-func (a preemptAdapter) Quorum(spec *gang.Spec, members []*v1.Pod) gang.GroupQuorum {
-	return a.pl.quorum(spec, members)
+func (a preemptAdapter) Unit(key gang.Key) (gang.Unit, gang.View, error) {
+	u, err := a.pl.readUnit(key)
+	return u, a.pl.viewOf(key), err
 }
 
 func (a preemptAdapter) TreeQuorum(key gang.Key) (*gang.Tree, []gang.GroupQuorum, bool) {

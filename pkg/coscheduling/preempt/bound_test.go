@@ -1,6 +1,7 @@
 package preempt
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
-// fakeGangs knows gangs by their PodGroup label, with the members given.
+// fakeGangs knows gangs by their PodGroup label, with the members given;
+// their PodGroups are gone, so members alone count.
 type fakeGangs struct {
 	members map[gang.Key][]*v1.Pod
 }
@@ -33,7 +35,9 @@ func (f fakeGangs) Members(key gang.Key) ([]*v1.Pod, error) { return f.members[k
 func (f fakeGangs) Census(_ gang.Key, members []*v1.Pod) gang.Census {
 	return gang.Count(members)
 }
-func (f fakeGangs) Quorum(*gang.Spec, []*v1.Pod) gang.GroupQuorum { return gang.GroupQuorum{} }
+func (f fakeGangs) Unit(gang.Key) (gang.Unit, gang.View, error) {
+	return nil, nil, errors.New("no PodGroup")
+}
 func (f fakeGangs) TreeQuorum(gang.Key) (*gang.Tree, []gang.GroupQuorum, bool) {
 	return nil, nil, false
 }

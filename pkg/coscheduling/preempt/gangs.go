@@ -49,9 +49,9 @@ type Gangs interface {
 	Members(key gang.Key) ([]*v1.Pod, error)
 	// Census counts a unit's members, reserved and succeeded ones apart.
 	Census(key gang.Key, members []*v1.Pod) gang.Census
-	// Quorum is a unit's quorum by pkg/gang's rules: a composite's counts
-	// children.
-	Quorum(spec *gang.Spec, members []*v1.Pod) gang.GroupQuorum
+	// Unit reads the admission unit key names, with what the plugin knows
+	// of it beyond the API (the view its decisions read).
+	Unit(key gang.Key) (gang.Unit, gang.View, error)
 	// TreeQuorum returns a composite unit's tree and the quorum of each of
 	// its nodes, counted from its live members; ok is false when either
 	// cannot be read.

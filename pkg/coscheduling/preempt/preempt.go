@@ -324,13 +324,13 @@ func (pr *Preempter) PreemptorBound(pod *v1.Pod) {
 		return
 	}
 	if key, isMember := gangs.UnitOf(pod); isMember && !all {
-		members, err := gangs.Members(key)
-		if err != nil {
-			return
-		}
-		bound := gang.QuorumOf(minMember, gangs.Census(key, members)).Bound
-		if spec, ok := gangs.Lookup(key); ok && isComposite(key) {
-			bound = gangs.Quorum(spec, members).Bound // minMember counts children
+		var bound bool
+		if u, view, err := gangs.Unit(key); err == nil {
+			bound = u.QuorumWith(view, minMember).Bound
+		} else if members, err := gangs.Members(key); err == nil {
+			// The gang's object is gone: its members still count
+			// against what the preemption recorded.
+			bound = gang.QuorumOf(minMember, gangs.Census(key, members)).Bound
 		}
 		if !bound {
 			return

@@ -141,8 +141,8 @@ func (pr *Preempter) victimTerms(key gang.Key, pods []*v1.Pod) (spec *gang.Spec,
 }
 
 // isComposite reports whether key names a gang composite: the kind of
-// admission unit preemption splits (splitComposites), takes whole
-// (victimTerms), and counts bound by children (preemptorBound).
+// admission unit preemption splits (splitComposites) and takes whole
+// (victimTerms).
 func isComposite(key gang.Key) bool {
 	return key.API == gang.Composite
 }
