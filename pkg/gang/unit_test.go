@@ -315,3 +315,46 @@ func TestUnitOfBrokenHierarchy(t *testing.T) {
 	require.Equal(t, compositeKey("orphan"), h.Root)
 	require.ErrorIs(t, err, ErrMissingParent)
 }
+
+// A composite with fewer children than minGroupCount can never gather and
+// says how to fix it; one that waits for members does not; a gang never is.
+func TestUnitGathering(t *testing.T) {
+	tooFew := []interface{}{composite("job", 0).MinGroupCount(3), child("a", "job", 1, 0), child("b", "job", 1, 1)}
+	for _, tt := range []struct {
+		name        string
+		key         Key
+		objs        []interface{}
+		where       map[string]string
+		wantInvalid bool
+		wantStatus  string
+	}{
+		{name: "composite short of children", key: compositeKey("job"), objs: tooFew, where: map[string]string{"a": "p"}, wantInvalid: true,
+			wantStatus: "waiting for the PodGroups under CompositePodGroup ns/job (CompositePodGroup scheduling.k8s.io/v1alpha3): 1 of minGroupCount 3 have their members (2 PodGroups in all)"},
+		{name: "composite waiting for members", key: compositeKey("job"), objs: trainHierarchy(), where: map[string]string{"launcher": "p"},
+			wantStatus: "waiting for the PodGroups under CompositePodGroup ns/job (CompositePodGroup scheduling.k8s.io/v1alpha3): 1 of minGroupCount 2 have their members (3 PodGroups in all)"},
+		{name: "gang waiting for members", key: nativeKey("flat"), objs: trainHierarchy(), where: map[string]string{"flat": "p"},
+			wantStatus: "waiting for members of PodGroup ns/flat (scheduling.k8s.io/v1beta1): 1/2 present"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u, v := unitFixture(t, tt.key, tt.objs, tt.where)
+			q := u.Quorum(v)
+			require.False(t, q.Gathered)
+			g := u.Gathering(q)
+			require.Equal(t, tt.wantInvalid, g.Invalid)
+			require.Equal(t, tt.wantStatus, g.Status)
+			if tt.wantInvalid {
+				require.Contains(t, g.Event, "create the missing children")
+			}
+		})
+	}
+}
+
+// QuorumWith counts a gang's members against a recorded minMember, and a
+// composite's children against its own minGroupCount.
+func TestUnitQuorumWith(t *testing.T) {
+	plain, v := unitFixture(t, nativeKey("flat"), trainHierarchy(), map[string]string{"flat": "bbb"})
+	require.True(t, plain.QuorumWith(v, 3).Bound)
+	require.False(t, plain.QuorumWith(v, 4).Bound, "the recorded count, not the PodGroup's minCount of 2")
+	comp, v := unitFixture(t, compositeKey("job"), trainHierarchy(), map[string]string{"launcher": "b", "pp-0-a": "bbbb", "pp-0-b": "bbbb"})
+	require.True(t, comp.QuorumWith(v, 100).Bound, "two children bound reach minGroupCount 2 whatever the record says")
+}
