@@ -138,7 +138,7 @@ func (a preemptAdapter) HoldPlan(spec *gang.Spec, members []*v1.Pod, slots []led
 }
 
 func (a preemptAdapter) Timeout(spec *gang.Spec) time.Duration { return a.pl.timeout(spec) }
-func (a preemptAdapter) Nominate(uid types.UID, node string)   { a.pl.nominations.nominate(uid, node) }
+func (a preemptAdapter) Nominate(uid types.UID, node string)   { a.pl.nominations.Nominate(uid, node) }
 func (a preemptAdapter) FailGang(ctx context.Context, key gang.Key, reason, why string, penalize bool) {
 	a.pl.failGang(ctx, key, reason, why, penalize)
 }

@@ -107,24 +107,24 @@ func (v *verdicts) keyOf(t *template) (verdictKey, bool) {
 	return k, true
 }
 
-// verdictsOf returns the view's verdicts, made on first use.
-func (v *nodeView) verdictsOf(handle fwk.Handle) *verdicts {
-	v.verdictsOnce.Do(func() { v.verdicts = newVerdicts(handle) })
-	return v.verdicts
+// verdictsOf returns the plugin's verdicts, made on first use.
+func (pl *Plugin) verdictsOf() *verdicts {
+	pl.verdictsOnce.Do(func() { pl.verdicts = newVerdicts(pl.handle) })
+	return pl.verdicts
 }
 
 // filterKnown is the plugin's filterTemplates, less the nodes whose
 // kept verdict still holds for a template, which it marks eligible; it
 // keeps the new passes. only selects the nodes as there. gens, when not
 // nil, are nodeInfos' generations as the node view read them in this
-// cycle (nodeView.nodes): the kept verdicts are checked against them, not
+// cycle (eligibility.Snapshot.Nodes): the kept verdicts are checked against them, not
 // against every NodeInfo loaded again.
 func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) {
 	for _, t := range templates {
 		if !t.pending {
 			continue
 		}
-		vs := pl.view.verdictsOf(pl.handle)
+		vs := pl.verdictsOf()
 		key, ok := vs.keyOf(t)
 		if !ok {
 			pl.filterTemplates(ctx, []*template{t}, nodeInfos, only)
