@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -249,14 +250,11 @@ func gangGroups(templates []*template, of []int, accelerated []bool, nodes []pla
 		if state == nil {
 			return nil
 		}
-		data, err := state.Read(placement.GroupsStateKey)
+		g, err := contract.ReadNodeGroups(state)
 		if err != nil {
 			return nil // no plugin groups this member's nodes
 		}
-		if g, ok := data.(placement.Grouper); ok {
-			return g.NodeGroups(nodes)
-		}
-		return nil
+		return g.NodeGroups(nodes)
 	}
 	return nil
 }
