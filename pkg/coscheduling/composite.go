@@ -114,15 +114,6 @@ func byLeaf(members []*v1.Pod) map[gang.Key][]*v1.Pod {
 	return out
 }
 
-// treeQuorum is TreeQuorumOf over the unit's tree: each PodGroup counted
-// from its own members (and its own succeeded ones), with the reservations
-// the unit's attempt made. Only victims.go reads it, until it asks the
-// unit instead (gang.Unit.VictimUnits).
-func (pl *Plugin) treeQuorum(unit gang.Key, tree *gang.Tree, members []*v1.Pod) []gang.GroupQuorum {
-	of := byLeaf(members)
-	return gang.TreeQuorumOf(tree, func(leaf gang.Key) gang.Census { return pl.censusOf(unit, leaf, of[leaf]) })
-}
-
 // shapeTree is shapeRequest for a composite unit, whose tree is tree: one
 // hierarchy for the whole tree (gang.Tree.Hierarchy), with each PodGroup's
 // own leaf built by gangHierarchy (its policy, its segments, its sharers),

@@ -86,9 +86,8 @@ var (
 	_ preempt.Reporter = preemptAdapter{}
 )
 
-func (a preemptAdapter) UnitOf(pod *v1.Pod) (gang.Key, bool)    { return a.pl.unitOf(pod) }
-func (a preemptAdapter) OwnerOf(pod *v1.Pod) string             { return a.pl.ownerOf(pod) }
-func (a preemptAdapter) Lookup(key gang.Key) (*gang.Spec, bool) { return a.pl.lookup(key) }
+func (a preemptAdapter) UnitOf(pod *v1.Pod) (gang.Key, bool) { return a.pl.unitOf(pod) }
+func (a preemptAdapter) OwnerOf(pod *v1.Pod) string          { return a.pl.ownerOf(pod) }
 func (a preemptAdapter) Members(key gang.Key) ([]*v1.Pod, error) {
 	return a.pl.members(key)
 }
@@ -98,18 +97,6 @@ func (a preemptAdapter) Census(key gang.Key, members []*v1.Pod) gang.Census {
 func (a preemptAdapter) Unit(key gang.Key) (gang.Unit, gang.View, error) {
 	u, err := a.pl.readUnit(key)
 	return u, a.pl.viewOf(key), err
-}
-
-func (a preemptAdapter) TreeQuorum(key gang.Key) (*gang.Tree, []gang.GroupQuorum, bool) {
-	tree, err := a.pl.sources.Tree(key)
-	if err != nil {
-		return nil, nil, false
-	}
-	members, err := a.pl.members(key)
-	if err != nil {
-		return nil, nil, false
-	}
-	return tree, a.pl.treeQuorum(key, tree, members), true
 }
 
 func (a preemptAdapter) LiveNodes(nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {

@@ -30,16 +30,12 @@ func (f fakeGangs) OwnerOf(pod *v1.Pod) string {
 	}
 	return ledger.PodOwner(pod)
 }
-func (f fakeGangs) Lookup(gang.Key) (*gang.Spec, bool)      { return nil, false }
 func (f fakeGangs) Members(key gang.Key) ([]*v1.Pod, error) { return f.members[key], nil }
 func (f fakeGangs) Census(_ gang.Key, members []*v1.Pod) gang.Census {
 	return gang.Count(members)
 }
 func (f fakeGangs) Unit(gang.Key) (gang.Unit, gang.View, error) {
 	return nil, nil, errors.New("no PodGroup")
-}
-func (f fakeGangs) TreeQuorum(gang.Key) (*gang.Tree, []gang.GroupQuorum, bool) {
-	return nil, nil, false
 }
 
 // boundTimes records what a Reporter observes of preemptors bound.

@@ -35,7 +35,9 @@ type Framework interface {
 }
 
 // Gangs reads the plugin's gangs: which admission unit a pod belongs to,
-// the unit's spec, its members and their quorum. It only reads.
+// and the unit itself, which decides how its running members may be taken
+// (gang.Unit.VictimUnits, gang.Unit.Disruption) and whether its preemptor
+// is bound. It only reads.
 type Gangs interface {
 	// UnitOf returns the key of the admission unit pod belongs to, if it
 	// belongs to a gang.
@@ -43,19 +45,15 @@ type Gangs interface {
 	// OwnerOf names the pod's preemptor in the ledger's preemptions: its
 	// admission unit's, or the pod's own outside gangs.
 	OwnerOf(pod *v1.Pod) string
-	// Lookup returns a unit's spec if its object exists.
-	Lookup(key gang.Key) (*gang.Spec, bool)
 	// Members lists a unit's live members.
 	Members(key gang.Key) ([]*v1.Pod, error)
 	// Census counts a unit's members, reserved and succeeded ones apart.
 	Census(key gang.Key, members []*v1.Pod) gang.Census
-	// Unit reads the admission unit key names, with what the plugin knows
-	// of it beyond the API (the view its decisions read).
+	// Unit reads the unit key names, with what the plugin knows of it
+	// beyond the API (the view its decisions read). key is an admission
+	// unit's, or a PodGroup's or composite's that a composite lets go on
+	// its own (gang.Unit.VictimUnits); an error means it cannot be read.
 	Unit(key gang.Key) (gang.Unit, gang.View, error)
-	// TreeQuorum returns a composite unit's tree and the quorum of each of
-	// its nodes, counted from its live members; ok is false when either
-	// cannot be read.
-	TreeQuorum(key gang.Key) (tree *gang.Tree, quorum []gang.GroupQuorum, ok bool)
 }
 
 // Planning describes a preemptor's members to the placement planner as

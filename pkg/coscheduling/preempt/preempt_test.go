@@ -121,21 +121,6 @@ func TestNominatedRoom(t *testing.T) {
 	}
 }
 
-func TestSubtreeLeaves(t *testing.T) {
-	leaf := func(name string) gang.Node {
-		return gang.Node{Key: gang.Key{Namespace: "ns", Name: name}, Spec: &gang.Spec{}}
-	}
-	tree := &gang.Tree{Nodes: []gang.Node{
-		{Key: gang.Key{API: gang.Composite, Namespace: "ns", Name: "root"}, Children: []int{1, 4}},
-		{Key: gang.Key{API: gang.Composite, Namespace: "ns", Name: "mid"}, Children: []int{2, 3}},
-		leaf("a"), leaf("b"), leaf("c"),
-	}}
-	key := func(name string) gang.Key { return gang.Key{Namespace: "ns", Name: name} }
-	require.Equal(t, []gang.Key{key("a"), key("b"), key("c")}, subtreeLeaves(tree, 0))
-	require.Equal(t, []gang.Key{key("a"), key("b")}, subtreeLeaves(tree, 1))
-	require.Equal(t, []gang.Key{key("c")}, subtreeLeaves(tree, 4))
-}
-
 func TestAddBudgets(t *testing.T) {
 	pdb := func(ns, name string, allowed int32, sel *metav1.LabelSelector) *policyv1.PodDisruptionBudget {
 		return &policyv1.PodDisruptionBudget{

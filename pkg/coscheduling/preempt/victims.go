@@ -2,7 +2,7 @@ package preempt
 
 import (
 	"context"
-	"slices"
+	"maps"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,10 +16,10 @@ import (
 )
 
 // Candidate victims: which running pods a preemptor may evict, and in which
-// units they go. A gang goes whole, or loses members above its quorum only;
-// a gang composite goes whole as one unit, unless its disruptionMode lets
-// children above its minGroupCount go, each then a unit of its own
-// (splitComposites).
+// units they go. Each admission unit decides that for its own running
+// members (gang.Unit.VictimUnits, gang.Unit.Disruption): a gang goes whole,
+// or loses members above its quorum only; a gang composite goes whole, or
+// lets its children above its minGroupCount go, each a unit of its own.
 
 // addUnits adds the candidate victims to req: every bound pod of lower
 // priority than the preemptor that is not leaving already, grouped into
@@ -44,13 +44,7 @@ func (pr *Preempter) addUnits(ctx context.Context, req *preemption.Request, p *P
 			}
 		}
 	}
-	byGang = pr.splitComposites(byGang)
-	keys := make([]gang.Key, 0, len(byGang))
-	for key := range byGang {
-		keys = append(keys, key)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-
+	units := pr.victimUnits(byGang)
 	dims := make([]v1.ResourceName, len(req.Resources))
 	for d, name := range req.Resources {
 		dims[d] = v1.ResourceName(name)
@@ -73,8 +67,8 @@ func (pr *Preempter) addUnits(ctx context.Context, req *preemption.Request, p *P
 	}
 	cands := &candidates{}
 	gangNames := map[string]bool{}
-	for _, key := range keys {
-		pods := byGang[key]
+	for _, vu := range units {
+		pods := vu.pods
 		gang.SortByRank(pods)
 		prio := int32(0)
 		for i, q := range pods {
@@ -85,8 +79,8 @@ func (pr *Preempter) addUnits(ctx context.Context, req *preemption.Request, p *P
 		if prio >= p.Priority {
 			continue // a gang goes whole; one member of enough priority keeps it
 		}
-		spec, minMember, surplus := pr.victimTerms(key, pods)
-		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember), Surplus: surplus}
+		spec, minMember, surplus := vu.terms()
+		u := preemption.Unit{Name: vu.key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember), Surplus: surplus}
 		keep := gang.Essential(pods)
 		for i, q := range pods {
 			u.Pods = append(u.Pods, podOf(q, keep[i]))
@@ -113,38 +107,75 @@ func (pr *Preempter) addUnits(ctx context.Context, req *preemption.Request, p *P
 	return cands
 }
 
-// victimTerms says how a victim unit of running pods may be disrupted:
-// its spec (nil when its object is gone), the minMember that dates its
-// start (gang.StartedAt), and how many members above it may go one by one.
-//
-// A gang whose PodGroup is gone is one unit, with no surplus. An existing
-// spec is read as it is, valid or not: pkg/gang's quorum rules say what its
-// minMember means here, as they do for the running gangs' Events and
-// metrics. A composite goes whole (its children above quorum, if it lets
-// them go, are units of their own already, splitComposites): no surplus,
-// and it began to run when its last member did. A gang that may only be
-// disrupted whole (a native PodGroup's disruptionMode all) offers no
-// members above minMember.
-func (pr *Preempter) victimTerms(key gang.Key, pods []*v1.Pod) (spec *gang.Spec, minMember int32, surplus int) {
-	minMember = int32(len(pods))
-	spec, ok := pr.cfg.Gangs.Lookup(key)
-	if !ok || isComposite(key) {
-		return spec, minMember, 0
-	}
-	minMember = spec.MinMember
-	if spec.Disruption != gang.DisruptionAll {
-		if members, err := pr.cfg.Gangs.Members(key); err == nil {
-			surplus = min(int(gang.SurplusOf(minMember, pr.cfg.Gangs.Census(key, members))), len(pods)-1)
-		}
-	}
-	return spec, minMember, surplus
+// victimUnit is one unit of running gang members that preemption may take
+// (gang.Unit.VictimUnits), as the admission unit it belongs to reads it.
+type victimUnit struct {
+	key  gang.Key
+	pods []*v1.Pod
+	// unit and view are the unit key names, read for this preemption; unit
+	// is nil when it cannot be read (its object is gone).
+	unit gang.Unit
+	view gang.View
 }
 
-// isComposite reports whether key names a gang composite: the kind of
-// admission unit preemption splits (splitComposites) and takes whole
-// (victimTerms).
-func isComposite(key gang.Key) bool {
-	return key.API == gang.Composite
+// terms says how the victim unit may be disrupted: its spec (nil when its
+// object is gone), the minMember that dates its start (gang.StartedAt), and
+// how many members above it may go one by one (gang.Unit.Disruption). A
+// unit that cannot be read goes whole, with no surplus.
+func (vu victimUnit) terms() (spec *gang.Spec, minMember int32, surplus int) {
+	if vu.unit == nil {
+		return nil, int32(len(vu.pods)), 0
+	}
+	minMember, surplus = vu.unit.Disruption(vu.view, vu.pods)
+	return vu.unit.Spec(), minMember, surplus
+}
+
+// victimUnits splits the running members of each admission unit (byUnit)
+// into the units preemption may take them as, each admission unit deciding
+// for its own (gang.Unit.VictimUnits), and returns them in key order. An
+// admission unit that cannot be read goes whole. A unit split off a
+// composite (a child above its minGroupCount) is read under its own key,
+// which says how it may be disrupted.
+func (pr *Preempter) victimUnits(byUnit map[gang.Key][]*v1.Pod) []victimUnit {
+	type read struct {
+		unit gang.Unit
+		view gang.View
+	}
+	reads := make(map[gang.Key]read, len(byUnit))
+	split := make(map[gang.Key][]*v1.Pod, len(byUnit))
+	for _, key := range sortedKeys(byUnit) {
+		u, view, err := pr.cfg.Gangs.Unit(key)
+		if err != nil {
+			split[key] = byUnit[key]
+			continue
+		}
+		reads[key] = read{unit: u, view: view}
+		maps.Copy(split, u.VictimUnits(view, byUnit[key]))
+	}
+	out := make([]victimUnit, 0, len(split))
+	for _, key := range sortedKeys(split) {
+		vu := victimUnit{key: key, pods: split[key]}
+		r, ok := reads[key]
+		if !ok {
+			if u, view, err := pr.cfg.Gangs.Unit(key); err == nil {
+				r = read{unit: u, view: view}
+			}
+		}
+		vu.unit, vu.view = r.unit, r.view
+		out = append(out, vu)
+	}
+	return out
+}
+
+// sortedKeys returns the keys of m in the order of their names, so that
+// no decision depends on a map's order.
+func sortedKeys(m map[gang.Key][]*v1.Pod) []gang.Key {
+	keys := make([]gang.Key, 0, len(m))
+	for key := range m {
+		keys = append(keys, key)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys
 }
 
 // boundPod returns the informer's copy of a pod from the snapshot if the
@@ -160,65 +191,4 @@ func (pr *Preempter) boundPod(q *v1.Pod) *v1.Pod {
 		return nil
 	}
 	return live
-}
-
-// splitComposites splits the running members of each gang composite
-// (grouped by unit, byGang) into the units preemption may take: the
-// composite whole when its disruptionMode is all or no child is above its
-// minGroupCount (gang.ChildSurplusOf); otherwise its newest placed children
-// above minGroupCount, each a unit of its own (its own Terms say whether it
-// goes whole), and the rest of the composite as one. It writes byGang and
-// returns it.
-func (pr *Preempter) splitComposites(byGang map[gang.Key][]*v1.Pod) map[gang.Key][]*v1.Pod {
-	keys := make([]gang.Key, 0, len(byGang))
-	for key := range byGang {
-		if isComposite(key) {
-			keys = append(keys, key)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	for _, key := range keys {
-		tree, q, ok := pr.cfg.Gangs.TreeQuorum(key)
-		if !ok {
-			continue // goes whole
-		}
-		surplus := gang.ChildSurplusOf(tree.Root().Composite, q[0])
-		children := tree.Root().Children
-		for i := len(children) - 1; i >= 0 && surplus > 0; i-- {
-			c := children[i]
-			if !q[c].Placed {
-				continue
-			}
-			surplus--
-			leaves := subtreeLeaves(tree, c)
-			var rest, split []*v1.Pod
-			for _, p := range byGang[key] {
-				if k, _ := gang.Of(p); slices.Contains(leaves, k) {
-					split = append(split, p)
-				} else {
-					rest = append(rest, p)
-				}
-			}
-			if len(split) == 0 {
-				continue
-			}
-			byGang[tree.Nodes[c].Key] = split
-			if byGang[key] = rest; len(rest) == 0 {
-				delete(byGang, key)
-			}
-		}
-	}
-	return byGang
-}
-
-// subtreeLeaves returns the keys of the PodGroups in the subtree of node i.
-func subtreeLeaves(t *gang.Tree, i int) []gang.Key {
-	if t.Nodes[i].Spec != nil {
-		return []gang.Key{t.Nodes[i].Key}
-	}
-	var out []gang.Key
-	for _, c := range t.Nodes[i].Children {
-		out = append(out, subtreeLeaves(t, c)...)
-	}
-	return out
 }
