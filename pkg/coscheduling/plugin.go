@@ -114,8 +114,11 @@ type Plugin struct {
 	// Allocation (devices.go); nil when the framework has no DRA manager.
 	devices *dra.DeviceSource
 	// claims are the allocations the plugin writes for members that
-	// share a claim (shared.go), their writes and their releases.
+	// share a claim (dra.GangClaims), their writes and their releases.
 	claims *dra.Allocations
+	// gangClaims allocates the claims members share, hears claims change
+	// under waiting gangs and explains bad DRA input (shared.go).
+	gangClaims *dra.GangClaims
 	// reconciler gives back allocations the plugin wrote that no pod came
 	// to use (reconcile.go); nil when the framework has no DRA manager.
 	reconciler *dra.Reconciler
@@ -201,9 +204,11 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
 	pl.computeDomains = newComputeDomains(args)
-	claimsOpts := claimsOptions(handle, pl.devices, pl.logger)
+	claimsOpts := dra.AllocationsOptions(handle, pl.devices, pl.logger)
 	claimsOpts.Clock, claimsOpts.Done = c, pl.claimsDone
 	pl.claims = dra.NewAllocations(ctx, claimsOpts)
+	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
+		handle.SharedInformerFactory().Core().V1().Pods().Lister(), claimGangs{pl}, pl.logger)
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
 	}
@@ -211,7 +216,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		// A member's claim deleted while it waits in Permit fails its
 		// gang's attempt, as the member's own deletion does.
 		claims := handle.SharedInformerFactory().Resource().V1().ResourceClaims().Informer()
-		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onClaimAdd, DeleteFunc: pl.onClaimDelete}); err != nil {
+		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.gangClaims.ClaimAdded, DeleteFunc: pl.gangClaims.ClaimDeleted}); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
 		pl.reconciler = pl.startReconciler(ctx, handle)

@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -53,7 +54,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if pl.claims.Busy(key) {
 		// The plan is kept while what its members share is written: none
 		// reserves with a claim about to change.
-		return nil, claimsBusy(key)
+		return nil, dra.ClaimsBusy(key)
 	}
 	members, err := pl.members(key)
 	if err != nil {
