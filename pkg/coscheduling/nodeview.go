@@ -1,13 +1,13 @@
 package coscheduling
 
 import (
-	"bytes"
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"sync"
-	"unsafe"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -64,6 +64,11 @@ type nodeView struct {
 	patched []int
 	stale   bool
 	leased  bool
+	// labels[i] is how sorted[i]'s labels were last read, kept across
+	// vectors read in other dimensions (and, by name, across new sorted
+	// lists), so that a node's labels version moves only when its labels
+	// do.
+	labels []labelsRead
 	// cells are the device columns vecs were read with.
 	cells deviceCells
 	// roomy keeps which nodes can take a member (prune.go).
@@ -83,17 +88,52 @@ type nodeVectors struct {
 	alloc, free placement.Vector
 }
 
+// labelsRead is one node's labels as last read: at NodeInfo generation gen,
+// with the version (placement.Node.LabelsVersion) they were given.
+type labelsRead struct {
+	name    string
+	gen     int64
+	labels  map[string]string
+	version uint64
+}
+
+// labelsVersions hands out labels versions, never the same twice in a
+// process (zero is "unknown").
+var labelsVersions atomic.Uint64
+
+// labelsOf returns the labels version of node n, read at generation gen
+// in position i: the one last given while the node's generation or labels
+// did not move, a new one otherwise. Locked.
+func (v *nodeView) labelsOf(i int, n *v1.Node, gen int64) uint64 {
+	r := &v.labels[i]
+	if r.version != 0 && r.name == n.Name && (r.gen == gen || maps.Equal(r.labels, n.Labels)) {
+		r.gen, r.labels = gen, n.Labels
+		return r.version
+	}
+	*r = labelsRead{name: n.Name, gen: gen, labels: n.Labels, version: labelsVersions.Add(1)}
+	return r.version
+}
+
 // live returns the snapshot's nodes in name order, less those the node
 // informer no longer has (liveNodes), from the view when it still holds.
 func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	gen := pl.nodeGeneration.Load()
-	if v.sorted != nil && gen == v.gen && sameNodeInfos(nodeInfos, v.input) {
+	if v.sorted != nil && gen == v.gen && slices.Equal(nodeInfos, v.input) {
 		return v.sorted
 	}
 	v.input, v.gen = slices.Clone(nodeInfos), gen
 	v.sorted = pl.liveNodes(nodeInfos)
+	// Nodes that stay keep their labels versions.
+	byName := make(map[string]labelsRead, len(v.labels))
+	for _, r := range v.labels {
+		byName[r.name] = r
+	}
+	v.labels = make([]labelsRead, len(v.sorted))
+	for i, ni := range v.sorted {
+		v.labels[i] = byName[ni.Node().Name]
+	}
 	v.dims, v.vecs, v.base, v.cells = nil, nil, nil, deviceCells{}
 	v.lent, v.lentGen, v.gens, v.patched, v.stale = nil, nil, nil, nil, false
 	return v.sorted
@@ -172,7 +212,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			continue
 		}
 		nv := &v.vecs[i]
-		if sameNodeInfo(nv.ni, ni) && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
+		if nv.ni == ni && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
 			continue
 		}
 		*nv = nodeVectors{ni: ni, gen: seen[i], alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
@@ -182,7 +222,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			nv.free[c] = cols[c].Free(ctx, ni, nil)
 		}
 		n := ni.Node()
-		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free}
+		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free, LabelsVersion: v.labelsOf(i, n, seen[i])}
 		if lease {
 			v.lent[i] = v.base[i]
 		} else {
@@ -245,32 +285,4 @@ func readGenerations(nodeInfos []fwk.NodeInfo, gens []int64) {
 		}
 		gens[i] = ni.GetGeneration()
 	}
-}
-
-// iface is how Go lays out a non-empty interface value: its type's table
-// and its data word.
-type iface struct{ tab, data unsafe.Pointer }
-
-// sameNodeInfo reports whether a and b are one NodeInfo: the same type
-// and the same data word, which for the pointers kube-scheduler keeps is
-// the same object. Comparing the interfaces with == calls into the runtime
-// for every node of every plan; this is two word compares. It never says
-// two different NodeInfos are the same; for a NodeInfo that is not a
-// pointer it may say equal ones differ, which only reads the node again.
-func sameNodeInfo(a, b fwk.NodeInfo) bool {
-	x, y := (*iface)(unsafe.Pointer(&a)), (*iface)(unsafe.Pointer(&b))
-	return x.tab == y.tab && x.data == y.data
-}
-
-// sameNodeInfos is sameNodeInfo over two lists, compared as memory in one
-// call rather than an interface compare per node.
-func sameNodeInfos(a, b []fwk.NodeInfo) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 {
-		return true
-	}
-	size := len(a) * int(unsafe.Sizeof(iface{}))
-	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), size))
 }

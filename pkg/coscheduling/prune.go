@@ -100,7 +100,7 @@ func shapesOf(req *placement.Request) []placement.Vector {
 // roomyOn reports whether one of shapes fits in free once.
 func roomyOn(shapes []placement.Vector, free placement.Vector) bool {
 	for _, r := range shapes {
-		if fitsOnce(r, free) {
+		if r.FitsIn(free) {
 			return true
 		}
 	}
@@ -159,16 +159,6 @@ func (m *roomyMemo) lend(req *placement.Request) (room []bool, done func()) {
 		m.leased = false
 		m.mu.Unlock()
 	}
-}
-
-// fitsOnce reports whether request fits in free once.
-func fitsOnce(request, free placement.Vector) bool {
-	for d, q := range request {
-		if q > 0 && free[d] < q {
-			return false
-		}
-	}
-	return true
 }
 
 // someIneligible reports whether a template that PreFilter let through has

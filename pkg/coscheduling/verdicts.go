@@ -171,7 +171,7 @@ func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, 
 // those it was stamped with, and neither the gang's lessons, a PreFilter
 // plugin nor an allocated claim (template.pinnedAway) leave the node out.
 func (v *verdicts) holds(s stamp, t *template, ni fwk.NodeInfo, gens []int64, i int) bool {
-	if !sameNodeInfo(s.ni, ni) || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
+	if s.ni != ni || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
 		return false
 	}
 	if t.excluded.Len() > 0 || t.nodes != nil {
