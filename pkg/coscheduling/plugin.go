@@ -64,6 +64,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -130,7 +131,7 @@ type Plugin struct {
 	pdbLister policylisters.PodDisruptionBudgetLister
 	// computeDomains remembers the ComputeDomain of each gang that joins
 	// one (computedomain.go).
-	computeDomains *computeDomains
+	computeDomains *computedomain.Registry[gang.Key]
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -203,7 +204,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
-	pl.computeDomains = newComputeDomains(args)
+	pl.computeDomains = computedomain.NewRegistry[gang.Key](levels)
 	claimsOpts := dra.AllocationsOptions(handle, pl.devices, pl.logger)
 	claimsOpts.Clock, claimsOpts.Done = c, pl.claimsDone
 	pl.claims = dra.NewAllocations(ctx, claimsOpts)
@@ -344,7 +345,7 @@ func (pl *Plugin) gangDeleted(key gang.Key) {
 	// to end; what it wrote goes all the same.
 	pl.claims.Abandon(key, "its PodGroup was deleted")
 	pl.ledger.ForgetGang(key)
-	pl.computeDomains.set(key, nil)
+	pl.computeDomains.Set(key, nil)
 	pl.activateBlocked()
 	pl.activate(key)
 }
