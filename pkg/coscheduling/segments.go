@@ -28,25 +28,49 @@ import (
 // anchors in their own segment's leaf, so that a replacement or a late
 // elastic member returns to the domain its segment already uses.
 
-// shapeRequest sets what the gang itself asks of req, beyond its members
-// and nodes: its policy, the nodes its placed members hold (anchors), and
-// its hierarchy. members are the members req plans, in rank order. A gang
-// whose segments are invalid gets an InvalidPodGroup Event naming the fix,
-// and the status to reject with.
+// shapeRequest sets what the unit spec names itself asks of req, beyond
+// its members and nodes: its policy, the nodes its placed members hold
+// (anchors), and its hierarchy, as the unit's kind shapes them
+// (gang.Unit.Shape): one tree for a composite (shapeTree), the gang's own
+// otherwise (shapeGang). members are the members req plans, in rank order.
 func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
-	if spec.Key.API == gang.Composite {
-		return pl.shapeTree(spec, members, d, req, nodeInfos)
-	}
-	req.Policy = pl.policyOf(spec, members)
-	all, anchorOf, err := pl.anchorRequest(spec.Key, members, req, nodeInfos)
+	u, err := pl.readUnit(spec.Key)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	return unitStatus(u.Shape(&requestShaper{pl: pl, spec: spec, all: u.Members(), members: members, d: d, req: req, nodeInfos: nodeInfos}))
+}
+
+// requestShaper shapes one request (shapeRequest's arguments) as the
+// unit's kind asks (gang.Shaper).
+type requestShaper struct {
+	pl   *Plugin
+	spec *gang.Spec
+	// all are the unit's live members; members those req plans.
+	all, members []*v1.Pod
+	d            *dra.PassDemand
+	req          *placement.Request
+	nodeInfos    []fwk.NodeInfo
+}
+
+var _ gang.Shaper = &requestShaper{}
+
+func (s *requestShaper) ShapeGang() error { return asError(s.pl.shapeGang(s)) }
+
+func (s *requestShaper) ShapeTree(t *gang.Tree) error { return asError(s.pl.shapeTree(t, s)) }
+
+// shapeGang is shapeRequest for a PodGroup's unit. A gang whose segments
+// are invalid gets an InvalidPodGroup Event naming the fix, and the status
+// to reject with.
+func (pl *Plugin) shapeGang(s *requestShaper) *fwk.Status {
+	spec, members, req := s.spec, s.members, s.req
+	req.Policy = pl.policyOf(spec, members)
+	all, anchorOf := pl.anchorRequest(spec.Key, s.all, members, req, s.nodeInfos)
 	seg, status := pl.segmentsOf(spec, all, req.Policy)
 	if status != nil {
 		return status
 	}
-	h, err := gangHierarchy(spec.Key.String(), seg, req.Policy, all, members, anchorOf, d)
+	h, err := gangHierarchy(spec.Key.String(), seg, req.Policy, all, members, anchorOf, s.d)
 	if err != nil {
 		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", spec.Key, err))
@@ -56,16 +80,13 @@ func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *dra.PassDe
 }
 
 // anchorRequest sets req's anchors, the nodes of the unit's placed members
-// (anchors), and returns the unit's members with those being planned, in
-// rank order (withMembers), and the anchor of each placed member.
-func (pl *Plugin) anchorRequest(key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int, error) {
+// (anchors), and returns the unit's members (live, as the informer lists
+// them) with those being planned, in rank order (withMembers), and the
+// anchor of each placed member.
+func (pl *Plugin) anchorRequest(key gang.Key, live, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int) {
 	var anchorOf map[types.UID]int
 	req.Anchors, anchorOf = anchors(nodeInfos, pl.placedMembers(key))
-	all, err := pl.members(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return withMembers(all, members), anchorOf, nil
+	return withMembers(live, members), anchorOf
 }
 
 // withMembers returns the gang's members (all, as the informer lists them)
