@@ -55,7 +55,7 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 	// check plans members' pass once, and compares the view with a fresh
 	// read.
 	check := func(round int, members []*v1.Pod) []fwk.NodeInfo {
-		sorted := env.pl.view.live(env.pl, list)
+		sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
 		d, status := env.pl.demandOf(env.ctx, nil, members, 0)
 		require.Nil(t, status)
 		dims := dimensions(d.Requests)
@@ -70,7 +70,7 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
 		// Lent, as a plan has it; the lease ends with the check.
-		got, _, release := env.pl.view.nodes(env.ctx, sorted, dims, cols, held, true)
+		got, _, release := env.pl.snapshot.Nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got, ignoreLabelsVersions), "round %d, dims %v (-fresh,+view)", round, dims)
 		release()
 		return sorted

@@ -19,7 +19,7 @@ import (
 // the ResourceClaims and DRA-served extended resources the model counts.
 // DynamicResources skips the stand-in; NodeResourcesFit, the other plugin
 // that reads a DRA-served extended resource, is skipped for capacity
-// anyway; GPUFleet reads the member's own GPU demand (fleet.DemandPod), so
+// anyway; GPUFleet reads the member's own GPU demand (contract.DemandPod), so
 // its rules, uniform groups and kept verdicts stay the same. Every other
 // plugin reads nothing the stand-in lacks.
 //

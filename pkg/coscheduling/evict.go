@@ -115,7 +115,7 @@ func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Re
 	for i, m := range p.members {
 		if m.UID == p.pod.UID {
 			node := req.Nodes[d.Plan.NodeOf[i]].Name
-			pl.nominations.nominate(p.pod.UID, node)
+			pl.nominations.Nominate(p.pod.UID, node)
 			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
 				fwk.NewStatus(fwk.Success, msg)
 		}

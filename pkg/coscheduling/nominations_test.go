@@ -39,7 +39,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
-	sorted := env.pl.view.live(env.pl, list)
+	sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
 	// everyNode is the plan's former scan: nominatedOn on every live node.
 	everyNode := func(held map[string]capacity.Amounts, priority int32) map[string]capacity.Amounts {
 		out := map[string]capacity.Amounts{}
@@ -70,7 +70,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 	update := func(old, p *v1.Pod) {
 		require.NoError(t, store.Update(p))
 		queue.Update(env.ctx, old, p)
-		env.pl.nominations.observe(p)
+		env.pl.nominations.Observe(p)
 		live[p.Name] = p
 	}
 	nominated := 0
@@ -93,7 +93,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			p = w.Obj()
 			require.NoError(t, store.Add(p))
 			queue.Add(env.ctx, p)
-			env.pl.nominations.observe(p)
+			env.pl.nominations.Observe(p)
 			live[name], names = p, append(names, name)
 		case op < 4: // the plugin's PostFilter nominates it
 			if p.Spec.NodeName != "" {
@@ -102,7 +102,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			n := node()
 			pi, err := framework.NewPodInfo(p)
 			require.NoError(t, err)
-			env.pl.nominations.nominate(p.UID, n)
+			env.pl.nominations.Nominate(p.UID, n)
 			queue.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: n})
 		case op < 6: // the status changes: the nomination written, moved or cleared
 			q := p.DeepCopy()
@@ -122,12 +122,12 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			q.Spec.NodeName = nodes[r.IntN(len(nodes))].Name
 			require.NoError(t, store.Update(q))
 			queue.Delete(logger, p)
-			env.pl.nominations.observe(q)
+			env.pl.nominations.Observe(q)
 			live[p.Name] = q
 		default: // deleted: pods stay few
 			require.NoError(t, store.Delete(p))
 			queue.Delete(logger, p)
-			env.pl.nominations.observeDelete(p)
+			env.pl.nominations.ObserveDelete(p)
 			delete(live, p.Name)
 			names = slices.Sorted(maps.Keys(live)) // never map order: the run repeats
 

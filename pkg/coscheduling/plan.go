@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -38,7 +39,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
-	sorted := pl.view.live(pl, nodeInfos)
+	sorted := pl.snapshot.Live(nodeInfos, pl.nodeGeneration.Load(), pl.liveNodes)
 	held = pl.withNominated(held, sorted, corev1helpers.PodPriority(members[0]))
 	placed := pl.placedMembers(key)
 	d, status := pl.demandOf(ctx, spec, members, 0)
@@ -198,14 +199,14 @@ func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.
 }
 
 // lendRequest is buildRequest whose nodes, when lend is set, may be the
-// node view's own (nodeView.nodes): the caller plans with the request and
+// planning snapshot's own (eligibility.Snapshot.Nodes): the caller plans with the request and
 // calls release before the next plan, and does not keep it after. gens
 // are the nodes' generations when the view lent them, else nil.
 func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*template, of []int, lend bool) (*placement.Request, []int64, func()) {
 	dims := dimensions(d.Requests)
 	cols := d.Columns(dims)
-	nodes, gens, release := pl.view.nodes(ctx, nodeInfos, dims, cols, held, lend)
+	nodes, gens, release := pl.snapshot.Nodes(ctx, nodeInfos, dims, cols, held, lend)
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))
 	for i, p := range members {
@@ -249,14 +250,11 @@ func gangGroups(templates []*template, of []int, accelerated []bool, nodes []pla
 		if state == nil {
 			return nil
 		}
-		data, err := state.Read(placement.GroupsStateKey)
+		g, err := contract.ReadNodeGroups(state)
 		if err != nil {
 			return nil // no plugin groups this member's nodes
 		}
-		if g, ok := data.(placement.Grouper); ok {
-			return g.NodeGroups(nodes)
-		}
-		return nil
+		return g.NodeGroups(nodes)
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -66,6 +67,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -135,11 +137,14 @@ type Plugin struct {
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
-	// view keeps what plans read of each node between plans (nodeview.go).
-	view nodeView
-	// nominations are the nodes that may have a nominated pod
-	// (nominations.go).
-	nominations nominations
+	// snapshot keeps what plans read of each node between plans.
+	snapshot eligibility.Snapshot
+	// verdicts are the Filter verdicts kept per template (verdicts.go),
+	// made on first use.
+	verdictsOnce sync.Once
+	verdicts     *verdicts
+	// nominations are the nodes that may have a nominated pod.
+	nominations eligibility.Nominations
 	// noPrune makes every plan run Filter on every node first (prune.go);
 	// tests set it to compare the two.
 	noPrune bool
@@ -245,7 +250,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	}); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	if err := pl.nominations.watch(podInformer); err != nil {
+	if err := pl.nominations.Watch(podInformer); err != nil {
 		return nil, fmt.Errorf("watching nominations: %w", err)
 	}
 	finished, err := startFinishedInformer(ctx, handle)

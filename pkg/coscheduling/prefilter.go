@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
@@ -18,7 +19,7 @@ import (
 // planned on its own, next to the gang. For every pod it notes the capacity
 // other gangs hold, for Filter.
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if simulating(ctx) {
+	if contract.Simulated(ctx) {
 		// The plugin itself is asking the profile's other plugins about a
 		// member it plans; it has nothing to add.
 		return nil, fwk.NewStatus(fwk.Skip)

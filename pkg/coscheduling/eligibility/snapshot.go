@@ -1,4 +1,4 @@
-package coscheduling
+package eligibility
 
 import (
 	"context"
@@ -18,23 +18,31 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// nodeView keeps, from one plan to the next, what a plan reads of every
-// node and that changes only with the node (issue 18): the live nodes in
-// name order, and each node's allocatable and free vectors (before holds)
-// in the plan's resource dimensions. A plan then pays per node a pointer
-// and a generation compare, not a lookup per resource.
+// Snapshot is the planning snapshot: what plans read of the nodes, kept
+// from one plan to the next and read again only where it changed. It holds
+// the live nodes in name order; per node its allocatable and free vectors
+// (allocatable resources and DRA devices) in the plan's resource
+// dimensions, and its labels version (placement.Node.LabelsVersion, from
+// which the planners' domain trees and GPUFleet's group keys are kept);
+// and which nodes can take a member at all (Roomy). A plan then pays per
+// node a generation compare, not a lookup per resource. Holds and
+// nominations are overlays: they are subtracted per plan, on the held
+// nodes alone.
 //
-// The order is rebuilt when the snapshot's list is not the one it was built
-// from (kube-scheduler rebuilds that list only when nodes come or go, and
-// updates its NodeInfos in place), or when the node informer saw a node
-// come, go or change labels (nodeGeneration). A node's vectors are read
+// The one invalidation story: a node is read again when its scheduler-cache
+// generation (NodeInfo.GetGeneration) moved, when its devices read
+// differently (cells.go), or when the plan's holds on it differ; and only
+// then. The order is rebuilt when the scheduler's node list is not the one
+// it was built from (kube-scheduler rebuilds that list only when nodes come
+// or go, and updates its NodeInfos in place), or when the node informer
+// saw a node come, go or change labels (the generation passed to Live). A node's vectors are read
 // again when its NodeInfo is another one or its generation moved: the
 // scheduler's cache bumps it on every change to the node or its pods.
 // Dimensions served by devices (DRA) depend on claims and slices as well:
 // the view keeps the device source it read them from, and a node's
 // vectors are read again also when its devices read differently now
 // (deviceCells, dra_cells.go).
-type nodeView struct {
+type Snapshot struct {
 	mu sync.Mutex
 	// input is the snapshot list sorted was made from, gen the plugin's
 	// nodeGeneration then; sorted is the live nodes in name order.
@@ -71,12 +79,8 @@ type nodeView struct {
 	labels []labelsRead
 	// cells are the device columns vecs were read with.
 	cells deviceCells
-	// roomy keeps which nodes can take a member (prune.go).
-	roomy roomyMemo
-	// verdicts are the Filter verdicts kept per template (verdicts.go),
-	// made on first use.
-	verdictsOnce sync.Once
-	verdicts     *verdicts
+	// room keeps which nodes can take a member (Roomy).
+	room roomyMemo
 }
 
 // nodeVectors are one node's vectors, as read from ni at generation gen.
@@ -104,7 +108,7 @@ var labelsVersions atomic.Uint64
 // labelsOf returns the labels version of node n, read at generation gen
 // in position i: the one last given while the node's generation or labels
 // did not move, a new one otherwise. Locked.
-func (v *nodeView) labelsOf(i int, n *v1.Node, gen int64) uint64 {
+func (v *Snapshot) labelsOf(i int, n *v1.Node, gen int64) uint64 {
 	r := &v.labels[i]
 	if r.version != 0 && r.name == n.Name && (r.gen == gen || maps.Equal(r.labels, n.Labels)) {
 		r.gen, r.labels = gen, n.Labels
@@ -114,17 +118,18 @@ func (v *nodeView) labelsOf(i int, n *v1.Node, gen int64) uint64 {
 	return r.version
 }
 
-// live returns the snapshot's nodes in name order, less those the node
-// informer no longer has (liveNodes), from the view when it still holds.
-func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
+// Live returns the scheduler's nodes in name order, less those the node
+// informer no longer has (liveNodes sorts and filters them), from the
+// snapshot while nodeInfos is the list it was built from and the node
+// informer's generation is still gen.
+func (v *Snapshot) Live(nodeInfos []fwk.NodeInfo, gen uint64, liveNodes func([]fwk.NodeInfo) []fwk.NodeInfo) []fwk.NodeInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	gen := pl.nodeGeneration.Load()
 	if v.sorted != nil && gen == v.gen && slices.Equal(nodeInfos, v.input) {
 		return v.sorted
 	}
 	v.input, v.gen = slices.Clone(nodeInfos), gen
-	v.sorted = pl.liveNodes(nodeInfos)
+	v.sorted = liveNodes(nodeInfos)
 	// Nodes that stay keep their labels versions.
 	byName := make(map[string]labelsRead, len(v.labels))
 	for _, r := range v.labels {
@@ -139,7 +144,7 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	return v.sorted
 }
 
-// nodes returns nodeInfos (the sorted live nodes) as the planner reads
+// Nodes returns nodeInfos (the sorted live nodes) as the planner reads
 // them, with allocatable and free vectors in dims, the free ones less held.
 // cols are the dimensions' columns; with nodes other than the view's it
 // reads every node afresh. Otherwise the nodes are the view's, read again
@@ -157,7 +162,7 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 // (gens[i] is nodeInfos[i].GetGeneration() now), lent with the nodes: a
 // caller that checks kept state per node reads them in one array rather
 // than loading every NodeInfo again. Only lent nodes come with them.
-func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []dra.Column,
+func (v *Snapshot) Nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []dra.Column,
 	held map[string]capacity.Amounts, lend bool) (out []placement.Node, gens []int64, release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -268,7 +273,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	return out, gens, release
 }
 
-// unread marks a node whose vectors the view has not read (vecGen): no
+// unread marks a node whose vectors the snapshot has not read (vecGen): no
 // NodeInfo's generation is that low.
 const unread = math.MinInt64
 

@@ -1,4 +1,4 @@
-package coscheduling
+package eligibility
 
 import (
 	"slices"
