@@ -165,11 +165,11 @@ func BenchmarkPreemptionPostFilter(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				req, _, _, status := env.pl.preemptionRequest(env.ctx, p, s.held, statuses)
+				req, status := env.pl.preempter.Request(env.ctx, p, s.held, statuses)
 				if status != nil {
 					b.Fatal(status)
 				}
-				if d, err = env.pl.decider.Decide(env.ctx, req); err != nil {
+				if d, err = env.pl.preempter.Decider().Decide(env.ctx, req); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -92,16 +93,11 @@ const (
 	// members still wait; the API server keeps it, and gpu-gang schedules
 	// them as a gang, until no active pod names it.
 	ReasonPodGroupDeleting = "PodGroupDeleting"
-	// ReasonPreempted: on a victim's PodGroup (or a plain victim pod): the
-	// gang, or some of its members above minMember, were preempted; the
-	// note names the preemptor, its priority and where it lands.
-	ReasonPreempted = "Preempted"
-	// ReasonPreempting: on the preemptor's PodGroup (or pod): it evicted
-	// pods of lower priority to fit; the note names the victims.
-	ReasonPreempting = "Preempting"
-	// ReasonPreemptionFailed: the chosen victims could not be evicted; the
-	// preemptor backs off and decides again.
-	ReasonPreemptionFailed = "PreemptionFailed"
+	// ReasonPreempted, ReasonPreempting and ReasonPreemptionFailed are
+	// package preempt's Events.
+	ReasonPreempted        = preempt.ReasonPreempted
+	ReasonPreempting       = preempt.ReasonPreempting
+	ReasonPreemptionFailed = preempt.ReasonPreemptionFailed
 	// ReasonDeviceClassSelectorError: see dra.ReasonDeviceClassSelectorError.
 	ReasonDeviceClassSelectorError = dra.ReasonDeviceClassSelectorError
 )

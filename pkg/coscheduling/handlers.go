@@ -42,7 +42,7 @@ func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 		return
 	}
 	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
-		pl.preemptorBound(n)
+		pl.preempter.PreemptorBound(n)
 	}
 	if sameGang(o, n) {
 		if len(o.Spec.SchedulingGates) > 0 && len(n.Spec.SchedulingGates) == 0 {
@@ -75,34 +75,6 @@ func (pl *Plugin) onPodDelete(obj interface{}) {
 	}
 	// A plain preemptor that goes away gives up what it preempted for.
 	pl.ledger.Preemptions.End(pl.ownerOf(pod))
-}
-
-// preemptorBound observes a preemptor's time to bound once the members it
-// preempted for are bound (for a gang, or minMember of its members), and
-// forgets its preemption.
-func (pl *Plugin) preemptorBound(pod *v1.Pod) {
-	id := pl.ownerOf(pod)
-	created, minMember, all, ok := pl.ledger.Preemptions.MemberBound(id, pod.UID)
-	if !ok {
-		return
-	}
-	if key, isMember := pl.unitOf(pod); isMember && !all {
-		var bound bool
-		if u, err := pl.readUnit(key); err == nil {
-			bound = u.QuorumWith(pl.viewOf(key), minMember).Bound
-		} else if members, err := pl.members(key); err == nil {
-			// The gang's object is gone: its members still count
-			// against what the preemption recorded.
-			bound = gang.QuorumOf(minMember, pl.census(key, members)).Bound
-		}
-		if !bound {
-			return
-		}
-	}
-	if pl.ledger.Preemptions.End(id) {
-		preemptorTimeToBound.Observe(pl.clock.Since(created).Seconds())
-		pl.logger.V(2).Info("Preemptor bound", "preemptor", id, "sinceCreated", pl.clock.Since(created))
-	}
 }
 
 // memberGone updates a gang that lost a member. A member that waited in Permit

@@ -19,6 +19,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 )
 
 // TestNominationsMatchTheNominator checks withNominated, which asks the
@@ -40,14 +41,15 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
 	sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
-	// everyNode is the plan's former scan: nominatedOn on every live node.
+	// everyNode is the plan's former scan: preempt.NominatedRoom on every live
+	// node.
 	everyNode := func(held map[string]capacity.Amounts, priority int32) map[string]capacity.Amounts {
 		out := map[string]capacity.Amounts{}
 		for n, h := range held {
 			out[n] = h
 		}
 		for _, ni := range sorted {
-			if a := env.pl.nominatedOn(ni.Node().Name, priority, ""); a != nil {
+			if a := preempt.NominatedRoom(env.pl.handle, ni.Node().Name, priority, ""); a != nil {
 				sum := capacity.Amounts{}
 				sum.Add(out[ni.Node().Name])
 				sum.Add(a)
@@ -85,7 +87,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			w := st.MakePod().Namespace("other").Name(name).UID(name).Priority(int32(r.IntN(3) * 100)).
 				Req(map[v1.ResourceName]string{gpu: fmt.Sprint(1 + r.IntN(8))})
 			if r.IntN(4) == 0 {
-				w = w.Label("scheduling.x-k8s.io/pod-group", "g") // a gang member: nominatedOn skips it
+				w = w.Label("scheduling.x-k8s.io/pod-group", "g") // a gang member: preempt.NominatedRoom skips it
 			}
 			if r.IntN(2) == 0 {
 				w = w.NominatedNodeName(node())

@@ -24,11 +24,11 @@
 //     time (hold.go).
 //   - filter.go: Filter keeps other pods out of held capacity.
 //   - postfilter.go: PostFilter learns from a member that Filter turned
-//     away where its plan put it; preempt.go and evict.go: a gang that does
-//     not fit, or a plain pod, preempts pods of strictly lower priority,
-//     whole gangs only (or members above minMember), inside one topology
-//     domain (package preemption decides, within PodDisruptionBudgets:
-//     budgets.go), and holds the freed room for itself.
+//     away where its plan put it; package preempt (preempt.go is its
+//     side here): a gang that does not fit, or a plain pod, preempts pods
+//     of strictly lower priority, whole gangs only (or members above
+//     minMember), inside one topology domain (package preemption decides,
+//     within PodDisruptionBudgets), and holds the freed room for itself.
 //   - permit.go: Reserve/Unreserve count members; Permit holds them until
 //     quorum is reserved, then lets them all bind. A timeout, a failed or a
 //     deleted member rejects every waiting sibling.
@@ -68,6 +68,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -126,10 +127,9 @@ type Plugin struct {
 	// to use (reconcile.go); nil when the framework has no DRA manager.
 	reconciler *dra.Reconciler
 	events     *eventRecorder
-	// decider chooses preemption victims (preempt.go); nil when the
-	// planner cannot give it a topology tree, and then nothing is
-	// preempted.
-	decider   decider
+	// preempter makes room for pods by evicting pods of lower priority
+	// (package preempt, preempt.go).
+	preempter *preempt.Preempter
 	pdbLister policylisters.PodDisruptionBudgetLister
 	// computeDomains remembers the ComputeDomain of each gang that joins
 	// one (computedomain.go).
@@ -227,9 +227,6 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		}
 		pl.reconciler = pl.startReconciler(ctx, handle)
 	}
-	if trees, ok := planner.(preemption.TreeSource); ok {
-		pl.decider = preemption.NewEngine(planner, trees)
-	}
 	// Asking for the lister registers the informer, which the scheduler
 	// starts with its others once every plugin is built.
 	pl.pdbLister = handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister()
@@ -243,6 +240,13 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		return nil, err
 	}
 	pl.podIndex = podInformer.GetIndexer()
+	// The engine needs the planner's topology tree; without one, nothing
+	// is preempted.
+	var decider preempt.Decider
+	if trees, ok := planner.(preemption.TreeSource); ok {
+		decider = preemption.NewEngine(planner, trees)
+	}
+	pl.preempter = pl.newPreempter(decider)
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    pl.onPodAdd,
 		UpdateFunc: pl.onPodUpdate,

@@ -10,15 +10,15 @@ import (
 )
 
 // Nominations knows on which nodes kube-scheduler's nominator may hold a
-// nominated pod, so that a plan asks the nominator (the plugin's nominatedOn) about
-// those nodes alone, not about every node (issue 18). The framework's
+// nominated pod, so that a plan asks the nominator (preempt.NominatedRoom)
+// about those nodes alone, not about every node (issue 18). The framework's
 // handle only answers node by node (fwk.PodNominator has no list), so the
 // set is kept here, a superset of the nominator's nodes, from the two
 // places a nomination of this scheduler comes from:
 //
 //   - the pod informer: the nominator takes a pending pod's
 //     status.nominatedNodeName when the pod is added or updated;
-//   - the gang plugin's PostFilter (carryOut), the only PostFilter of the
+//   - the gang plugin's PostFilter (package preempt), the only PostFilter of the
 //     profile that nominates (DefaultPreemption is off): its nomination
 //     reaches the nominator before the API server, and the nominator keeps
 //     it while later updates carry no nominatedNodeName.
