@@ -41,7 +41,7 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	// The budget is there from the start: created later, it could fall
 	// between the PDB informer's list and its watch and never be seen.
 	env := newTestEnv(t, nodes, append(running, job...), pgs, withTopology(t), withObjects(pdb))
-	got, err := env.pl.pdbLister.PodDisruptionBudgets(testNS).Get("protect-c")
+	got, err := env.Informers.Policy().V1().PodDisruptionBudgets().Lister().PodDisruptionBudgets(testNS).Get("protect-c")
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	rec := env.record()
@@ -112,11 +112,11 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	require.Equal(t, victimsBefore+1, victimsAfter)
 
 	key := gang.Key{Namespace: testNS, Name: "urgent"}
-	held := env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue)
+	held := env.ledger().HeldByOthers(gang.Key{}, lastInQueue)
 	require.Equal(t, int64(8), held["s1-l1-n0"][gpu])
 	require.Equal(t, int64(8), held["s1-l1-n1"][gpu])
 	for i, p := range job {
-		nodes, ok := env.pl.ledger.Claims.PlanSlots(key, p.UID, capacity.PodAmounts(p))
+		nodes, ok := env.ledger().Claims.PlanSlots(key, p.UID, capacity.PodAmounts(p))
 		require.True(t, ok)
 		require.Equal(t, []string{fmt.Sprintf("s1-l1-n%d", i)}, nodes, "member %s is pinned to its freed node", p.Name)
 	}
@@ -131,7 +131,7 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	}
 	// The informer's handlers see a deletion after its lister does.
 	require.Eventually(t, func() bool {
-		_, waiting := env.pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(job[0]))
+		_, waiting := env.ledger().Preemptions.AwaitingVictims(ledger.Owner(job[0]))
 		return !waiting
 	}, wait.ForeverTestTimeout, 10*time.Millisecond, "every victim is gone")
 	// The scheduler's cache may still show the victims for a moment: the
@@ -140,7 +140,7 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	require.Nil(t, res)
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
 	require.Contains(t, status.Message(), ErrReasonAwaitingVictims)
-	_, ok := env.pl.ledger.Claims.Remaining(key)
+	_, ok := env.ledger().Claims.Remaining(key)
 	require.True(t, ok, "the claim is still held")
 	for _, p := range victims {
 		env.forget(p)
@@ -152,7 +152,7 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 		n, err := testutil.GetHistogramMetricCount(preemptorTimeToBound.ObserverMetric)
 		return err == nil && n == boundBefore+1
 	}, wait.ForeverTestTimeout, 10*time.Millisecond, "the preemptor's time to bound is observed once it binds")
-	require.False(t, env.pl.ledger.Preemptions.End(ledger.Owner(job[0])), "a bound preemptor's record goes")
+	require.False(t, env.ledger().Preemptions.End(ledger.Owner(job[0])), "a bound preemptor's record goes")
 }
 
 func TestNoPreemptionTwiceForOnePlacement(t *testing.T) {
@@ -191,7 +191,7 @@ func TestNoPreemptionTwiceForOnePlacement(t *testing.T) {
 		env.waitForLister(p, func(q *v1.Pod) bool { return q.DeletionTimestamp != nil })
 	}
 	env.clock.Step(10 * time.Minute)
-	env.pl.ledger.ForgetGang(gang.Key{Namespace: testNS, Name: "urgent"})
+	env.ledger().ForgetGang(gang.Key{Namespace: testNS, Name: "urgent"})
 	res, status := env.attempt(job[0])
 	require.Nil(t, res)
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
@@ -341,12 +341,12 @@ func TestPreemptorThatGoesAwayReleasesTheRoom(t *testing.T) {
 		env.syncWatch()
 		_, status := env.attempt(job[0])
 		require.True(t, status.IsSuccess(), "%v", status)
-		require.NotEmpty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue))
+		require.NotEmpty(t, env.ledger().HeldByOthers(gang.Key{}, lastInQueue))
 
 		env.DeletePodGroup(pg)
 		require.Eventually(t, func() bool {
-			_, waiting := env.pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(job[0]))
-			return !waiting && len(env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue)) == 0 && len(env.pl.ledger.Preemptions.PendingVictims()) == 0
+			_, waiting := env.ledger().Preemptions.AwaitingVictims(ledger.Owner(job[0]))
+			return !waiting && len(env.ledger().HeldByOthers(gang.Key{}, lastInQueue)) == 0 && len(env.ledger().Preemptions.PendingVictims()) == 0
 		}, wait.ForeverTestTimeout, 10*time.Millisecond,
 			"the gang sources tell the plugin: nothing is held for a preemptor that is gone, and its victims are no longer anyone's")
 	})
@@ -360,15 +360,15 @@ func TestPreemptorThatGoesAwayReleasesTheRoom(t *testing.T) {
 		env.syncWatch()
 		_, status := env.attempt(plain)
 		require.True(t, status.IsSuccess(), "%v", status)
-		_, waiting := env.pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(plain))
+		_, waiting := env.ledger().Preemptions.AwaitingVictims(ledger.Owner(plain))
 		require.True(t, waiting)
 
 		env.finishDeletion(plain)
 		require.Eventually(t, func() bool {
-			_, waiting := env.pl.ledger.Preemptions.AwaitingVictims(ledger.Owner(plain))
+			_, waiting := env.ledger().Preemptions.AwaitingVictims(ledger.Owner(plain))
 			return !waiting
 		}, wait.ForeverTestTimeout, 10*time.Millisecond)
-		require.Empty(t, env.pl.ledger.Preemptions.PendingVictims())
+		require.Empty(t, env.ledger().Preemptions.PendingVictims())
 	})
 }
 
@@ -387,7 +387,7 @@ func TestGangPlansAroundAPreemptorsNomination(t *testing.T) {
 	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 	require.True(t, status.IsSuccess(), "%v", status)
 	for _, p := range job {
-		nodes, _ := env.pl.ledger.Claims.PlanSlots(gang.Key{Namespace: testNS, Name: "job"}, p.UID, capacity.PodAmounts(p))
+		nodes, _ := env.ledger().Claims.PlanSlots(gang.Key{Namespace: testNS, Name: "job"}, p.UID, capacity.PodAmounts(p))
 		require.NotContains(t, nodes, "node-aa", "member %s was planned into a preemptor's room", p.Name)
 	}
 }
