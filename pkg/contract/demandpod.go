@@ -1,8 +1,6 @@
 package contract
 
 import (
-	"fmt"
-
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -45,13 +43,9 @@ func DemandPod(cs fwk.CycleState, pod *v1.Pod) *v1.Pod {
 }
 
 func readDemandPod(cs fwk.CycleState) (*v1.Pod, error) {
-	data, err := cs.Read(DemandPodStateKey)
+	d, err := ReadState[*demandPod](cs, DemandPodStateKey)
 	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycle state: %w", DemandPodStateKey, err)
-	}
-	d, ok := data.(*demandPod)
-	if !ok {
-		return nil, fmt.Errorf("%q in cycle state has type %T", DemandPodStateKey, data)
+		return nil, err
 	}
 	return d.pod, nil
 }

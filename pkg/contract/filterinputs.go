@@ -1,8 +1,6 @@
 package contract
 
 import (
-	"fmt"
-
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
@@ -47,13 +45,9 @@ func WriteGPUFleetState(cs fwk.CycleState, s GPUFleetState) {
 // ReadFilterInputs returns the inputs (FilterInputs) of the state under key
 // in cs; an error when there is none, or when it does not say its inputs.
 func ReadFilterInputs(cs fwk.CycleState, key fwk.StateKey) (any, error) {
-	data, err := cs.Read(key)
+	in, err := ReadState[FilterInputs](cs, key)
 	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycle state: %w", key, err)
-	}
-	in, ok := data.(FilterInputs)
-	if !ok {
-		return nil, fmt.Errorf("%q in cycle state has type %T, which does not say its Filter inputs", key, data)
+		return nil, err
 	}
 	return in.FilterInputs(), nil
 }

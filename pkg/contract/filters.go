@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"maps"
 	"slices"
 
 	fwk "k8s.io/kube-scheduler/framework"
@@ -40,10 +41,5 @@ func NodeOnlyFilter(name string) (inputs fwk.StateKey, ok bool) {
 // NodeOnlyFilters returns the names of the node-only Filter plugins
 // (NodeOnlyFilter), sorted.
 func NodeOnlyFilters() []string {
-	out := make([]string, 0, len(nodeOnlyFilters))
-	for name := range nodeOnlyFilters {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(nodeOnlyFilters))
 }

@@ -1,8 +1,6 @@
 package contract
 
 import (
-	"fmt"
-
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -36,13 +34,5 @@ func WriteNodeGroups(cs fwk.CycleState, s NodeGroupsState) {
 // ReadNodeGroups returns the Grouper a PreFilter plugin left in cs; an
 // error when none did.
 func ReadNodeGroups(cs fwk.CycleState) (placement.Grouper, error) {
-	data, err := cs.Read(NodeGroupsStateKey)
-	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycle state: %w", NodeGroupsStateKey, err)
-	}
-	g, ok := data.(placement.Grouper)
-	if !ok {
-		return nil, fmt.Errorf("%q in cycle state has type %T, not a placement.Grouper", NodeGroupsStateKey, data)
-	}
-	return g, nil
+	return ReadState[placement.Grouper](cs, NodeGroupsStateKey)
 }

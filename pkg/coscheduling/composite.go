@@ -103,17 +103,6 @@ func (pl *Plugin) badHierarchy(pod *v1.Pod, key gang.Key, ref *v1.ObjectReferenc
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("hierarchy of %s: %v", key, err))
 }
 
-// byLeaf splits a unit's members by the PodGroup each belongs to.
-func byLeaf(members []*v1.Pod) map[gang.Key][]*v1.Pod {
-	out := map[gang.Key][]*v1.Pod{}
-	for _, p := range members {
-		if k, ok := gang.Of(p); ok {
-			out[k] = append(out[k], p)
-		}
-	}
-	return out
-}
-
 // shapeTree is shapeRequest for a composite unit, whose tree is tree: one
 // hierarchy for the whole tree (gang.Tree.Hierarchy), with each PodGroup's
 // own leaf built by gangHierarchy (its policy, its segments, its sharers),
@@ -124,7 +113,7 @@ func (pl *Plugin) shapeTree(tree *gang.Tree, s *requestShaper) *fwk.Status {
 	spec, members, req := s.spec, s.members, s.req
 	req.Policy = *spec.Topology
 	all, anchorOf := pl.anchorRequest(spec.Key, s.all, members, req, s.nodeInfos)
-	of := byLeaf(all)
+	of := gang.ByPodGroup(all)
 	var plan []int
 	for _, i := range tree.Leaves() {
 		if slices.ContainsFunc(of[tree.Nodes[i].Key], func(p *v1.Pod) bool { return planned(p, members) || anchored(p, anchorOf) }) {

@@ -1,12 +1,11 @@
 package coscheduling
 
 import (
-	"fmt"
-
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -43,13 +42,5 @@ type cycleState struct {
 func (s *cycleState) Clone() fwk.StateData { return s }
 
 func readState(cs fwk.CycleState) (*cycleState, error) {
-	data, err := cs.Read(stateKey)
-	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycle state: %w", stateKey, err)
-	}
-	s, ok := data.(*cycleState)
-	if !ok {
-		return nil, fmt.Errorf("%q in cycle state has type %T", stateKey, data)
-	}
-	return s, nil
+	return contract.ReadState[*cycleState](cs, stateKey)
 }

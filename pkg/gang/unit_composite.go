@@ -32,12 +32,12 @@ func (u *compositeUnit) QuorumWith(v View, _ int32) Quorum { return u.Quorum(v).
 // from its own members (and its own succeeded ones), with the reservations
 // the unit's attempt made.
 func (u *compositeUnit) treeQuorum(v View) []GroupQuorum {
-	of := byLeaf(u.members)
+	of := ByPodGroup(u.members)
 	return TreeQuorumOf(u.tree, func(leaf Key) Census { return v.Census(leaf, of[leaf]) })
 }
 
 // byLeaf splits a unit's members by the PodGroup each belongs to.
-func byLeaf(members []*v1.Pod) map[Key][]*v1.Pod {
+func ByPodGroup(members []*v1.Pod) map[Key][]*v1.Pod {
 	out := map[Key][]*v1.Pod{}
 	for _, p := range members {
 		if k, ok := Of(p); ok {
@@ -68,7 +68,7 @@ func (u *compositeUnit) nextBatch(v View, only *Key) ([]*v1.Pod, error) {
 	if !adm.Ready {
 		return nil, &WaitError{Reason: u.waitingForChildren(gq[0])}
 	}
-	of := byLeaf(pendingOf(v, u.members))
+	of := ByPodGroup(pendingOf(v, u.members))
 	var out []*v1.Pod
 	for _, i := range adm.Plan {
 		n := &u.tree.Nodes[i]

@@ -1,8 +1,6 @@
 package gpufleet
 
 import (
-	"fmt"
-
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
@@ -60,13 +58,5 @@ func (s *cycleState) nodeDevices(node string) []capacity.Device { return nodeDev
 func (s *cycleState) Clone() fwk.StateData { return s }
 
 func readState(cs fwk.CycleState) (*cycleState, error) {
-	data, err := cs.Read(stateKey)
-	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycle state: %w", stateKey, err)
-	}
-	s, ok := data.(*cycleState)
-	if !ok {
-		return nil, fmt.Errorf("%q in cycle state has type %T", stateKey, data)
-	}
-	return s, nil
+	return contract.ReadState[*cycleState](cs, stateKey)
 }

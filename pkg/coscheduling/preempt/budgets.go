@@ -1,6 +1,8 @@
 package preempt
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,12 +29,7 @@ func (pr *Preempter) addBudgets(req *preemption.Request, cands *candidates) {
 			byNS[q.Namespace] = append(byNS[q.Namespace], ref{u, i})
 		}
 	}
-	namespaces := make([]string, 0, len(byNS))
-	for ns := range byNS {
-		namespaces = append(namespaces, ns)
-	}
-	sort.Strings(namespaces)
-	for _, ns := range namespaces {
+	for _, ns := range slices.Sorted(maps.Keys(byNS)) {
 		pdbs, err := pr.cfg.PDBs.PodDisruptionBudgets(ns).List(labels.Everything())
 		if err != nil || len(pdbs) == 0 {
 			continue
