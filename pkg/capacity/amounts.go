@@ -43,10 +43,11 @@ func (a Amounts) Add(o Amounts) {
 }
 
 // FitsIn reports whether a asks for no more of anything than room has: a
-// member with request a can take a planned place that holds room.
+// member with request a can take a planned place that holds room. It is
+// placement.QuantityFits per resource, the rule the planners count by.
 func (a Amounts) FitsIn(room Amounts) bool {
 	for name, q := range a {
-		if q > room[name] {
+		if !placement.QuantityFits(q, room[name]) {
 			return false
 		}
 	}

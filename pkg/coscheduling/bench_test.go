@@ -47,12 +47,12 @@ func BenchmarkLess(b *testing.B) {
 
 // BenchmarkCapacityPreCheck measures PreFilter of a gang's first member in
 // the profile the scheduler ships (every in-tree Filter plugin, GPUFleet,
-// DynamicResources), on fleets of 5,000 and 20,000 nodes (benchFleet), half
-// full: deciding eligibility, planning the whole gang node by node with the
+// DynamicResources), on fleets of 5,000, 20,000 and 50,000 nodes
+// (benchFleet), half full: deciding eligibility, planning the whole gang node by node with the
 // shipped topology planner, in each of GPUFleet's uniform groups, and
 // holding the plan.
 func BenchmarkCapacityPreCheck(b *testing.B) {
-	for _, nodes := range []int{5000, 20000} {
+	for _, nodes := range []int{5000, 20000, 50000} {
 		for _, size := range []int{8, 64, 512} {
 			for _, scan := range []string{"roomy", "full"} {
 				b.Run(fmt.Sprintf("nodes=%d/gang=%d/filter=%s", nodes, size, scan), func(b *testing.B) {
@@ -165,11 +165,11 @@ func BenchmarkPreemptionPostFilter(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				req, _, _, status := env.pl.preemptionRequest(env.ctx, p, s.held, statuses)
+				req, status := env.pl.preempter.Request(env.ctx, p, s.held, statuses)
 				if status != nil {
 					b.Fatal(status)
 				}
-				if d, err = env.pl.decider.Decide(env.ctx, req); err != nil {
+				if d, err = env.pl.preempter.Decider().Decide(env.ctx, req); err != nil {
 					b.Fatal(err)
 				}
 			}

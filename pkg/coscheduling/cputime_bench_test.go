@@ -11,6 +11,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 )
 
 // cpuMeter reports the process's CPU time per iteration of a benchmark, as
@@ -96,7 +98,7 @@ func withStockMeter(m *threadMeter) envOption {
 // metered runs f, charging its thread CPU and allocations to m unless ctx
 // is a simulation.
 func (m *threadMeter) metered(ctx context.Context, f func()) {
-	if simulating(ctx) {
+	if contract.Simulated(ctx) {
 		f()
 		return
 	}

@@ -291,9 +291,9 @@ func (dc *draCase) check(t *testing.T, env *testEnv, oracle framework.Framework)
 	}
 	exact := true
 	for i := range dc.members {
-		exact = exact && d.exact(i)
+		exact = exact && d.Exact(i)
 	}
-	overlapping = len(d.unions()) > 0
+	overlapping = len(d.Unions()) > 0
 
 	state := framework.NewCycleState()
 	_, status, _ = env.fh.RunPreFilterPlugins(env.ctx, state, dc.members[0])

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
@@ -154,7 +155,7 @@ func stockPreFilterCPU(b *testing.B, ctx context.Context, env *testEnv, pod *v1.
 	}
 	// The measured loop's garbage is its own.
 	goruntime.GC()
-	sim := context.WithValue(ctx, simulatingKey{}, true)
+	sim := contract.WithSimulation(ctx)
 	start := processCPU(b)
 	for range b.N {
 		if _, status, _ := env.fh.RunPreFilterPlugins(sim, framework.NewCycleState(), pod); !status.IsSuccess() && !status.IsSkip() {

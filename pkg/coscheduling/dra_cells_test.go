@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -49,16 +50,16 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 	env := newTestEnv(t, nodes, nil, nil, withDRA(), withObjects(objects...))
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
-	tracker := env.pl.devices.dra.ResourceClaims()
+	tracker := env.pl.devices.Manager().ResourceClaims()
 
 	// check plans members' pass once, and compares the view with a fresh
 	// read.
 	check := func(round int, members []*v1.Pod) []fwk.NodeInfo {
-		sorted := env.pl.view.live(env.pl, list)
+		sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
 		d, status := env.pl.demandOf(env.ctx, nil, members, 0)
 		require.Nil(t, status)
-		dims := dimensions(d.reqs)
-		cols := d.columns(dims)
+		dims := dimensions(d.Requests)
+		cols := d.Columns(dims)
 		held := map[string]capacity.Amounts{}
 		for range r.IntN(3) {
 			h := capacity.Amounts{}
@@ -69,8 +70,8 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
 		// Lent, as a plan has it; the lease ends with the check.
-		got, _, release := env.pl.view.nodes(env.ctx, sorted, dims, cols, held, true)
-		require.Empty(t, cmp.Diff(want, got), "round %d, dims %v (-fresh,+view)", round, dims)
+		got, _, release := env.pl.snapshot.Nodes(env.ctx, sorted, dims, cols, held, true)
+		require.Empty(t, cmp.Diff(want, got, ignoreLabelsVersions), "round %d, dims %v (-fresh,+view)", round, dims)
 		release()
 		return sorted
 	}
@@ -101,20 +102,20 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 	// again: the same dimensions, read from another source.
 	check(30, []*v1.Pod{mapped})
 	require.NoError(t, env.client.ResourceV1().DeviceClasses().Delete(env.ctx, scheduling.DeviceClassGPU, metav1.DeleteOptions{}))
-	require.Eventually(t, func() bool { return env.pl.devices.dra.DeviceClassResolver().GetDeviceClass(gpu) == nil },
+	require.Eventually(t, func() bool { return env.pl.devices.Manager().DeviceClassResolver().GetDeviceClass(gpu) == nil },
 		classGoneTimeout, classGoneTimeout/100, "the DRA manager forgets the deleted DeviceClass")
 	check(31, []*v1.Pod{mapped})
 }
 
 // readFresh reads every node as the view would, without it: what the
 // view's vectors must equal.
-func readFresh(ctx context.Context, sorted []fwk.NodeInfo, cols []column, held map[string]capacity.Amounts) []placement.Node {
+func readFresh(ctx context.Context, sorted []fwk.NodeInfo, cols []dra.Column, held map[string]capacity.Amounts) []placement.Node {
 	var out []placement.Node
 	for _, ni := range sorted {
 		a, f := make(placement.Vector, len(cols)), make(placement.Vector, len(cols))
 		for c := range cols {
-			a[c] = cols[c].allocatable(ctx, ni)
-			f[c] = cols[c].free(ctx, ni, held[ni.Node().Name])
+			a[c] = cols[c].Allocatable(ctx, ni)
+			f[c] = cols[c].Free(ctx, ni, held[ni.Node().Name])
 		}
 		out = append(out, placement.Node{Name: ni.Node().Name, Labels: ni.Node().Labels, Allocatable: a, Free: f})
 	}

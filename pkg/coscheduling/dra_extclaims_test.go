@@ -72,16 +72,16 @@ func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 				withDRA(), withObjects(objects...))
 			if tt.claim != nil {
 				require.Eventually(t, func() bool {
-					_, err := env.pl.devices.dra.ResourceClaims().Get(tt.claim.Namespace, tt.claim.Name)
+					_, err := env.pl.devices.Manager().ResourceClaims().Get(tt.claim.Namespace, tt.claim.Name)
 					return err == nil
 				}, sliceListedTimeout, sliceListedTimeout/100, "the claim tracker never held the claim")
 			}
 			d, status := env.pl.demandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
 			require.Nil(t, status)
-			templates, of := templatesOf([]*v1.Pod{pod}, d.reqs)
-			d.markCounted(templates, of)
+			templates, of := templatesOf([]*v1.Pod{pod}, d.Requests)
+			markCounted(d, templates, of)
 			require.NotEmpty(t, templates[0].devices.Mapped, "the member's GPUs must be mapped to devices")
-			counting := &countingClaims{ResourceClaimTracker: env.pl.devices.dra.ResourceClaims()}
+			counting := &countingClaims{ResourceClaimTracker: env.pl.devices.Manager().ResourceClaims()}
 			ext := &extendedClaims{claims: counting}
 			for range 3 {
 				_, ok := env.pl.standIn(templates[0], ext)

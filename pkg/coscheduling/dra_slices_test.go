@@ -38,7 +38,7 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 		}
 	}
 	env := newTestEnv(t, nodes, nil, nil, withDRA(), withObjects(objects...))
-	inventories := env.pl.devices.inventories
+	inventories := env.pl.devices.Inventories()
 	// GPUFleet is handed the inventories of capacity.ForDRAManager: one
 	// device model per scheduler.
 	require.Same(t, capacity.ForDRAManager(env.ctx, env.fh.SharedDRAManager()), inventories,
@@ -50,7 +50,7 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 	published[nodes[1].Name] = true
 	slicesAPI := env.client.ResourceV1().ResourceSlices()
 	listed := func(name string) *resourceapi.ResourceSlice {
-		list, err := env.pl.devices.dra.ResourceSlices().ListWithDeviceTaintRules()
+		list, err := env.pl.devices.Manager().ResourceSlices().ListWithDeviceTaintRules()
 		require.NoError(t, err)
 		for _, s := range list {
 			if s.Name == name {
@@ -67,7 +67,7 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 	for round := range 40 {
 		m, err := inventories.Current()
 		require.NoError(t, err)
-		fresh, err := env.pl.devices.dra.ResourceSlices().ListWithDeviceTaintRules()
+		fresh, err := env.pl.devices.Manager().ResourceSlices().ListWithDeviceTaintRules()
 		require.NoError(t, err)
 		require.Empty(t, cmp.Diff(devicesOf(capacity.BuildInventory(fresh)), devicesOf(m.Inventory())),
 			"round %d (-fresh,+cached)", round)

@@ -19,7 +19,7 @@ import (
 // the ResourceClaims and DRA-served extended resources the model counts.
 // DynamicResources skips the stand-in; NodeResourcesFit, the other plugin
 // that reads a DRA-served extended resource, is skipped for capacity
-// anyway; GPUFleet reads the member's own GPU demand (fleet.DemandPod), so
+// anyway; GPUFleet reads the member's own GPU demand (contract.DemandPod), so
 // its rules, uniform groups and kept verdicts stay the same. Every other
 // plugin reads nothing the stand-in lacks.
 //
@@ -41,7 +41,7 @@ func (pl *Plugin) standIn(t *template, ext *extendedClaims) (*v1.Pod, bool) {
 		return nil, false
 	}
 	pod := t.pod
-	claims := pl.devices.dra.ResourceClaims()
+	claims := pl.devices.Manager().ResourceClaims()
 	for i := range pod.Spec.ResourceClaims {
 		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
 		if err != nil {
@@ -103,7 +103,7 @@ func (pl *Plugin) extendedClaims() *extendedClaims {
 	if pl.devices == nil {
 		return &extendedClaims{read: true, owners: sets.New[capacity.PodRef]()}
 	}
-	return &extendedClaims{claims: pl.devices.dra.ResourceClaims(), watch: pl.devices.inventories.Claims()}
+	return &extendedClaims{claims: pl.devices.Manager().ResourceClaims(), watch: pl.devices.Inventories().Claims()}
 }
 
 // has reports whether pod has such a claim.

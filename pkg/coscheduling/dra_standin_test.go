@@ -59,8 +59,8 @@ func TestStandInKeepsFleetDemand(t *testing.T) {
 			// are counted and nothing keeps the member itself in PreFilter.
 			d, status := env.pl.demandOf(env.ctx, nil, pods, 0)
 			require.Nil(t, status)
-			templates, of := templatesOf(pods, d.reqs)
-			d.markCounted(templates, of)
+			templates, of := templatesOf(pods, d.Requests)
+			markCounted(d, templates, of)
 			_, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
 			require.True(t, ok, "the template pass must run on a stand-in")
 			env.pl.preFilterTemplates(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), ledger.LessonView{})
@@ -109,8 +109,8 @@ func TestStandInKeepsWhatDynamicResourcesJudges(t *testing.T) {
 				withDRA(), withObjects(nvidiaClass(), gpuSlice("n0", "H100", "H100", "H100", "H100", "H100", "H100", "H100", "H100"), tmpl, claim))
 			d, status := env.pl.demandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
 			require.Nil(t, status)
-			templates, of := templatesOf([]*v1.Pod{pod}, d.reqs)
-			d.markCounted(templates, of)
+			templates, of := templatesOf([]*v1.Pod{pod}, d.Requests)
+			markCounted(d, templates, of)
 			standIn, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
 			require.Equal(t, tt.want, ok)
 			if ok {

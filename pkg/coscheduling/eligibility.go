@@ -19,6 +19,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
@@ -46,16 +47,6 @@ import (
 //     excludes that node for the template. The planner then plans again. A
 //     plan that failed is never tried again, and a Filter rejection in a
 //     real scheduling cycle (PostFilter) teaches the same way.
-
-// simulatingKey marks a context in which the plugin runs the profile's
-// PreFilter plugins for members it plans: its own PreFilter then stays out
-// of the way.
-type simulatingKey struct{}
-
-func simulating(ctx context.Context) bool {
-	v, _ := ctx.Value(simulatingKey{}).(bool)
-	return v
-}
 
 // preFilterRunner runs the profile's PreFilter plugins. The scheduling
 // framework that hands out the plugin's Handle implements it; a handle
@@ -89,14 +80,14 @@ type template struct {
 	// other or their siblings through Filter, so plans are verified.
 	relational bool
 	// devicesCounted is set when the capacity model counts the template's
-	// devices exactly (demand.markCounted): DynamicResources then judges
+	// devices exactly (markCounted): DynamicResources then judges
 	// capacity alone for it, and is skipped as the resource fit is.
 	devicesCounted bool
-	// devices is what pod takes of devices (demand.markCounted); nil when
+	// devices is what pod takes of devices (markCounted); nil when
 	// it takes none or was not read.
 	devices *capacity.PodDevices
 	// pins are the allocated claims that keep the template's members on
-	// the nodes that reach their devices (demand.markCounted); the
+	// the nodes that reach their devices (markCounted); the
 	// eligibility pass owns this rule (pinnedAway).
 	pins []capacity.PinnedClaim
 	// perNode is the cap on the template's members per node, 0 for none.
@@ -258,7 +249,7 @@ func (pl *Plugin) eligibility(ctx context.Context, templates []*template, nodeIn
 // decide it whole.
 func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, lv ledger.LessonView) {
 	logger := klog.FromContext(ctx)
-	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	simCtx := contract.WithSimulation(ctx)
 	ext := pl.extendedClaims()
 	for _, t := range templates {
 		if n, ok := lv.PerNode[t.sig]; ok && (t.perNode == 0 || n < t.perNode) {
@@ -280,7 +271,7 @@ func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template,
 		pod := t.pod
 		if s, ok := pl.standIn(t, ext); ok {
 			pod = s
-			fleet.WithDemandPod(t.state, t.pod)
+			contract.WithDemandPod(t.state, t.pod)
 		}
 		res, status, _ := pl.runner.RunPreFilterPlugins(simCtx, t.state, pod)
 		t.eligible = make([]bool, len(nodeInfos))
@@ -308,7 +299,7 @@ func (pl *Plugin) preFilterTemplates(ctx context.Context, templates []*template,
 // rejections there. A node is Filtered once per template: callers split
 // the nodes between calls, never overlap them (see roomyFirst).
 func (pl *Plugin) filterTemplates(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, only func(i int) bool) {
-	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	simCtx := contract.WithSimulation(ctx)
 	for _, t := range templates {
 		if !t.pending {
 			continue // decided whole by preFilterTemplates

@@ -9,6 +9,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
@@ -54,18 +56,14 @@ const (
 	// ReasonMemberLost: a running gang lost a member that had not
 	// finished; the note says whether the gang still has minMember placed.
 	ReasonMemberLost = "MemberLost"
-	// ReasonInvalidResourceClaim: a member's ResourceClaim cannot be
-	// satisfied as written (it names a DeviceClass that does not exist).
-	ReasonInvalidResourceClaim = "InvalidResourceClaim"
-	// ReasonDevicesUnavailable: a member asks for devices that no node
-	// publishes at all.
-	ReasonDevicesUnavailable = "DevicesUnavailable"
-	// ReasonDeviceClassConflict: two DeviceClasses map the extended
-	// resource a member asks for; kube-scheduler uses the newer.
-	ReasonDeviceClassConflict = "DeviceClassConflict"
-	// ReasonClaimDeleted: a ResourceClaim of a member that waited in
-	// Permit was deleted; the attempt fails and the gang plans again.
-	ReasonClaimDeleted = "ClaimDeleted"
+	// ReasonInvalidResourceClaim: see dra.ReasonInvalidResourceClaim.
+	ReasonInvalidResourceClaim = dra.ReasonInvalidResourceClaim
+	// ReasonDevicesUnavailable: see dra.ReasonDevicesUnavailable.
+	ReasonDevicesUnavailable = dra.ReasonDevicesUnavailable
+	// ReasonDeviceClassConflict: see dra.ReasonDeviceClassConflict.
+	ReasonDeviceClassConflict = dra.ReasonDeviceClassConflict
+	// ReasonClaimDeleted: see dra.ReasonClaimDeleted.
+	ReasonClaimDeleted = dra.ReasonClaimDeleted
 	// ReasonNoFeasibleNodes: a Filter plugin of the profile rejects a
 	// member on every node.
 	ReasonNoFeasibleNodes = "NoFeasibleNodes"
@@ -95,21 +93,13 @@ const (
 	// members still wait; the API server keeps it, and gpu-gang schedules
 	// them as a gang, until no active pod names it.
 	ReasonPodGroupDeleting = "PodGroupDeleting"
-	// ReasonPreempted: on a victim's PodGroup (or a plain victim pod): the
-	// gang, or some of its members above minMember, were preempted; the
-	// note names the preemptor, its priority and where it lands.
-	ReasonPreempted = "Preempted"
-	// ReasonPreempting: on the preemptor's PodGroup (or pod): it evicted
-	// pods of lower priority to fit; the note names the victims.
-	ReasonPreempting = "Preempting"
-	// ReasonPreemptionFailed: the chosen victims could not be evicted; the
-	// preemptor backs off and decides again.
-	ReasonPreemptionFailed = "PreemptionFailed"
-	// ReasonDeviceClassSelectorError: a CEL selector of a DeviceClass, or
-	// of a claim's request, fails to compile or to evaluate on devices, so
-	// a member's devices cannot be counted; the Event names the class, the
-	// expression and the error.
-	ReasonDeviceClassSelectorError = "DeviceClassSelectorError"
+	// ReasonPreempted, ReasonPreempting and ReasonPreemptionFailed are
+	// package preempt's Events.
+	ReasonPreempted        = preempt.ReasonPreempted
+	ReasonPreempting       = preempt.ReasonPreempting
+	ReasonPreemptionFailed = preempt.ReasonPreemptionFailed
+	// ReasonDeviceClassSelectorError: see dra.ReasonDeviceClassSelectorError.
+	ReasonDeviceClassSelectorError = dra.ReasonDeviceClassSelectorError
 )
 
 // eventRecorder records Events on pods and gangs, once per distinct note

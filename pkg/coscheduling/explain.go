@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -52,11 +53,11 @@ func anyTrue(b []bool) bool {
 // cluster, to tell "not now" from "not while long-running pods stay" from
 // "never". Only a gang that would fit once running jobs finish may hold
 // capacity as the head of the queue.
-func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, d *demand,
+func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, d *dra.PassDemand,
 	fitErr *placement.FitError, othersHold bool) *fwk.Status {
 	key := spec.Key
 	demand := describeDemand(req, d)
-	fitErr = d.describeFit(req, fitErr)
+	fitErr = d.DescribeFit(req, fitErr)
 	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
@@ -76,7 +77,7 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 		if othersHold {
 			msg += "; part of the free capacity is held for other gangs being placed"
 		}
-		pl.holdAsHead(ctx, spec, members, req, d.reqs, plan)
+		pl.holdAsHead(ctx, spec, members, req, d.Requests, plan)
 		return fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	empty := withFree(req, nil)
@@ -85,11 +86,11 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 		if !errors.As(err, &never) {
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
 		}
-		never = d.describeFit(req, never)
-		if status := pl.explainSelectorError(spec, d); status != nil {
+		never = d.DescribeFit(req, never)
+		if status := pl.gangClaims.ExplainSelectorError(spec, d); status != nil {
 			return status
 		}
-		if status := pl.explainUnpublished(spec, req, d); status != nil {
+		if status := pl.gangClaims.ExplainUnpublished(spec, req, d); status != nil {
 			return status
 		}
 		if status := pl.explainDomainNoFit(ctx, spec, empty, never); status != nil {
@@ -131,7 +132,7 @@ func withFree(req *placement.Request, free []placement.Vector) *placement.Reques
 // their claims hold. Pods stay when they are outside any gang and restart
 // always (services, DaemonSets, static pods); gang members and batch pods
 // finish.
-func (pl *Plugin) eventualFree(ctx context.Context, req *placement.Request, nodeInfos []fwk.NodeInfo, d *demand) []placement.Vector {
+func (pl *Plugin) eventualFree(ctx context.Context, req *placement.Request, nodeInfos []fwk.NodeInfo, d *dra.PassDemand) []placement.Vector {
 	byName := make(map[string]fwk.NodeInfo, len(nodeInfos))
 	for _, ni := range nodeInfos {
 		byName[ni.Node().Name] = ni
@@ -140,7 +141,7 @@ func (pl *Plugin) eventualFree(ctx context.Context, req *placement.Request, node
 	for i, name := range req.Resources {
 		dims[i] = v1.ResourceName(name)
 	}
-	cols := d.columns(dims)
+	cols := d.Columns(dims)
 	out := make([]placement.Vector, len(req.Nodes))
 	for i, n := range req.Nodes {
 		free := n.Allocatable.Clone()
@@ -156,16 +157,16 @@ func (pl *Plugin) eventualFree(ctx context.Context, req *placement.Request, node
 			}
 		}
 		var held capacity.Bits
-		if d.devices != nil && len(staying) > 0 {
-			held = pl.devicesOf(d.devices, n.Name, staying)
+		if d.Devices != nil && len(staying) > 0 {
+			held = pl.devices.AllocatedPositions(d.Devices, n.Name, staying)
 		}
 		for c := range cols {
-			if cols[c].devices && cols[c].dev.ServedByDevices(ctx, nodeCapacity{ni}) {
-				free[c] -= cols[c].dev.Counted(ctx, nodeCapacity{ni}, held)
+			if cols[c].MayUseDevices && cols[c].Devices.ServedByDevices(ctx, dra.NodeCapacity{Info: ni}) {
+				free[c] -= cols[c].Devices.Counted(ctx, dra.NodeCapacity{Info: ni}, held)
 				continue
 			}
 			for _, p := range staying {
-				free[c] -= capacity.PodAmounts(p)[cols[c].name]
+				free[c] -= capacity.PodAmounts(p)[cols[c].Name]
 			}
 		}
 		out[i] = free
@@ -185,7 +186,7 @@ func stays(p *v1.Pod) bool {
 // still misses: the declared total, less what its placed members request,
 // must fit in the cluster's free capacity (less what other gangs hold), and
 // could ever fit in its allocatable.
-func (pl *Plugin) checkMinResources(ctx context.Context, spec *gang.Spec, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts, placed []*v1.Pod, d *demand) *fwk.Status {
+func (pl *Plugin) checkMinResources(ctx context.Context, spec *gang.Spec, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts, placed []*v1.Pod, d *dra.PassDemand) *fwk.Status {
 	if len(spec.MinResources) == 0 {
 		return nil
 	}
@@ -205,10 +206,10 @@ func (pl *Plugin) checkMinResources(ctx context.Context, spec *gang.Spec, nodeIn
 			want = q.MilliValue()
 		}
 		var total, free int64
-		col := d.columns([]v1.ResourceName{name})[0]
+		col := d.Columns([]v1.ResourceName{name})[0]
 		for _, ni := range nodeInfos {
-			total += col.allocatable(ctx, ni)
-			free += col.free(ctx, ni, held[ni.Node().Name])
+			total += col.Allocatable(ctx, ni)
+			free += col.Free(ctx, ni, held[ni.Node().Name])
 		}
 		if total < want {
 			msg := fmt.Sprintf("gang %s: spec.minResources asks for %s %s, but the cluster has %s in all",
@@ -228,12 +229,12 @@ func (pl *Plugin) checkMinResources(ctx context.Context, spec *gang.Spec, nodeIn
 // appearance: "1 × {cpu=2} + 3 × {cpu=4 nvidia.com/gpu=8}". Device
 // dimensions are named by what they take ("gpu.nvidia.com devices"); union
 // dimensions, which only keep overlapping kinds exact, are left out.
-func describeDemand(req *placement.Request, d *demand) string {
+func describeDemand(req *placement.Request, d *dra.PassDemand) string {
 	names := make([]string, len(req.Resources))
 	show := make([]bool, len(req.Resources))
 	for i, name := range req.Resources {
-		names[i] = d.describe(name)
-		show[i] = !d.isUnion(v1.ResourceName(name))
+		names[i] = d.Describe(name)
+		show[i] = !d.IsUnion(v1.ResourceName(name))
 	}
 	var shapes []string
 	count := map[string]int{}
@@ -255,58 +256,4 @@ func describeDemand(req *placement.Request, d *demand) string {
 		parts[i] = fmt.Sprintf("%d × {%s}", count[s], s)
 	}
 	return strings.Join(parts, " + ")
-}
-
-// describeFit returns err with the pass's device dimensions in its reason
-// named as describe names them: the planner writes a request's shape with
-// the dimension names it was given, and people never wrote those.
-func (d *demand) describeFit(req *placement.Request, err *placement.FitError) *placement.FitError {
-	out := *err
-	out.Reason = d.describeText(req, err.Reason) + d.pinnedNote(req)
-	return &out
-}
-
-// pinnedNote says which members an allocated claim keeps on some nodes
-// (capacity.PinnedClaim), "" when none: room elsewhere does not help them,
-// and the user may need to free that node or release the claim.
-func (d *demand) pinnedNote(req *placement.Request) string {
-	var notes []string
-	for i, pd := range d.pods {
-		if pd == nil || len(pd.Pinned) == 0 || i >= len(req.Members) {
-			continue
-		}
-		if len(notes) == 3 {
-			notes = append(notes, "...")
-			break
-		}
-		for _, p := range pd.Pinned {
-			notes = append(notes, fmt.Sprintf("member %s may run only on %s, which holds the devices of its allocated ResourceClaim %s", req.Members[i].Name, p.Nodes(), p.Name))
-		}
-	}
-	if len(notes) == 0 {
-		return ""
-	}
-	return "; " + strings.Join(notes, "; ")
-}
-
-// describeText replaces, in text, every device dimension of req by its
-// description (describe).
-func (d *demand) describeText(req *placement.Request, text string) string {
-	var dims []string
-	for _, name := range req.Resources {
-		if capacity.IsDeviceDimension(v1.ResourceName(name)) && strings.Contains(text, name) {
-			dims = append(dims, name)
-		}
-	}
-	if len(dims) == 0 {
-		return text
-	}
-	// An "all" dimension extends its kind's name: the longer name is
-	// replaced first.
-	sort.SliceStable(dims, func(i, j int) bool { return len(dims[i]) > len(dims[j]) })
-	pairs := make([]string, 0, 2*len(dims))
-	for _, name := range dims {
-		pairs = append(pairs, name, d.describe(name))
-	}
-	return strings.NewReplacer(pairs...).Replace(text)
 }

@@ -26,11 +26,7 @@ func (pl *Plugin) onPodAdd(obj interface{}) {
 	if !ok {
 		return
 	}
-	spec, ok := pl.lookup(key)
-	if !ok {
-		return
-	}
-	if members, err := pl.members(key); err == nil && pl.quorum(spec, members).Gathered {
+	if u, err := pl.readUnit(key); err == nil && u.Quorum(pl.viewOf(key)).Gathered {
 		pl.releaseGated(key)
 	}
 }
@@ -46,7 +42,7 @@ func (pl *Plugin) onPodUpdate(oldObj, newObj interface{}) {
 		return
 	}
 	if o.Spec.NodeName == "" && n.Spec.NodeName != "" {
-		pl.preemptorBound(n)
+		pl.preempter.PreemptorBound(n)
 	}
 	if sameGang(o, n) {
 		if len(o.Spec.SchedulingGates) > 0 && len(n.Spec.SchedulingGates) == 0 {
@@ -81,34 +77,6 @@ func (pl *Plugin) onPodDelete(obj interface{}) {
 	pl.ledger.Preemptions.End(pl.ownerOf(pod))
 }
 
-// preemptorBound observes a preemptor's time to bound once the members it
-// preempted for are bound (for a gang, or minMember of its members), and
-// forgets its preemption.
-func (pl *Plugin) preemptorBound(pod *v1.Pod) {
-	id := pl.ownerOf(pod)
-	created, minMember, all, ok := pl.ledger.Preemptions.MemberBound(id, pod.UID)
-	if !ok {
-		return
-	}
-	if key, isMember := pl.unitOf(pod); isMember && !all {
-		members, err := pl.members(key)
-		if err != nil {
-			return
-		}
-		bound := gang.QuorumOf(minMember, pl.census(key, members)).Bound
-		if spec, ok := pl.lookup(key); ok && key.API == gang.Composite {
-			bound = pl.quorum(spec, members).Bound // minMember counts children
-		}
-		if !bound {
-			return
-		}
-	}
-	if pl.ledger.Preemptions.End(id) {
-		preemptorTimeToBound.Observe(pl.clock.Since(created).Seconds())
-		pl.logger.V(2).Info("Preemptor bound", "preemptor", id, "sinceCreated", pl.clock.Since(created))
-	}
-}
-
 // memberGone updates a gang that lost a member. A member that waited in Permit
 // fails its gang's attempt at once, so that its siblings give back their
 // nodes and its replacement finds a fresh plan. A gang with no members left
@@ -140,35 +108,27 @@ func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 		pl.activateBlocked()
 	}
 	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pl.ledger.Claims.Admitted(key) {
-		pl.reportLostMember(key, pod, members)
+		pl.reportLostMember(key, pod)
 	}
 }
 
-// reportLostMember records that a running gang lost a member that had not
-// finished, and, if the gang is now below minMember, what it has left.
-func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod, members []*v1.Pod) {
-	spec, ok := pl.lookup(key)
-	if !ok || spec.Deleting {
+// reportLostMember records that a running unit lost a member that had not
+// finished, and, if the unit is now below its quorum, what it has left.
+func (pl *Plugin) reportLostMember(key gang.Key, pod *v1.Pod) {
+	u, err := pl.readUnit(key)
+	if err != nil || u.Spec().Deleting {
 		return // the job is going away as a whole
 	}
-	q := pl.quorum(spec, members)
-	c := q.Census
 	how := "was deleted"
 	if pod.Status.Phase == v1.PodFailed {
 		how = "failed"
 	}
-	if key.API == gang.Composite {
-		pl.reportLostChild(spec, pod, how, q)
-		return
+	eventType := v1.EventTypeNormal
+	warning, msg := u.Lost(pod, how, u.Quorum(pl.viewOf(key)))
+	if warning {
+		eventType = v1.EventTypeWarning
 	}
-	if q.Placed {
-		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonMemberLost,
-			"member %s on node %s %s; the gang still has %d of minMember %d placed", pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember)
-		return
-	}
-	pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMemberLost,
-		"member %s on node %s %s: the gang runs below minMember with %d of %d placed (%d running, %d succeeded) and %d replacement(s) waiting; replacements schedule next to the gang as they appear",
-		pod.Name, pod.Spec.NodeName, how, c.Placed(), spec.MinMember, c.Bound+c.Reserved, c.Succeeded, c.Waiting)
+	pl.events.gang(u.Spec(), pod, eventType, ReasonMemberLost, "%s", msg)
 }
 
 // onNodeDelete fails the attempts in flight that reserved the node for a

@@ -108,12 +108,10 @@ func TestHierarchyChangedMidAttempt(t *testing.T) {
 				c, err := env.Sources.Composite(changedKey)
 				return err == nil && c.UID != oldUID, nil
 			}), "the gang sources never saw the new %s", changedKey)
-			spec, ok := env.pl.lookup(job)
-			require.True(t, ok)
-			members, err := env.pl.members(job)
+			u, err := env.pl.readUnit(job)
 			require.NoError(t, err)
-			require.Len(t, members, 4, "the new object brings a back into the tree")
-			q := env.pl.quorum(spec, members)
+			require.Len(t, u.Members(), 4, "the new object brings a back into the tree")
+			q := u.Quorum(env.pl.viewOf(job))
 			require.Zero(t, q.Census.Reserved, "the census counts no reservation of the ended attempt")
 			require.EqualValues(t, 4, q.Census.Waiting)
 

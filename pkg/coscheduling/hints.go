@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -32,7 +33,7 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}},
 		// A new or grown node, or one that sheds a taint or gains the labels
 		// members select, can make a gang fit that did not.
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}, QueueingHintFn: pl.isNodeMoreCapable},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}, QueueingHintFn: isNodeMoreCapable},
 		// A PodGroup created late releases members held for it; an edited
 		// one (a smaller minMember, a fixed spec) may release them too.
 		// Native PodGroups have no such event (see
@@ -58,11 +59,7 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 	), nil
 }
 
-// isClaimChangeForPod queues a pod when a claim's devices free up, or when
-// a claim the pod names appears. Other changes skip it: every failed
-// attempt lengthens a pod's backoff, and a gang kept in backoff by
-// attempts that could not succeed is overtaken by younger gangs when room
-// frees up.
+// isClaimChangeForPod is claimChangeHint, after telling the claim watch.
 //
 // The queue hears claims from the DRA manager's claim cache, after the
 // claim tracker took the change in; the claim watch that spares planning
@@ -70,7 +67,15 @@ func (pl *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHin
 // with the cache, and may not have yet. The hint therefore tells the watch
 // first: the pass the pod makes next reads the tracker.
 func (pl *Plugin) isClaimChangeForPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	pl.devices.inventories.Claims().Changed()
+	pl.devices.Inventories().Claims().Changed()
+	return claimChangeHint(logger, pod, oldObj, newObj)
+}
+
+// claimChangeHint queues a pod when a claim's devices free up, or when a
+// claim the pod names appears. Other changes skip it: every failed attempt
+// lengthens a pod's backoff, and a gang kept in backoff by attempts that
+// could not succeed is overtaken by younger gangs when room frees up.
+func claimChangeHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	oldClaim, newClaim, err := schedutil.As[*resourceapi.ResourceClaim](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
@@ -82,17 +87,22 @@ func (pl *Plugin) isClaimChangeForPod(logger klog.Logger, pod *v1.Pod, oldObj, n
 		logger.V(5).Info("Claim released its devices, requeueing", "pod", klog.KObj(pod), "claim", klog.KObj(oldClaim))
 		return fwk.Queue, nil
 	}
-	if oldClaim == nil && newClaim.Namespace == pod.Namespace && usesClaim(pod, newClaim.Name) {
+	if oldClaim == nil && newClaim.Namespace == pod.Namespace && dra.UsesClaim(pod, newClaim.Name) {
 		logger.V(5).Info("Own claim created, requeueing", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }
 
-// isSiblingPod queues a gang member when another member of its gang appears
-// or binds.
-func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	key, ok := pl.unitOf(pod)
+// isSiblingPod is siblingHint over the plugin's admission units.
+func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, _, newObj interface{}) (fwk.QueueingHint, error) {
+	return siblingHint(logger, pl.unitOf, pod, newObj)
+}
+
+// siblingHint queues a gang member when another member of its gang (the
+// same unit, as unitOf says) appears or binds.
+func siblingHint(logger klog.Logger, unitOf func(*v1.Pod) (gang.Key, bool), pod *v1.Pod, newObj interface{}) (fwk.QueueingHint, error) {
+	key, ok := unitOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
@@ -100,7 +110,7 @@ func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj i
 	if !ok {
 		return fwk.Queue, fmt.Errorf("expected a Pod, got %T", newObj)
 	}
-	if otherKey, ok := pl.unitOf(other); ok && otherKey == key && other.UID != pod.UID {
+	if otherKey, ok := unitOf(other); ok && otherKey == key && other.UID != pod.UID {
 		logger.V(5).Info("Sibling changed, requeueing gang member", "pod", klog.KObj(pod), "sibling", klog.KObj(other))
 		return fwk.Queue, nil
 	}
@@ -111,7 +121,7 @@ func (pl *Plugin) isSiblingPod(logger klog.Logger, pod *v1.Pod, oldObj, newObj i
 // allocatable grew, a taint or the unschedulable mark went away, or its labels
 // changed (members may select nodes by label). Updates that only shrink a
 // node cannot help.
-func (pl *Plugin) isNodeMoreCapable(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+func isNodeMoreCapable(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
 	newNode, ok := newObj.(*v1.Node)
 	if !ok {
 		return fwk.Queue, fmt.Errorf("expected a Node, got %T", newObj)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -231,7 +232,7 @@ type flakyFilter struct {
 func (f *flakyFilter) Name() string { return "Flaky" }
 
 func (f *flakyFilter) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
-	if !simulating(ctx) && ni.Node().Name == f.node {
+	if !contract.Simulated(ctx) && ni.Node().Name == f.node {
 		f.rejected.Add(1)
 		return fwk.NewStatus(fwk.Unschedulable, "device taken")
 	}

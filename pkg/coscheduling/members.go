@@ -11,24 +11,97 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
 
-// The gang as the plugin reads it: its members from the pod informer's
-// index (gang.Members), its Spec from the gang sources (gang.Sources), its
-// census and whether it runs. Quorum itself is pkg/gang's to decide.
+// The unit as the plugin reads it: its Spec from the gang sources
+// (gang.Sources), its members from the pod informer's index (gang.Members),
+// its kind from pkg/gang (gang.UnitOf), and what only the plugin knows, its
+// reservations and finished members, through unitView. Quorum, the next
+// batch and readiness are pkg/gang's to decide.
 
-// members lists a gang's live members (gang.Members). newPlugin adds the
-// index or fails, so the lookup cannot miss it.
-// A composite unit's members are those of every PodGroup of its tree.
-func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
-	if key.API == gang.Composite {
-		tree, err := pl.sources.Tree(key)
-		if err != nil {
-			return nil, err
-		}
-		return pl.treeMembers(tree)
-	}
+// listMembers lists a PodGroup's live members (gang.Members). newPlugin
+// adds the index or fails, so the lookup cannot miss it.
+func (pl *Plugin) listMembers(key gang.Key) ([]*v1.Pod, error) {
 	return gang.Members(pl.podIndex, key)
+}
+
+// members lists a unit's live members (gang.Unit.Members) without reading
+// the rest of it.
+func (pl *Plugin) members(key gang.Key) ([]*v1.Pod, error) {
+	return gang.MembersOf(pl.sources, pl.listMembers, key)
+}
+
+// readUnit reads the unit key names with its members (gang.UnitOf), for
+// callers that only say something about it or look at its quorum;
+// admission uses unit, which checks it.
+func (pl *Plugin) readUnit(key gang.Key) (gang.Unit, error) {
+	return gang.UnitOf(pl.sources, pl.listMembers, key)
+}
+
+// viewOf is what the plugin knows of the unit key names beyond the API,
+// for the unit's decisions.
+func (pl *Plugin) viewOf(key gang.Key) *unitView { return &unitView{pl: pl, key: key} }
+
+// unitView implements gang.View over the plugin's ledger, its finished
+// pods and its configuration. The unit's reservations are read once, at
+// the first question, so a view belongs to one decision.
+type unitView struct {
+	pl       *Plugin
+	key      gang.Key
+	reserved map[types.UID]ledger.Reservation
+	read     bool
+}
+
+var _ gang.View = &unitView{}
+
+func (v *unitView) Census(leaf gang.Key, members []*v1.Pod) gang.Census {
+	return v.pl.censusOf(v.key, leaf, members)
+}
+
+func (v *unitView) Reserved(uid types.UID) bool {
+	if !v.read {
+		v.reserved, v.read = v.pl.ledger.Claims.Reservations(v.key), true
+	}
+	_, ok := v.reserved[uid]
+	return ok
+}
+
+func (v *unitView) Segments(spec *gang.Spec, members []*v1.Pod) (gang.Segments, error) {
+	seg, status := v.pl.segmentsOf(spec, members, v.pl.policyOf(spec, members))
+	return seg, asError(status)
+}
+
+// statusError carries a status through pkg/gang's decisions, which
+// return errors, back to the extension point that rejects with it.
+type statusError struct{ status *fwk.Status }
+
+func (e statusError) Error() string { return e.status.Message() }
+
+// asError wraps a failed status; nil stays nil.
+func asError(s *fwk.Status) error {
+	if s == nil {
+		return nil
+	}
+	return statusError{s}
+}
+
+// unitStatus is the status to reject with after a unit's decision failed
+// with err: its own status, UnschedulableAndUnresolvable for a unit that
+// waits for members (nothing but new members can change that), or the
+// error itself.
+func unitStatus(err error) *fwk.Status {
+	var se statusError
+	var we *gang.WaitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return se.status
+	case errors.As(err, &we):
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, we.Reason)
+	}
+	return fwk.AsStatus(err)
 }
 
 // census counts a gang's members: the live ones (reserved ones apart), and
@@ -75,15 +148,14 @@ func (pl *Plugin) running(key gang.Key, q gang.GroupQuorum) bool {
 	return pl.ledger.Claims.Admitted(key) || q.Placed
 }
 
-// spec fetches and checks a member's gang. On a problem it records an Event
+// unit reads and checks a member's unit. On a problem it records an Event
 // saying what would fix it and returns the status to reject with.
-func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
-	if key.API == gang.Composite {
-		_, spec, status := pl.compositeSpec(pod, key)
-		return spec, status
-	}
-	spec, err := pl.sources.Spec(key)
+func (pl *Plugin) unit(pod *v1.Pod, key gang.Key) (gang.Unit, *fwk.Status) {
+	u, err := pl.readUnit(key)
+	var hierarchy *gang.HierarchyError
 	switch {
+	case errors.As(err, &hierarchy):
+		return nil, pl.badHierarchy(pod, hierarchy.Root, nil, hierarchy.Err)
 	case apierrors.IsNotFound(err):
 		pl.events.pod(pod, v1.EventTypeWarning, ReasonPodGroupNotFound,
 			"PodGroup %s does not exist: create it in namespace %s, or %s; until then the pod waits",
@@ -96,27 +168,21 @@ func (pl *Plugin) spec(pod *v1.Pod, key gang.Key) (*gang.Spec, *fwk.Status) {
 	case err != nil:
 		return nil, fwk.AsStatus(err)
 	}
-	if err := spec.Validate(); err != nil {
+	spec := u.Spec()
+	if err := u.Validate(); err != nil {
 		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %s has minMember %d; it must be at least 1", key, spec.MinMember))
 	}
 	if status := pl.checkParent(pod, spec); status != nil {
 		return nil, status
 	}
-	return spec, nil
+	return u, nil
 }
 
-// lookup returns a gang's Spec if its object exists. Callers that only say
-// something about a gang (an Event, a metric) use it; admission uses spec.
+// lookup returns a unit's Spec if its object exists. Callers that only say
+// something about a unit (an Event, a metric) use it; admission uses unit.
 func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
-	if key.API == gang.Composite {
-		t, err := pl.sources.Tree(key)
-		if err != nil {
-			return nil, false
-		}
-		return t.Spec(), true
-	}
-	s, err := pl.sources.Spec(key)
+	s, err := gang.SpecOf(pl.sources, key)
 	return s, err == nil
 }
 

@@ -186,15 +186,11 @@ func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
 func (pl *Plugin) belowMinMember() int {
 	n := 0
 	for _, key := range pl.ledger.Claims.AdmittedKeys() {
-		spec, ok := pl.lookup(key)
-		if !ok {
-			continue
-		}
-		members, err := pl.members(key)
+		u, err := pl.readUnit(key)
 		if err != nil {
 			continue
 		}
-		if q := pl.quorum(spec, members); q.Census.HoldsNode() && !q.Placed {
+		if q := u.Quorum(pl.viewOf(key)); q.Census.HoldsNode() && !q.Placed {
 			n++
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 )
 
 // TestNominationsMatchTheNominator checks withNominated, which asks the
@@ -39,15 +40,16 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
-	sorted := env.pl.view.live(env.pl, list)
-	// everyNode is the plan's former scan: nominatedOn on every live node.
+	sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
+	// everyNode is the plan's former scan: preempt.NominatedRoom on every live
+	// node.
 	everyNode := func(held map[string]capacity.Amounts, priority int32) map[string]capacity.Amounts {
 		out := map[string]capacity.Amounts{}
 		for n, h := range held {
 			out[n] = h
 		}
 		for _, ni := range sorted {
-			if a := env.pl.nominatedOn(ni.Node().Name, priority, ""); a != nil {
+			if a := preempt.NominatedRoom(env.pl.handle, ni.Node().Name, priority, ""); a != nil {
 				sum := capacity.Amounts{}
 				sum.Add(out[ni.Node().Name])
 				sum.Add(a)
@@ -70,7 +72,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 	update := func(old, p *v1.Pod) {
 		require.NoError(t, store.Update(p))
 		queue.Update(env.ctx, old, p)
-		env.pl.nominations.observe(p)
+		env.pl.nominations.Observe(p)
 		live[p.Name] = p
 	}
 	nominated := 0
@@ -85,7 +87,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			w := st.MakePod().Namespace("other").Name(name).UID(name).Priority(int32(r.IntN(3) * 100)).
 				Req(map[v1.ResourceName]string{gpu: fmt.Sprint(1 + r.IntN(8))})
 			if r.IntN(4) == 0 {
-				w = w.Label("scheduling.x-k8s.io/pod-group", "g") // a gang member: nominatedOn skips it
+				w = w.Label("scheduling.x-k8s.io/pod-group", "g") // a gang member: preempt.NominatedRoom skips it
 			}
 			if r.IntN(2) == 0 {
 				w = w.NominatedNodeName(node())
@@ -93,7 +95,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			p = w.Obj()
 			require.NoError(t, store.Add(p))
 			queue.Add(env.ctx, p)
-			env.pl.nominations.observe(p)
+			env.pl.nominations.Observe(p)
 			live[name], names = p, append(names, name)
 		case op < 4: // the plugin's PostFilter nominates it
 			if p.Spec.NodeName != "" {
@@ -102,7 +104,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			n := node()
 			pi, err := framework.NewPodInfo(p)
 			require.NoError(t, err)
-			env.pl.nominations.nominate(p.UID, n)
+			env.pl.nominations.Nominate(p.UID, n)
 			queue.AddNominatedPod(logger, pi, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: n})
 		case op < 6: // the status changes: the nomination written, moved or cleared
 			q := p.DeepCopy()
@@ -122,12 +124,12 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 			q.Spec.NodeName = nodes[r.IntN(len(nodes))].Name
 			require.NoError(t, store.Update(q))
 			queue.Delete(logger, p)
-			env.pl.nominations.observe(q)
+			env.pl.nominations.Observe(q)
 			live[p.Name] = q
 		default: // deleted: pods stay few
 			require.NoError(t, store.Delete(p))
 			queue.Delete(logger, p)
-			env.pl.nominations.observeDelete(p)
+			env.pl.nominations.ObserveDelete(p)
 			delete(live, p.Name)
 			names = slices.Sorted(maps.Keys(live)) // never map order: the run repeats
 

@@ -73,24 +73,19 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		// The cycle's snapshot still had a node that was just deleted.
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s was deleted", nodeName)), 0
 	}
-	spec, status := pl.spec(pod, key)
+	u, status := pl.unit(pod, key)
 	if status != nil {
 		return status, 0
 	}
-	members, err := pl.members(key)
-	if err != nil {
-		return fwk.AsStatus(err), 0
-	}
+	view := pl.viewOf(key)
 	wasRunning := pl.ledger.Claims.Admitted(key)
-	q := pl.quorum(spec, members)
+	q := u.Quorum(view)
 	census := q.Census
 	ready := q.Placed || wasRunning
-	if ready && wasRunning && key.API == gang.Composite {
-		// A child that joins a running composite still starts whole.
-		ready = pl.childReady(key, members, pod)
-	} else if ready && wasRunning {
-		// So does a segment that joins a running gang.
-		ready = pl.segmentReady(spec, members, pod)
+	if ready && wasRunning {
+		// A segment, or a child of a composite, that joins a running
+		// unit still starts whole.
+		ready = u.Ready(view, pod)
 	}
 	if ready {
 		if gone := pl.goneReservation(key); gone != "" {
@@ -100,7 +95,7 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 			pl.failGang(ctx, key, ReasonGangRejected, why, false)
 			return fwk.NewStatus(fwk.Unschedulable, why), 0
 		}
-		pl.allowGang(logger, spec, pod, nodeName, census, wasRunning)
+		pl.allowGang(logger, u, pod, nodeName, census, wasRunning)
 		return nil, 0
 	}
 	wait, ok := pl.ledger.Claims.Remaining(key)
@@ -108,11 +103,7 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no plan in flight", key)), 0
 	}
 	logger.V(4).Info("Member waits for its gang", "pod", klog.KObj(pod), "podGroup", key, "placed", census.Placed(), "need", q.Need, "wait", wait)
-	if key.API == gang.Composite {
-		_, placed := q.Counted(q.Need)
-		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %s: %d of minGroupCount %d child groups placed whole (%d members placed)", key, placed, q.Need, census.Placed())), wait
-	}
-	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for gang %s: %d/%d members placed", key, census.Placed(), spec.MinMember)), wait
+	return fwk.NewStatus(fwk.Wait, u.WaitingToBind(q)), wait
 }
 
 // podGone reports whether the scheduler's informer no longer has pod, or
@@ -136,7 +127,8 @@ func (pl *Plugin) goneReservation(key gang.Key) string {
 // allowGang ends the gang's attempt in success and releases its waiting
 // members. For a gang that was running already, pod is a replacement or an
 // elastic member, and the Event says where it went.
-func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, nodeName string, c gang.Census, wasRunning bool) {
+func (pl *Plugin) allowGang(logger klog.Logger, u gang.Unit, pod *v1.Pod, nodeName string, c gang.Census, wasRunning bool) {
+	spec := u.Spec()
 	uids, done, started := pl.ledger.Succeed(spec.Key)
 	// The claims allocated for members that share them are theirs now.
 	pl.claims.Used(spec.Key)
@@ -161,12 +153,7 @@ func (pl *Plugin) allowGang(logger klog.Logger, spec *gang.Spec, pod *v1.Pod, no
 	attempts.WithLabelValues(resultScheduled).Inc()
 	timeToSchedule.Observe(pl.clock.Since(spec.Created).Seconds())
 	logger.V(2).Info("Gang reached quorum", "podGroup", spec.Key, "placed", c.Placed(), "plan", done.Summary)
-	if spec.Key.API == gang.Composite {
-		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "child groups placed whole, at least minGroupCount %d; %d members reserved, binding: %s",
-			spec.MinMember, c.Placed(), done.Summary)
-		return
-	}
-	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "%d/%d members reserved, binding: %s", c.Placed(), spec.MinMember, done.Summary)
+	pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangScheduled, "%s", u.Scheduled(c, done.Summary))
 }
 
 // failGang ends the gang's attempt in flight: waiting members are rejected,

@@ -14,6 +14,8 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -37,7 +39,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
-	sorted := pl.view.live(pl, nodeInfos)
+	sorted := pl.snapshot.Live(nodeInfos, pl.nodeGeneration.Load(), pl.liveNodes)
 	held = pl.withNominated(held, sorted, corev1helpers.PodPriority(members[0]))
 	placed := pl.placedMembers(key)
 	d, status := pl.demandOf(ctx, spec, members, 0)
@@ -60,8 +62,8 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	// A firstAvailable request plans with its first alternative; only when
 	// the gang does not fit with it are the next ones tried, in order.
 	for alt := 0; ; alt++ {
-		templates, of = templatesOf(members, d.reqs)
-		d.markCounted(templates, of)
+		templates, of = templatesOf(members, d.Requests)
+		markCounted(d, templates, of)
 		pl.preFilterTemplates(ctx, templates, sorted, pl.ledger.Lessons.View(key))
 		// Members share their template's eligibility slice, which Filter
 		// fills in place (prune.go).
@@ -91,7 +93,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 			plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
 		}
 		var fitErr *placement.FitError
-		if err == nil || !errors.As(err, &fitErr) || alt+1 >= d.alternatives {
+		if err == nil || !errors.As(err, &fitErr) || alt+1 >= d.Alternatives {
 			break
 		}
 		if d, status = pl.demandOf(ctx, spec, members, alt+1); status != nil {
@@ -117,16 +119,16 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	}
 	// The plan's Event (GangScheduled) says which firstAvailable
 	// alternatives it took.
-	plan.Summary += d.chosen() + pl.domainNote(key)
+	plan.Summary += d.Chosen() + pl.domainNote(key)
 	slots := make([]ledger.Slot, len(members))
 	for i, p := range members {
-		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.reqs[i]}
+		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.Requests[i]}
 	}
 	if wasHead := pl.ledger.SetClaim(key, slots, pl.clock.Now().Add(pl.timeout(spec)), plan, fp); wasHead {
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
-	if status := pl.allocateShared(ctx, spec, members, d, req, plan); status != nil {
+	if status := pl.gangClaims.AllocateShared(ctx, spec, members, d, req, plan); status != nil {
 		return status
 	}
 	// Members turned away before (for capacity, or while a sibling was
@@ -190,30 +192,30 @@ func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
 // buildRequest describes the members and the nodes to a planner. Nodes come
 // in name order; d holds the members' requests (demandOf). The request's
 // nodes are its own.
-func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *demand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
+func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*template, of []int) *placement.Request {
 	req, _, _ := pl.lendRequest(ctx, key, members, d, nodeInfos, held, templates, of, false)
 	return req
 }
 
 // lendRequest is buildRequest whose nodes, when lend is set, may be the
-// node view's own (nodeView.nodes): the caller plans with the request and
+// planning snapshot's own (eligibility.Snapshot.Nodes): the caller plans with the request and
 // calls release before the next plan, and does not keep it after. gens
 // are the nodes' generations when the view lent them, else nil.
-func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *demand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
+func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*template, of []int, lend bool) (*placement.Request, []int64, func()) {
-	dims := dimensions(d.reqs)
-	cols := d.columns(dims)
-	nodes, gens, release := pl.view.nodes(ctx, nodeInfos, dims, cols, held, lend)
+	dims := dimensions(d.Requests)
+	cols := d.Columns(dims)
+	nodes, gens, release := pl.snapshot.Nodes(ctx, nodeInfos, dims, cols, held, lend)
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))
 	for i, p := range members {
 		t := templates[of[i]]
-		accelerated[i] = d.accelerated(i)
+		accelerated[i] = d.Accelerated(i)
 		ms[i] = placement.Member{
 			Name:        p.Namespace + "/" + p.Name,
 			Rank:        i,
-			Request:     toVector(dims, d.reqs[i]),
+			Request:     toVector(dims, d.Requests[i]),
 			Eligible:    t.eligible,
 			Accelerated: accelerated[i],
 			MaxPerNode:  t.perNode,
@@ -248,14 +250,11 @@ func gangGroups(templates []*template, of []int, accelerated []bool, nodes []pla
 		if state == nil {
 			return nil
 		}
-		data, err := state.Read(placement.GroupsStateKey)
+		g, err := contract.ReadNodeGroups(state)
 		if err != nil {
 			return nil // no plugin groups this member's nodes
 		}
-		if g, ok := data.(placement.Grouper); ok {
-			return g.NodeGroups(nodes)
-		}
-		return nil
+		return g.NodeGroups(nodes)
 	}
 	return nil
 }

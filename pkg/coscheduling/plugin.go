@@ -24,11 +24,11 @@
 //     time (hold.go).
 //   - filter.go: Filter keeps other pods out of held capacity.
 //   - postfilter.go: PostFilter learns from a member that Filter turned
-//     away where its plan put it; preempt.go and evict.go: a gang that does
-//     not fit, or a plain pod, preempts pods of strictly lower priority,
-//     whole gangs only (or members above minMember), inside one topology
-//     domain (package preemption decides, within PodDisruptionBudgets:
-//     budgets.go), and holds the freed room for itself.
+//     away where its plan put it; package preempt (preempt.go is its
+//     side here): a gang that does not fit, or a plain pod, preempts pods
+//     of strictly lower priority, whole gangs only (or members above
+//     minMember), inside one topology domain (package preemption decides,
+//     within PodDisruptionBudgets), and holds the freed room for itself.
 //   - permit.go: Reserve/Unreserve count members; Permit holds them until
 //     quorum is reserved, then lets them all bind. A timeout, a failed or a
 //     deleted member rejects every waiting sibling.
@@ -46,6 +46,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -64,7 +65,10 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -112,30 +116,35 @@ type Plugin struct {
 	ledger *ledger.Ledger
 	// devices reads capacity published through Dynamic Resource
 	// Allocation (devices.go); nil when the framework has no DRA manager.
-	devices *deviceSource
+	devices *dra.DeviceSource
 	// claims are the allocations the plugin writes for members that
-	// share a claim (shared.go), their writes and their releases.
+	// share a claim (dra.GangClaims), their writes and their releases.
 	claims *dra.Allocations
+	// gangClaims allocates the claims members share, hears claims change
+	// under waiting gangs and explains bad DRA input (shared.go).
+	gangClaims *dra.GangClaims
 	// reconciler gives back allocations the plugin wrote that no pod came
 	// to use (reconcile.go); nil when the framework has no DRA manager.
 	reconciler *dra.Reconciler
 	events     *eventRecorder
-	// decider chooses preemption victims (preempt.go); nil when the
-	// planner cannot give it a topology tree, and then nothing is
-	// preempted.
-	decider   decider
+	// preempter makes room for pods by evicting pods of lower priority
+	// (package preempt, preempt.go).
+	preempter *preempt.Preempter
 	pdbLister policylisters.PodDisruptionBudgetLister
 	// computeDomains remembers the ComputeDomain of each gang that joins
 	// one (computedomain.go).
-	computeDomains *computeDomains
+	computeDomains *computedomain.Registry[gang.Key]
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
-	// view keeps what plans read of each node between plans (nodeview.go).
-	view nodeView
-	// nominations are the nodes that may have a nominated pod
-	// (nominations.go).
-	nominations nominations
+	// snapshot keeps what plans read of each node between plans.
+	snapshot eligibility.Snapshot
+	// verdicts are the Filter verdicts kept per template (verdicts.go),
+	// made on first use.
+	verdictsOnce sync.Once
+	verdicts     *verdicts
+	// nominations are the nodes that may have a nominated pod.
+	nominations eligibility.Nominations
 	// noPrune makes every plan run Filter on every node first (prune.go);
 	// tests set it to compare the two.
 	noPrune bool
@@ -196,14 +205,16 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		sources: sources,
 		planner: planner,
 		ledger:  ledger.New(c),
-		devices: newDeviceSource(ctx, handle),
+		devices: dra.NewDeviceSource(ctx, handle),
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
-	pl.computeDomains = newComputeDomains(args)
-	claimsOpts := claimsOptions(handle, pl.devices, pl.logger)
+	pl.computeDomains = computedomain.NewRegistry[gang.Key](levels)
+	claimsOpts := dra.AllocationsOptions(handle, pl.devices, pl.logger)
 	claimsOpts.Clock, claimsOpts.Done = c, pl.claimsDone
 	pl.claims = dra.NewAllocations(ctx, claimsOpts)
+	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
+		handle.SharedInformerFactory().Core().V1().Pods().Lister(), claimGangs{pl}, pl.logger)
 	if r, ok := handle.(preFilterRunner); ok {
 		pl.runner = r
 	}
@@ -211,13 +222,10 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		// A member's claim deleted while it waits in Permit fails its
 		// gang's attempt, as the member's own deletion does.
 		claims := handle.SharedInformerFactory().Resource().V1().ResourceClaims().Informer()
-		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onClaimAdd, DeleteFunc: pl.onClaimDelete}); err != nil {
+		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.gangClaims.ClaimAdded, DeleteFunc: pl.gangClaims.ClaimDeleted}); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
 		pl.reconciler = pl.startReconciler(ctx, handle)
-	}
-	if trees, ok := planner.(preemption.TreeSource); ok {
-		pl.decider = preemption.NewEngine(planner, trees)
 	}
 	// Asking for the lister registers the informer, which the scheduler
 	// starts with its others once every plugin is built.
@@ -232,6 +240,13 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		return nil, err
 	}
 	pl.podIndex = podInformer.GetIndexer()
+	// The engine needs the planner's topology tree; without one, nothing
+	// is preempted.
+	var decider preempt.Decider
+	if trees, ok := planner.(preemption.TreeSource); ok {
+		decider = preemption.NewEngine(planner, trees)
+	}
+	pl.preempter = pl.newPreempter(decider)
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    pl.onPodAdd,
 		UpdateFunc: pl.onPodUpdate,
@@ -239,7 +254,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	}); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	if err := pl.nominations.watch(podInformer); err != nil {
+	if err := pl.nominations.Watch(podInformer); err != nil {
 		return nil, fmt.Errorf("watching nominations: %w", err)
 	}
 	finished, err := startFinishedInformer(ctx, handle)
@@ -339,7 +354,7 @@ func (pl *Plugin) gangDeleted(key gang.Key) {
 	// to end; what it wrote goes all the same.
 	pl.claims.Abandon(key, "its PodGroup was deleted")
 	pl.ledger.ForgetGang(key)
-	pl.computeDomains.set(key, nil)
+	pl.computeDomains.Set(key, nil)
 	pl.activateBlocked()
 	pl.activate(key)
 }

@@ -35,7 +35,11 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		if len(s.held) > 0 {
 			pl.ledger.Blocked.Add(pod)
 		}
-		return pl.preempt(ctx, s, pod, statuses)
+		p, ok := pl.preemptorOf(s, pod)
+		if !ok {
+			return nil, fwk.NewStatus(fwk.Unschedulable)
+		}
+		return pl.preempter.Preempt(ctx, p, s.held, statuses)
 	}
 	sig := filterSignature(pod, s.request)
 	learned := false

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 )
@@ -68,7 +69,7 @@ func (n *fakeNominator) NominatedPodsForNode(node string) []fwk.PodInfo {
 
 // recordingDecider passes requests to the real engine and keeps them.
 type recordingDecider struct {
-	decider
+	preempt.Decider
 	mu       sync.Mutex
 	requests []*preemption.Request
 }
@@ -77,7 +78,7 @@ func (r *recordingDecider) Decide(ctx context.Context, req *preemption.Request) 
 	r.mu.Lock()
 	r.requests = append(r.requests, req)
 	r.mu.Unlock()
-	return r.decider.Decide(ctx, req)
+	return r.Decider.Decide(ctx, req)
 }
 
 func (r *recordingDecider) calls() int {
@@ -95,9 +96,9 @@ func (r *recordingDecider) last() *preemption.Request {
 // record wraps the environment's decider.
 func (e *testEnv) record() *recordingDecider {
 	e.t.Helper()
-	require.NotNil(e.t, e.pl.decider, "preemption needs the topology planner")
-	r := &recordingDecider{decider: e.pl.decider}
-	e.pl.decider = r
+	require.NotNil(e.t, e.pl.preempter.Decider(), "preemption needs the topology planner")
+	r := &recordingDecider{Decider: e.pl.preempter.Decider()}
+	e.pl.preempter = e.pl.newPreempter(r)
 	return r
 }
 

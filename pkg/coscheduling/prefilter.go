@@ -10,7 +10,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
 // PreFilter plans the member's gang if it has no plan yet, and restricts the
@@ -18,7 +19,7 @@ import (
 // planned on its own, next to the gang. For every pod it notes the capacity
 // other gangs hold, for Filter.
 func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if simulating(ctx) {
+	if contract.Simulated(ctx) {
 		// The plugin itself is asking the profile's other plugins about a
 		// member it plans; it has nothing to add.
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -26,7 +27,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	key, isMember := pl.unitOf(pod)
 	s := &cycleState{request: capacity.PodAmounts(pod), held: pl.ledger.HeldByOthers(key, pl.queueOrderOf(pod))}
 	if len(s.held) > 0 {
-		s.devices = pl.podDevicesFor(ctx, pod, s.request)
+		s.devices = pl.devices.PodFit(ctx, pod, s.request)
 	}
 	cs.Write(stateKey, s)
 	if !isMember {
@@ -35,10 +36,11 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		return nil, nil
 	}
-	spec, status := pl.spec(pod, key)
+	u, status := pl.unit(pod, key)
 	if status != nil {
 		return nil, status
 	}
+	spec := u.Spec()
 	if until, reason, ok := pl.ledger.Claims.Backoff(key); ok {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("gang %s retries at %s after: %s", key, until.UTC().Format(time.RFC3339), reason))
@@ -53,18 +55,15 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if pl.claims.Busy(key) {
 		// The plan is kept while what its members share is written: none
 		// reserves with a claim about to change.
-		return nil, claimsBusy(key)
+		return nil, dra.ClaimsBusy(key)
 	}
-	members, err := pl.members(key)
-	if err != nil {
-		return nil, fwk.AsStatus(err)
-	}
-	q := pl.quorum(spec, members)
+	view := pl.viewOf(key)
+	q := u.Quorum(view)
 	var nodes []string
 	if pl.running(key, q) {
-		batch, status := pl.joining(spec, members, pod)
-		if status != nil {
-			return nil, status
+		batch, err := u.Joining(view, pod)
+		if err != nil {
+			return nil, unitStatus(err)
 		}
 		if status := pl.planGang(ctx, spec, batch, s.held); !status.IsSuccess() {
 			s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
@@ -78,9 +77,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		var planned bool
 		nodes, planned = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
 		if !planned {
-			batch, status := pl.toPlan(spec, members, q, nil)
-			if status != nil {
-				return nil, status
+			batch, err := u.NextBatch(view, q)
+			if err != nil {
+				return nil, unitStatus(err)
 			}
 			if status := pl.planGang(ctx, spec, batch, s.held); !status.IsSuccess() {
 				s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
@@ -90,31 +89,13 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 	}
 	if len(nodes) == 0 {
-		if own, _ := gang.Of(pod); key.API == gang.Composite {
-			// Its PodGroup is not among the children this attempt
-			// places (minGroupCount below their number): it joins once
-			// the composite runs.
-			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: the attempt in flight of %s places other child groups; %s joins once the composite runs", ErrReasonNoSlot, key, own))
+		if why := u.NoSlot(pod); why != "" {
+			return nil, fwk.NewStatus(fwk.Unschedulable, ErrReasonNoSlot+": "+why)
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, ErrReasonNoSlot)
 	}
 	s.planNodes = nodes
 	return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
-}
-
-// pending returns the members that have no node and no reservation and
-// that the scheduler may place: a member with scheduling gates (a queueing
-// system holds it) is not planned, so that its siblings do not hold nodes
-// for it in Permit until the gang times out.
-func (pl *Plugin) pending(key gang.Key, members []*v1.Pod) []*v1.Pod {
-	reserved := pl.ledger.Claims.Reservations(key)
-	var out []*v1.Pod
-	for _, p := range members {
-		if _, ok := reserved[p.UID]; !ok && p.Spec.NodeName == "" && len(p.Spec.SchedulingGates) == 0 {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // PreFilterExtensions returns nil: held capacity does not change when

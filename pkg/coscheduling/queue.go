@@ -90,34 +90,32 @@ func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 const recheckDelay = 100 * time.Millisecond
 
 func (pl *Plugin) preEnqueue(ctx context.Context, pod *v1.Pod, key gang.Key) *fwk.Status {
-	spec, status := pl.spec(pod, key)
+	u, status := pl.unit(pod, key)
 	if status != nil {
 		return status
 	}
-	members, err := pl.members(key)
-	if err != nil {
-		return fwk.AsStatus(err)
-	}
+	spec := u.Spec()
+	members := u.Members()
 	if names := schedulerNames(members); len(names) > 1 {
 		pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonMixedSchedulerNames,
 			"members name different schedulers %v, so no single scheduler can start them together: set spec.schedulerName to %q on every pod %s",
 			names, pod.Spec.SchedulerName, key.JoinedBy())
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("members of PodGroup %s name different schedulers %v", key, names))
 	}
-	q := pl.quorum(spec, members)
+	q := u.Quorum(pl.viewOf(key))
 	if pl.running(key, q) {
 		return nil
 	}
-	if key.API == gang.Composite && !q.Gathered {
-		return pl.waitForChildren(ctx, pod, spec, q)
-	}
 	if !q.Gathered {
-		// The count is the quorum's own, not the census's (Counted).
-		present, _ := q.Counted(spec.MinMember)
-		pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers,
-			"waiting for members: %d/%d present", present, spec.MinMember)
-		klog.FromContext(ctx).V(5).Info("Gang has no quorum yet", "pod", klog.KObj(pod), "podGroup", key, "present", present, "minMember", spec.MinMember)
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for members of PodGroup %s: %d/%d present", key, present, spec.MinMember))
+		g := u.Gathering(q)
+		if g.Invalid {
+			// It can never start as it is: the Event names the fix.
+			pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%s", g.Event)
+		} else {
+			pl.events.gang(spec, pod, v1.EventTypeNormal, ReasonWaitingForMembers, "%s", g.Event)
+		}
+		klog.FromContext(ctx).V(5).Info("Unit has no quorum yet", "pod", klog.KObj(pod), "unit", key, "present", q.Need-q.Absent, "need", q.Need)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, g.Status)
 	}
 	return nil
 }

@@ -4,64 +4,10 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
-	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
-
-// usesAccelerators reports whether a requests any accelerator
-// (fleet.IsAccelerator), such as nvidia.com/gpu. Only such members are
-// bound by topology.
-func usesAccelerators(a capacity.Amounts) bool {
-	for name, q := range a {
-		if q > 0 && fleet.IsAccelerator(name) {
-			return true
-		}
-	}
-	return false
-}
-
-// resourceQuantity reads one resource from a framework Resource in the same
-// units as capacity.Amounts.
-func resourceQuantity(r fwk.Resource, name v1.ResourceName) int64 {
-	switch name {
-	case v1.ResourceCPU:
-		return r.GetMilliCPU()
-	case v1.ResourceMemory:
-		return r.GetMemory()
-	case v1.ResourceEphemeralStorage:
-		return r.GetEphemeralStorage()
-	case v1.ResourcePods:
-		return int64(r.GetAllowedPodNumber())
-	}
-	return r.GetScalarResources()[name]
-}
-
-// nodeFree is what is left on a node for one resource: allocatable minus what
-// its pods (assumed ones included) request. The pod count comes from the pod
-// list, since Resource does not track it.
-func nodeFree(ni fwk.NodeInfo, name v1.ResourceName) int64 {
-	if name == v1.ResourcePods {
-		return int64(ni.GetAllocatable().GetAllowedPodNumber() - len(ni.GetPods()))
-	}
-	return resourceQuantity(ni.GetAllocatable(), name) - resourceQuantity(ni.GetRequested(), name)
-}
-
-// fitsWithHeld reports whether pod fits on the node once held is set aside,
-// and if not, the first resource (in name order) that is short.
-func fitsWithHeld(ni fwk.NodeInfo, pod, held capacity.Amounts) (bool, v1.ResourceName) {
-	for _, name := range pod.Names() {
-		if pod[name] == 0 || held[name] == 0 {
-			continue
-		}
-		if pod[name]+held[name] > nodeFree(ni, name) {
-			return false, name
-		}
-	}
-	return true, ""
-}
 
 // dimensions are the vector dimensions for a gang: the resources any member
 // requests, in name order so that vectors are deterministic.

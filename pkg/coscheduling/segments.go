@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -21,31 +22,55 @@ import (
 //     the segment level, the gang's own policy for the whole, and the
 //     members the segments do not cover (a launcher) in a subgroup of
 //     their own under that policy;
-//   - members that share a ResourceClaim, inside one node (shared.go).
+//   - members that share a ResourceClaim, inside one node (dra/shared.go).
 //
 // Sharers nest inside their segment. A running gang's placed members are
 // anchors in their own segment's leaf, so that a replacement or a late
 // elastic member returns to the domain its segment already uses.
 
-// shapeRequest sets what the gang itself asks of req, beyond its members
-// and nodes: its policy, the nodes its placed members hold (anchors), and
-// its hierarchy. members are the members req plans, in rank order. A gang
-// whose segments are invalid gets an InvalidPodGroup Event naming the fix,
-// and the status to reject with.
-func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
-	if spec.Key.API == gang.Composite {
-		return pl.shapeTree(spec, members, d, req, nodeInfos)
-	}
-	req.Policy = pl.policyOf(spec, members)
-	all, anchorOf, err := pl.anchorRequest(spec.Key, members, req, nodeInfos)
+// shapeRequest sets what the unit spec names itself asks of req, beyond
+// its members and nodes: its policy, the nodes its placed members hold
+// (anchors), and its hierarchy, as the unit's kind shapes them
+// (gang.Unit.Shape): one tree for a composite (shapeTree), the gang's own
+// otherwise (shapeGang). members are the members req plans, in rank order.
+func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
+	u, err := pl.readUnit(spec.Key)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	return unitStatus(u.Shape(&requestShaper{pl: pl, spec: spec, all: u.Members(), members: members, d: d, req: req, nodeInfos: nodeInfos}))
+}
+
+// requestShaper shapes one request (shapeRequest's arguments) as the
+// unit's kind asks (gang.Shaper).
+type requestShaper struct {
+	pl   *Plugin
+	spec *gang.Spec
+	// all are the unit's live members; members those req plans.
+	all, members []*v1.Pod
+	d            *dra.PassDemand
+	req          *placement.Request
+	nodeInfos    []fwk.NodeInfo
+}
+
+var _ gang.Shaper = &requestShaper{}
+
+func (s *requestShaper) ShapeGang() error { return asError(s.pl.shapeGang(s)) }
+
+func (s *requestShaper) ShapeTree(t *gang.Tree) error { return asError(s.pl.shapeTree(t, s)) }
+
+// shapeGang is shapeRequest for a PodGroup's unit. A gang whose segments
+// are invalid gets an InvalidPodGroup Event naming the fix, and the status
+// to reject with.
+func (pl *Plugin) shapeGang(s *requestShaper) *fwk.Status {
+	spec, members, req := s.spec, s.members, s.req
+	req.Policy = pl.policyOf(spec, members)
+	all, anchorOf := pl.anchorRequest(spec.Key, s.all, members, req, s.nodeInfos)
 	seg, status := pl.segmentsOf(spec, all, req.Policy)
 	if status != nil {
 		return status
 	}
-	h, err := gangHierarchy(spec.Key.String(), seg, req.Policy, all, members, anchorOf, d)
+	h, err := gangHierarchy(spec.Key.String(), seg, req.Policy, all, members, anchorOf, s.d)
 	if err != nil {
 		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", spec.Key, err))
@@ -55,16 +80,13 @@ func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *demand, re
 }
 
 // anchorRequest sets req's anchors, the nodes of the unit's placed members
-// (anchors), and returns the unit's members with those being planned, in
-// rank order (withMembers), and the anchor of each placed member.
-func (pl *Plugin) anchorRequest(key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int, error) {
+// (anchors), and returns the unit's members (live, as the informer lists
+// them) with those being planned, in rank order (withMembers), and the
+// anchor of each placed member.
+func (pl *Plugin) anchorRequest(key gang.Key, live, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int) {
 	var anchorOf map[types.UID]int
 	req.Anchors, anchorOf = anchors(nodeInfos, pl.placedMembers(key))
-	all, err := pl.members(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return withMembers(all, members), anchorOf, nil
+	return withMembers(live, members), anchorOf
 }
 
 // withMembers returns the gang's members (all, as the informer lists them)
@@ -106,7 +128,7 @@ func (pl *Plugin) segmentsOf(spec *gang.Spec, all []*v1.Pod, policy placement.Po
 // Request.Anchors index of each placed member that topology binds. The
 // error says which sharers straddle segments: one node cannot sit in two
 // segments' domains, so the claim must be shared inside one segment.
-func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all, planned []*v1.Pod, anchorOf map[types.UID]int, d *demand) (*placement.Subgroup, error) {
+func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all, planned []*v1.Pod, anchorOf map[types.UID]int, d *dra.PassDemand) (*placement.Subgroup, error) {
 	index := make(map[types.UID]int, len(planned))
 	for i, p := range planned {
 		index[p.UID] = i
@@ -149,7 +171,7 @@ func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all,
 		for _, i := range group[1:] {
 			if !slices.Contains(root.Children[leaf].Members, i) {
 				return nil, fmt.Errorf("members %s share ResourceClaim %s, which puts them on one node, but they are in different segments of %d ranks (%s and another): "+
-					"share a claim only among the members of one segment, or change the segment size", memberNames(planned, group), claims[g][0], seg.Size, root.Children[leaf].Name)
+					"share a claim only among the members of one segment, or change the segment size", dra.MemberNames(planned, group), claims[g][0], seg.Size, root.Children[leaf].Name)
 			}
 		}
 	}
@@ -167,13 +189,13 @@ func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all,
 }
 
 // sharersAmong returns the groups of planned members that share claims
-// (sharers) among the gang's members all: a composite's request plans the
+// (PassDemand.Sharers) among the gang's members all: a composite's request plans the
 // members of several PodGroups, and each PodGroup's leaf holds its own
 // sharers. index gives each planned member's place in the request. The
 // error names a claim shared across PodGroups, which no one node can honour
 // with each PodGroup in its own domain.
-func sharersAmong(d *demand, all, planned []*v1.Pod, index map[types.UID]int) ([][]int, [][]types.NamespacedName, error) {
-	groups, claims := sharers(d)
+func sharersAmong(d *dra.PassDemand, all, planned []*v1.Pod, index map[types.UID]int) ([][]int, [][]types.NamespacedName, error) {
+	groups, claims := d.Sharers()
 	mine := make(map[int]bool, len(all))
 	for _, p := range all {
 		if i, ok := index[p.UID]; ok {
@@ -195,7 +217,7 @@ func sharersAmong(d *demand, all, planned []*v1.Pod, index map[types.UID]int) ([
 			outG, outC = append(outG, group), append(outC, claims[g])
 		default:
 			return nil, nil, fmt.Errorf("members %s share ResourceClaim %s, which puts them on one node, but they belong to different PodGroups: share a claim only among the members of one PodGroup",
-				memberNames(planned, group), claims[g][0])
+				dra.MemberNames(planned, group), claims[g][0])
 		}
 	}
 	return outG, outC, nil
@@ -250,7 +272,7 @@ func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) (out []int, anchorOf ma
 	for _, p := range placed {
 		// A member that took devices through DRA is bound by topology like
 		// one that asked for an accelerator.
-		if i, ok := index[p.Spec.NodeName]; ok && (usesAccelerators(capacity.PodAmounts(p)) || len(p.Spec.ResourceClaims) > 0) {
+		if i, ok := index[p.Spec.NodeName]; ok && (dra.UsesAccelerators(capacity.PodAmounts(p)) || len(p.Spec.ResourceClaims) > 0) {
 			as = append(as, anchor{i, p})
 		}
 	}
@@ -258,7 +280,7 @@ func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) (out []int, anchorOf ma
 		if a.node != b.node {
 			return a.node - b.node
 		}
-		return cmpNames(types.NamespacedName{Namespace: a.pod.Namespace, Name: a.pod.Name}, types.NamespacedName{Namespace: b.pod.Namespace, Name: b.pod.Name})
+		return dra.CompareNames(types.NamespacedName{Namespace: a.pod.Namespace, Name: a.pod.Name}, types.NamespacedName{Namespace: b.pod.Namespace, Name: b.pod.Name})
 	})
 	anchorOf = make(map[types.UID]int, len(as))
 	for i, a := range as {

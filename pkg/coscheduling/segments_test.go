@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -67,7 +68,7 @@ func TestSegmentedGangs(t *testing.T) {
 			Annotation(scheduling.AnnotationSegmentTopologyRequired, leafLabel).Obj()), job)
 		require.NoError(t, err)
 		anchorOf := map[types.UID]int{job[0].UID: 0, job[1].UID: 1, job[2].UID: 2}
-		got, err := gangHierarchy("back", seg, placement.Policy{}, job, job[3:], anchorOf, &demand{})
+		got, err := gangHierarchy("back", seg, placement.Policy{}, job, job[3:], anchorOf, &dra.PassDemand{})
 		require.NoError(t, err)
 		leaf := placement.Policy{Level: leafLabel, Required: true}
 		want := &placement.Subgroup{Name: "back", Children: []placement.Subgroup{

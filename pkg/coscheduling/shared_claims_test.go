@@ -162,7 +162,7 @@ func writtenClaim(t *testing.T, env *testEnv, first *v1.Pod) dra.Mark {
 	})
 	m, _, _ := dra.MarkOf(written)
 	require.Eventually(t, func() bool {
-		c, err := env.pl.devices.dra.ResourceClaims().Get(testNS, "node-gpus")
+		c, err := env.pl.devices.Manager().ResourceClaims().Get(testNS, "node-gpus")
 		return !env.pl.claims.Busy(m.Gang) && err == nil && c.Status.Allocation != nil
 	}, 10*time.Second, 10*time.Millisecond, "the write lands, and the claim tracker has it")
 	return m

@@ -7,6 +7,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -22,7 +23,7 @@ type cycleState struct {
 	held map[string]capacity.Amounts
 	// devices is set when the pod takes devices and some capacity is held:
 	// Filter then also keeps it out of held devices. Nil otherwise.
-	devices *podDevices
+	devices *dra.PodFit
 	// planNodes are the nodes PreFilter restricted a gang member to, from
 	// its plan, in name order; empty for pods that follow no plan. A
 	// failure to place the member there teaches the planner or means the

@@ -4,12 +4,10 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
-	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 )
 
 // Most of what Filter costs a plan is spent again on nodes that did not
@@ -18,19 +16,11 @@ import (
 // object (labels, taints, spec) and the pods on it, all of which move the
 // scheduler cache's generation for the node. Their verdict on a node holds
 // for as long as that generation does. So when every Filter plugin a
-// template runs is one of those (staticFilters), the verdicts that let the
+// template runs is one of those (contract.NodeOnlyFilter), the verdicts that let the
 // template use a node are kept per template and node, stamped with the
 // NodeInfo and its generation, and the node is not Filtered again until
 // the stamp moves. Only passes are kept: a node that turns a template away
 // is Filtered each time, so that the explanation counts its reason.
-
-// staticFilters are the Filter plugins whose verdict on a node depends on
-// the pod and the node's NodeInfo only, or, for GPUFleet, also on what its
-// PreFilter read, which then joins the key (FilterInputs). Plugins that
-// read other nodes (spread, inter-pod affinity), volumes, claims or holds
-// are not among them.
-var staticFilters = sets.New(names.NodeName, names.NodeUnschedulable, names.TaintToleration,
-	names.NodeAffinity, names.NodePorts, names.NodeResourcesFit, gpufleet.Name)
 
 // maxVerdictKeys bounds the templates kept: each costs a stamp per node
 // (24 bytes: some 8 MB for 16 templates on 20,000 nodes). When a new one
@@ -87,44 +77,41 @@ func (v *verdicts) keyOf(t *template) (verdictKey, bool) {
 		if skip.Has(name) {
 			continue
 		}
-		if !staticFilters.Has(name) {
-			return verdictKey{}, false
-		}
-		k.runs += name + ","
-		if name != gpufleet.Name {
-			continue
-		}
-		data, err := t.state.Read(gpufleet.FilterStateKey)
-		if err != nil {
-			return verdictKey{}, false
-		}
-		in, ok := data.(interface{ FilterInputs() any })
+		inputsKey, ok := contract.NodeOnlyFilter(name)
 		if !ok {
 			return verdictKey{}, false
 		}
-		k.inputs = in.FilterInputs()
+		k.runs += name + ","
+		if inputsKey == "" {
+			continue
+		}
+		in, err := contract.ReadFilterInputs(t.state, inputsKey)
+		if err != nil {
+			return verdictKey{}, false
+		}
+		k.inputs = in
 	}
 	return k, true
 }
 
-// verdictsOf returns the view's verdicts, made on first use.
-func (v *nodeView) verdictsOf(handle fwk.Handle) *verdicts {
-	v.verdictsOnce.Do(func() { v.verdicts = newVerdicts(handle) })
-	return v.verdicts
+// verdictsOf returns the plugin's verdicts, made on first use.
+func (pl *Plugin) verdictsOf() *verdicts {
+	pl.verdictsOnce.Do(func() { pl.verdicts = newVerdicts(pl.handle) })
+	return pl.verdicts
 }
 
 // filterKnown is the plugin's filterTemplates, less the nodes whose
 // kept verdict still holds for a template, which it marks eligible; it
 // keeps the new passes. only selects the nodes as there. gens, when not
 // nil, are nodeInfos' generations as the node view read them in this
-// cycle (nodeView.nodes): the kept verdicts are checked against them, not
+// cycle (eligibility.Snapshot.Nodes): the kept verdicts are checked against them, not
 // against every NodeInfo loaded again.
 func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) {
 	for _, t := range templates {
 		if !t.pending {
 			continue
 		}
-		vs := pl.view.verdictsOf(pl.handle)
+		vs := pl.verdictsOf()
 		key, ok := vs.keyOf(t)
 		if !ok {
 			pl.filterTemplates(ctx, []*template{t}, nodeInfos, only)
@@ -171,7 +158,7 @@ func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, 
 // those it was stamped with, and neither the gang's lessons, a PreFilter
 // plugin nor an allocated claim (template.pinnedAway) leave the node out.
 func (v *verdicts) holds(s stamp, t *template, ni fwk.NodeInfo, gens []int64, i int) bool {
-	if !sameNodeInfo(s.ni, ni) || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
+	if s.ni != ni || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
 		return false
 	}
 	if t.excluded.Len() > 0 || t.nodes != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
@@ -43,7 +44,7 @@ func TestKeptVerdictsFollowNodeChanges(t *testing.T) {
 			env := newTestEnv(t, nodes, append(append(running, jobs[0]...), jobs[1]...), pgs, withShippedProfile(t))
 			list, err := env.snapshot.NodeInfos().List()
 			require.NoError(t, err)
-			sorted := env.pl.view.live(env.pl, list)
+			sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
 			used := 0
 			for round := range 60 {
 				job := jobs[r.IntN(len(jobs))]
@@ -81,14 +82,14 @@ func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeI
 	keyed := true
 	if kept {
 		for _, tmpl := range templates {
-			_, ok := env.pl.view.verdictsOf(env.pl.handle).keyOf(tmpl)
+			_, ok := env.pl.verdictsOf().keyOf(tmpl)
 			keyed = keyed && ok
 		}
 		var gens []int64
 		if lent {
-			cols := []column{{name: gpu}}
+			cols := []dra.Column{{Name: gpu}}
 			var release func()
-			_, gens, release = env.pl.view.nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
+			_, gens, release = env.pl.snapshot.Nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
 			defer release()
 			require.Len(t, gens, len(sorted))
 		}
@@ -157,7 +158,7 @@ func TestVerdictsKeptOnlyForStaticFilters(t *testing.T) {
 		templates, _ := templatesOf([]*v1.Pod{p}, []capacity.Amounts{capacity.PodAmounts(p)})
 		env.pl.preFilterTemplates(env.ctx, templates, list, ledger.LessonView{})
 		require.True(t, templates[0].pending, "%s: %v", p.Name, templates[0].rejected)
-		return env.pl.view.verdictsOf(env.pl.handle).keyOf(templates[0])
+		return env.pl.verdictsOf().keyOf(templates[0])
 	}
 	plainKey, ok := keyOf(plain[0])
 	require.True(t, ok, "a plain GPU member keeps its verdicts")

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -104,7 +105,7 @@ type failure struct {
 // are added to the copies of their nodes and to every template's PreFilter
 // state, as the scheduler's own preemption does when it simulates pods.
 func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement.Plan, nodeInfos []fwk.NodeInfo, templates []*template, of []int) []failure {
-	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	simCtx := contract.WithSimulation(ctx)
 	states := make([]fwk.CycleState, len(templates))
 	for i, t := range templates {
 		states[i] = t.state.Clone()
@@ -147,7 +148,7 @@ func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement
 // template at k per node; anything else excludes the node for the
 // template. It reports whether anything new was learned.
 func (pl *Plugin) learn(ctx context.Context, key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, templates []*template, of []int, failures []failure) bool {
-	simCtx := context.WithValue(ctx, simulatingKey{}, true)
+	simCtx := contract.WithSimulation(ctx)
 	logger := klog.FromContext(ctx)
 	news := false
 	for _, f := range failures {

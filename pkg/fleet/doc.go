@@ -70,8 +70,8 @@
 //     each group and never mixes them.
 //   - Stand-ins: the gang plugin runs PreFilter for a copy of a member
 //     without the claims whose devices it counts itself, and records the
-//     member with WithDemandPod; GPUFleet reads the demand of DemandPod, so
-//     the member's GPU rules bind the copy.
+//     member with contract.WithDemandPod; GPUFleet reads the demand of
+//     contract.DemandPod, so the member's GPU rules bind the copy.
 //
 // The simulator judges placements with the same functions
 // (pkg/simulator/metrics.CountFleet).

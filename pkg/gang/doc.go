@@ -25,6 +25,10 @@
 //     rooted at the highest gang composite above it (RootOf), which starts
 //     once minGroupCount children are each at quorum (TreeQuorumOf), planned
 //     together (Admit, Tree.Hierarchy);
+//   - admission units: what a scheduler admits as one (Unit, built only by
+//     UnitOf): a plain gang, a segmented gang or a composite, each a type
+//     that decides its own quorum, next batch, late members, request shape
+//     and victim units, reading the scheduler's own state through a View;
 //   - sources: where the scheduler reads gangs (Sources): one informer per
 //     API, composites included, started once per scheduler and shared by
 //     all its plugins (SharedSources), with the queueing hint both plugins

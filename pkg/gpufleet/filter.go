@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -25,7 +26,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	dv := &deviceView{pl: pl}
 	// A stand-in for a member (the gang plugin's claim-less copy) carries
 	// the member's GPU demand.
-	d, err := pl.demandOf(ctx, fleet.DemandPod(cs, pod), dv)
+	d, err := pl.demandOf(ctx, contract.DemandPod(cs, pod), dv)
 	if err != nil {
 		return nil, demandStatus(err)
 	}
@@ -50,8 +51,8 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.reportRequirements(pod, group, err))
 	}
 	s := &cycleState{req: req, demand: d, nodes: pl.nodes, groupings: pl.groupings, devices: devices}
-	cs.Write(stateKey, s)
-	cs.Write(placement.GroupsStateKey, s)
+	contract.WriteGPUFleetState(cs, s)
+	contract.WriteNodeGroups(cs, s)
 	if len(nodes) > 0 && !pl.anyAdmits(s, nodes) {
 		// Evicting pods cannot change a node's labels or devices.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.explain(s, nodes))

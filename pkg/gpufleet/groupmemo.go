@@ -2,7 +2,6 @@ package gpufleet
 
 import (
 	"sync"
-	"unsafe"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
@@ -11,13 +10,12 @@ import (
 
 // groupings keeps, per grouping policy, the last grouping NodeGroups made,
 // node by node, so that the next plan pays a pointer comparison per node
-// rather than a cache lookup, a key and a map insert (issue 18: rebuilt for
-// every attempt, the groups cost more than the plan on a 20,000-node
-// cluster). A node's key is read again only when its labels are another
-// map (the scheduler replaces node objects, never edits them: the node
-// changed, or got a new status), the devices are another set, or the node
-// at that position is another one; the groups are rebuilt only when some
-// key did change. Safe for concurrent use.
+// rather than a cache lookup, a key and a map insert (rebuilt for every
+// attempt, the groups cost more than the plan on a 20,000-node cluster). A
+// node's key is read again only when its labels version moved or is
+// unknown (placement.Node.LabelsVersion), the devices are another set, or
+// the node at that position is another one; the groups are rebuilt only
+// when some key did change. Safe for concurrent use.
 type groupings struct {
 	mu sync.Mutex
 	// byPolicy holds one memo per grouping policy (fleet.Requirements'
@@ -33,10 +31,10 @@ const maxPolicies = 8
 type groupingMemo struct {
 	mu sync.Mutex
 	// devices is the matcher the keys were read with (nil: labels only).
-	devices *capacity.Matcher
-	names   []string
-	labels  []unsafe.Pointer // each node's labels map, by identity
-	keys    []fleet.GroupKey
+	devices  *capacity.Matcher
+	names    []string
+	versions []uint64 // each node's labels version (placement.Node.LabelsVersion)
+	keys     []fleet.GroupKey
 	// groups is what NodeGroups returned for keys, nil when trivial. Its
 	// slices are shared with every caller, which only read them.
 	groups *placement.Groups
@@ -71,10 +69,10 @@ func (g *groupings) groups(s *cycleState, nodes []placement.Node) *placement.Gro
 	if m.devices != s.devices || len(m.keys) != len(nodes) {
 		m.devices = s.devices
 		m.names = make([]string, len(nodes))
-		m.labels = make([]unsafe.Pointer, len(nodes))
+		m.versions = make([]uint64, len(nodes))
 		m.keys = make([]fleet.GroupKey, len(nodes))
 		for i := range nodes {
-			m.names[i], m.labels[i] = nodes[i].Name, nodes[i].LabelsID()
+			m.names[i], m.versions[i] = nodes[i].Name, nodes[i].LabelsVersion
 			m.keys[i] = s.nodes.groupKey(nodes[i].Name, nodes[i].Labels, s.nodeDevices(nodes[i].Name), s.req)
 		}
 		m.groups = groupsOf(s.req, m.keys)
@@ -83,12 +81,11 @@ func (g *groupings) groups(s *cycleState, nodes []placement.Node) *placement.Gro
 	changed := false
 	for i := range nodes {
 		n := &nodes[i]
-		p := n.LabelsID()
-		if p == m.labels[i] && n.NamedAs(m.names[i]) {
+		if n.SameLabels(m.names[i], m.versions[i]) {
 			continue
 		}
 		k := s.nodes.groupKey(n.Name, n.Labels, s.nodeDevices(n.Name), s.req)
-		m.names[i], m.labels[i] = n.Name, p
+		m.names[i], m.versions[i] = n.Name, n.LabelsVersion
 		if k != m.keys[i] {
 			m.keys[i] = k
 			changed = true

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -22,7 +23,7 @@ func (env *testEnv) grouper(pod *v1.Pod) placement.Grouper {
 	env.t.Helper()
 	state, status := env.preFilter(pod)
 	require.True(env.t, status.IsSuccess(), "PreFilter: %v", status)
-	data, err := state.Read(placement.GroupsStateKey)
+	data, err := state.Read(contract.NodeGroupsStateKey)
 	require.NoError(env.t, err)
 	g, ok := data.(placement.Grouper)
 	require.True(env.t, ok, "%T is no placement.Grouper", data)

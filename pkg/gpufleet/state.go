@@ -6,14 +6,18 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/fleet"
 )
 
-const stateKey fwk.StateKey = "PreFilter" + Name
+// stateKey is where PreFilter leaves the pod's cycleState. The gang plugin
+// reads it too, as contract.FilterInputs (the contract's GPUFleetStateKey).
+const stateKey = contract.GPUFleetStateKey
 
-// FilterStateKey is where PreFilter leaves, in a pod's CycleState, what
-// the plugin's Filter reads besides the node (FilterInputs).
-const FilterStateKey = stateKey
+var (
+	_ contract.GPUFleetState   = &cycleState{}
+	_ contract.NodeGroupsState = &cycleState{}
+)
 
 // cycleState is what PreFilter read of a pod that asks for NVIDIA GPUs, for
 // Filter, and for the gang plugin's planner as a placement.Grouper (see

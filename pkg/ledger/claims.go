@@ -237,10 +237,10 @@ func (c *Claims) Reserve(key gang.Key, uid types.UID, node string, req capacity.
 // children, all gathered at once); an elastic segmented gang starts with
 // segments that are not the job's, and its members that come later find
 // their segment's domain full. There a slot goes to the member it was
-// planned for alone. A composite's plan is never flat, but its key says so
-// even for a planner that reports no subgroups.
+// planned for alone. A composite's plan is never flat, but its unit says so
+// even for a planner that reports no subgroups (gang.InterchangeableMembers).
 func interchangeable(key gang.Key, plan *placement.Plan) bool {
-	return key.API != gang.Composite && len(plan.Subgroups) == 0
+	return gang.InterchangeableMembers(key) && len(plan.Subgroups) == 0
 }
 
 // pickSlot returns the index of the slot a reserving member takes, or -1:

@@ -51,15 +51,9 @@ func (g *Groups) Validate(n int) error {
 	return nil
 }
 
-// GroupsStateKey is the CycleState key under which a PreFilter plugin whose
-// policy groups nodes leaves a Grouper for the pod. The gang plugin runs
-// the profile's PreFilter plugins for the gang's members when it plans
-// them, and reads the Grouper of the gang's first accelerated member, so
-// the policy stays with its owner and the gang plugin needs no knowledge of
-// it.
-const GroupsStateKey = "gpu-gang.x-k8s.io/node-groups"
-
-// Grouper partitions nodes into the groups a gang must not mix.
+// Grouper partitions nodes into the groups a gang must not mix. A PreFilter
+// plugin whose policy groups nodes leaves one in the pod's CycleState for
+// the gang plugin (contract.NodeGroupsStateKey).
 type Grouper interface {
 	// NodeGroups returns the groups of nodes, or nil when the policy does
 	// not split them. It only reads names and labels.

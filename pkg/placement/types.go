@@ -4,21 +4,48 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"unsafe"
 )
 
 // Vector holds one quantity per resource dimension. The dimensions, and so the
 // meaning of each index, are fixed by the Request that carries the vector.
 type Vector []int64
 
-// FitsIn reports whether v fits in free on every dimension.
+// QuantityFits is the one rule for whether a request fits in free room,
+// one dimension at a time: a dimension the request does not ask for
+// (request <= 0) never stands in the way, even where the room is
+// overcommitted; any other needs free >= request. Pruning, the planners'
+// slot counts, the holds and capacity.Amounts all ask it, through FitsIn
+// and FitCount: a plan is pruned correctly only while they agree.
+func QuantityFits(request, free int64) bool {
+	return request <= 0 || free >= request
+}
+
+// FitsIn reports whether one copy of v fits in free (QuantityFits on every
+// dimension).
 func (v Vector) FitsIn(free Vector) bool {
 	for i, q := range v {
-		if q > free[i] {
+		if !QuantityFits(q, free[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// FitCount is how many copies of request fit in free, at most limit; a
+// request of nothing fits limit times. It counts by QuantityFits: it is
+// above zero exactly when request.FitsIn(free).
+func FitCount(request, free Vector, limit int64) int64 {
+	n := limit
+	for d, q := range request {
+		if q <= 0 {
+			continue
+		}
+		if !QuantityFits(q, free[d]) {
+			return 0
+		}
+		n = min(n, free[d]/q)
+	}
+	return n
 }
 
 // Add adds o to v in place.
@@ -61,28 +88,21 @@ type Node struct {
 	// Free is the capacity this gang may use now: allocatable, minus what
 	// running and assumed pods request, minus what other gangs have claimed.
 	Free Vector
+	// LabelsVersion, when not zero, versions Labels: two Nodes of the same
+	// name and the same non-zero LabelsVersion carry the same labels, so
+	// what a planner derived from one node's labels holds for the other
+	// without reading them again. Zero says nothing: the labels must be
+	// read. Whoever builds the nodes (the gang plugin's planning snapshot)
+	// moves it only when a node's labels change.
+	LabelsVersion uint64
 }
 
-// LabelsID is the identity of n's labels map (nil for none). The scheduler
-// cache replaces a node's objects rather than editing them, so caches keyed
-// by node read a node's labels again only when this changes.
-//
-// A map value is a pointer to the runtime's map, which is what the identity
-// is; reading it directly spares the reflect.Value that every node of every
-// plan paid for (issue 18).
-func (n *Node) LabelsID() unsafe.Pointer {
-	return *(*unsafe.Pointer)(unsafe.Pointer(&n.Labels))
-}
-
-// NamedAs reports whether n's name is name. Caches keyed by node keep the
-// name string they read, which shares its bytes with the node's own, so
-// comparing where the bytes lie settles it inline for every node of a
-// plan; only names that lie apart are compared byte by byte.
-func (n *Node) NamedAs(name string) bool {
-	if len(n.Name) != len(name) {
-		return false
-	}
-	return unsafe.StringData(n.Name) == unsafe.StringData(name) || n.Name == name
+// SameLabels reports whether n carries the labels that were read from a
+// node named name at labels version version (see LabelsVersion): only
+// when both name one node and a version. False means "read them again",
+// not "they differ".
+func (n *Node) SameLabels(name string, version uint64) bool {
+	return version != 0 && n.LabelsVersion == version && n.Name == name
 }
 
 // Member is one gang member still to be placed.

@@ -1,36 +1,43 @@
 package placement
 
 import (
-	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestLabelsIDIsTheMapsIdentity checks LabelsID against reflect's pointer of
-// the map: one map reads alike through any node holding it, another map
-// with the same contents does not, and no map is nil.
-func TestLabelsIDIsTheMapsIdentity(t *testing.T) {
-	m := map[string]string{"a": "b"}
-	same, other, none := Node{Labels: m}, Node{Labels: map[string]string{"a": "b"}}, Node{}
-	n := Node{Labels: m}
-	require.Equal(t, reflect.ValueOf(m).UnsafePointer(), n.LabelsID())
-	require.Equal(t, n.LabelsID(), same.LabelsID())
-	require.NotEqual(t, n.LabelsID(), other.LabelsID())
-	require.Nil(t, none.LabelsID())
-}
-
-// NamedAs compares names, whether their bytes are shared or not.
-func TestNodeNamedAs(t *testing.T) {
-	n := Node{Name: "node-7"}
-	apart := strings.Clone("node-7")
+// TestSameLabels says "same" only for one node name and one non-zero
+// version: zero is an unknown version, which must be read again.
+func TestSameLabels(t *testing.T) {
+	n := Node{Name: "node-7", LabelsVersion: 3}
 	for _, tc := range []struct {
-		name string
-		want bool
-	}{{n.Name, true}, {apart, true}, {"node-8", false}, {"node-77", false}, {"", false}} {
-		if got := n.NamedAs(tc.name); got != tc.want {
-			t.Errorf("NamedAs(%q) = %v, want %v", tc.name, got, tc.want)
+		name    string
+		version uint64
+		want    bool
+	}{{"node-7", 3, true}, {"node-7", 4, false}, {"node-8", 3, false}, {"node-7", 0, false}} {
+		if got := n.SameLabels(tc.name, tc.version); got != tc.want {
+			t.Errorf("SameLabels(%q, %d) = %v, want %v", tc.name, tc.version, got, tc.want)
 		}
 	}
+	require.False(t, (&Node{Name: "a"}).SameLabels("a", 0), "an unknown version is never the same")
+}
+
+// TestFitsRuleAgrees checks that FitsIn and FitCount are one rule: a
+// request fits once exactly when at least one copy is counted, including
+// dimensions it does not ask for and overcommitted ones.
+func TestFitsRuleAgrees(t *testing.T) {
+	values := []int64{-2, 0, 1, 3}
+	for _, r0 := range values {
+		for _, r1 := range values {
+			for _, f0 := range values {
+				for _, f1 := range values {
+					req, free := Vector{r0, r1}, Vector{f0, f1}
+					require.Equal(t, req.FitsIn(free), FitCount(req, free, 1) == 1, "request %v in %v", req, free)
+				}
+			}
+		}
+	}
+	require.True(t, Vector{0, 2}.FitsIn(Vector{-1, 2}), "a dimension not asked for never stands in the way")
+	require.False(t, Vector{1, 2}.FitsIn(Vector{1, 1}))
+	require.Equal(t, int64(2), FitCount(Vector{1, 2}, Vector{5, 4}, 8))
 }

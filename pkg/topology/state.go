@@ -287,20 +287,11 @@ func (t *Tree) domainsAbove(at []int32) [][]int32 {
 // maxNodeSlots caps one node's slots, for members that ask for nothing.
 const maxNodeSlots = 1 << 30
 
-// fitCount is how many copies of request fit in free, at most limit. A
-// request of nothing fits limit times.
+// fitCount is how many copies of request fit in free, at most limit, by
+// the one fits rule (placement.FitCount) that pruning and the holds use
+// too.
 func fitCount(request, free placement.Vector, limit int64) int64 {
-	n := limit
-	for d, q := range request {
-		if q <= 0 {
-			continue
-		}
-		if free[d] < q {
-			return 0
-		}
-		n = min(n, free[d]/q)
-	}
-	return n
+	return placement.FitCount(request, free, limit)
 }
 
 // fits reports whether domain k of level l holds every bound shape, each

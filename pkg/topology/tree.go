@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -26,14 +25,13 @@ type Tree struct {
 	levels []scheduling.Level
 	// generation, names and values identify the node set the tree was
 	// built from: values[j][i] is node i's label of label level j+1.
-	// labels[i] is node i's labels map, by identity: the scheduler
-	// replaces a node object rather than edit it, so a node that brings
-	// the same map brings the same values, and matches reads its values
-	// only when the map is another one.
+	// versions[i] is node i's placement.Node.LabelsVersion: a node that
+	// brings the same name and non-zero version brings the same values,
+	// and matches reads its values only otherwise.
 	generation uint64
 	names      []string
 	values     [][]string
-	labels     []unsafe.Pointer
+	versions   []uint64
 	// dom[l] are the domains of level l in depth-first order.
 	dom [][]domain
 	// anc[l][p] is the index in dom[l] of the domain holding the node at
@@ -91,7 +89,7 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 		generation: generation,
 		names:      make([]string, len(nodes)),
 		values:     make([][]string, nl),
-		labels:     make([]unsafe.Pointer, len(nodes)),
+		versions:   make([]uint64, len(nodes)),
 		dom:        make([][]domain, top+1),
 		anc:        make([][]int32, top+1),
 		node:       make([]int32, len(nodes)),
@@ -116,7 +114,7 @@ func buildTree(labelLevels []scheduling.Level, nodes []placement.Node, generatio
 	}
 	for i := range nodes {
 		t.names[i] = nodes[i].Name
-		t.labels[i] = nodes[i].LabelsID()
+		t.versions[i] = nodes[i].LabelsVersion
 		parent := int32(0)
 		for l := nl; l >= 1; l-- {
 			t.values[l-1][i] = nodes[i].Labels[t.levels[l].Key]
@@ -254,11 +252,11 @@ func (t *Tree) matches(nodes []placement.Node) bool {
 		return false
 	}
 	for i := range nodes {
-		if !nodes[i].NamedAs(t.names[i]) {
-			return false
-		}
-		if nodes[i].LabelsID() == t.labels[i] {
+		if nodes[i].SameLabels(t.names[i], t.versions[i]) {
 			continue
+		}
+		if nodes[i].Name != t.names[i] {
+			return false
 		}
 		for j, vals := range t.values {
 			if nodes[i].Labels[t.levels[j+1].Key] != vals[i] {

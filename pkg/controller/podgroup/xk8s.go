@@ -138,10 +138,9 @@ func started(phase upstream.PodGroupPhase) bool {
 //
 //   - no pods at all after Finished or Failed: unchanged (the workload's
 //     controller cleaned up after the run);
-//   - every member has finished, none failed, and the group had started or
-//     minMember succeeded: Finished;
-//   - every member has finished, some failed, and the group had started or
-//     minMember finished: Failed;
+//   - the run ended (gang.RunEndOf): every member has finished, none
+//     failed, and the group had started or minMember succeeded: Finished;
+//     some failed, and the group had started or minMember finished: Failed;
 //   - minMember members are running or have succeeded (the quorum placed,
 //     counting running members as the bound ones): Running;
 //   - some member failed, the quorum has not gathered, and the group had
@@ -152,13 +151,16 @@ func started(phase upstream.PodGroupPhase) bool {
 //   - otherwise: Pending.
 func phaseOf(prev upstream.PodGroupPhase, pods int, m members, n phaseCounts) upstream.PodGroupPhase {
 	wasStarted := started(prev)
-	switch {
-	case pods == 0 && (prev == upstream.PodGroupFinished || prev == upstream.PodGroupFailed):
+	if pods == 0 && (prev == upstream.PodGroupFinished || prev == upstream.PodGroupFailed) {
 		return prev
-	case m.active() == 0 && n.succeeded > 0 && n.failed == 0 && (wasStarted || n.succeeded >= m.minMember):
+	}
+	switch gang.RunEndOf(m.minMember, m.active(), n.succeeded, n.failed, wasStarted) {
+	case gang.RunFinished:
 		return upstream.PodGroupFinished
-	case m.active() == 0 && n.failed > 0 && (wasStarted || n.succeeded+n.failed >= m.minMember):
+	case gang.RunFailed:
 		return upstream.PodGroupFailed
+	}
+	switch {
 	case m.runningQuorum():
 		return upstream.PodGroupRunning
 	case n.failed > 0 && !m.quorum.Gathered && wasStarted:

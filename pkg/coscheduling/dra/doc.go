@@ -16,4 +16,26 @@
 //   - release.go: Releaser, the one place that decides whether an
 //     allocation may be taken away.
 //   - mark.go: the mark's annotations.
+//
+// It also holds the device counting the gang plugin plans with:
+//
+//   - source.go: DeviceSource, the plugin's handle on the framework's DRA
+//     manager; Demand reads a pass's PassDemand.
+//   - demand.go: PassDemand, what the members of one planning pass ask for
+//     (plain amounts and devices), and what it tells a pod template.
+//   - column.go: Column, one dimension of a pass read node by node, and
+//     the reading of a NodeInfo's capacity.
+//   - podfit.go: PodFit, Filter's check of a pod's devices against held
+//     capacity.
+//   - describe.go: device dimensions named for people.
+//
+// And the claims side of a gang, which GangClaims holds behind the Gangs
+// interface the plugin implements (its attempts, lessons and Events):
+//
+//   - shared.go: the members that share a claim (PassDemand.Sharers), and
+//     the allocation of those claims once a plan exists (AllocateShared).
+//   - claims.go: GangClaims, and what it hears of claims: a claim deleted
+//     under a waiting member, a claim made for a native PodGroup.
+//   - badinput.go: DRA input only a gang's owner can fix, explained on
+//     the gang.
 package dra

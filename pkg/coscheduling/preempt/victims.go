@@ -1,4 +1,4 @@
-package coscheduling
+package preempt
 
 import (
 	"context"
@@ -19,12 +19,12 @@ import (
 // units they go. A gang goes whole, or loses members above its quorum only;
 // a gang composite goes whole as one unit, unless its disruptionMode lets
 // children above its minGroupCount go, each then a unit of its own
-// (victimUnits).
+// (splitComposites).
 
 // addUnits adds the candidate victims to req: every bound pod of lower
 // priority than the preemptor that is not leaving already, grouped into
 // gangs, and the disruption budgets that cover them.
-func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool, d *demand) *candidates {
+func (pr *Preempter) addUnits(ctx context.Context, req *preemption.Request, p *Preemptor, nodeInfos []fwk.NodeInfo, leaving map[types.UID]bool, d Demand) *candidates {
 	index := make(map[string]int, len(nodeInfos))
 	for i, ni := range nodeInfos {
 		index[ni.Node().Name] = i
@@ -33,18 +33,18 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 	var plain []*v1.Pod
 	for _, ni := range nodeInfos {
 		for _, pi := range ni.GetPods() {
-			q := pl.boundPod(pi.GetPod())
-			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || pl.ownerOf(q) == p.id {
+			q := pr.boundPod(pi.GetPod())
+			if q == nil || q.DeletionTimestamp != nil || leaving[q.UID] || pr.cfg.Gangs.OwnerOf(q) == p.ID {
 				continue
 			}
-			if key, member := pl.unitOf(q); member {
+			if key, member := pr.cfg.Gangs.UnitOf(q); member {
 				byGang[key] = append(byGang[key], q)
-			} else if corev1helpers.PodPriority(q) < p.priority {
+			} else if corev1helpers.PodPriority(q) < p.Priority {
 				plain = append(plain, q)
 			}
 		}
 	}
-	byGang = pl.victimUnits(byGang)
+	byGang = pr.splitComposites(byGang)
 	keys := make([]gang.Key, 0, len(byGang))
 	for key := range byGang {
 		keys = append(keys, key)
@@ -55,29 +55,20 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 	for d, name := range req.Resources {
 		dims[d] = v1.ResourceName(name)
 	}
-	cols := d.columns(dims)
+	freed := d.VictimCounter(dims)
 	podOf := func(q *v1.Pod, keep bool) preemption.Pod {
 		node, ok := index[q.Spec.NodeName]
-		if !ok {
+		var ni fwk.NodeInfo
+		if ok {
+			ni = nodeInfos[node]
+		} else {
 			node = -1
 		}
 		a := capacity.PodAmounts(q)
-		out := preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, Request: toVector(dims, a), GPUs: acceleratorCount(a), Keep: keep}
-		if d.devices != nil && node >= 0 {
-			// What the victim frees in a dimension devices serve is the
-			// devices its claims hold there, counted as the preemptor's
-			// kinds count them.
-			ni := nodeInfos[node]
-			taken := pl.devicesOf(d.devices, q.Spec.NodeName, []*v1.Pod{q})
-			for c := range cols {
-				if cols[c].devices && cols[c].dev.ServedByDevices(ctx, nodeCapacity{ni}) {
-					out.Request[c] = cols[c].dev.Counted(ctx, nodeCapacity{ni}, taken)
-				}
-			}
-			if n := int64(taken.Count()); n > out.GPUs {
-				out.GPUs = n
-			}
-		}
+		out := preemption.Pod{Name: q.Namespace + "/" + q.Name, Node: node, GPUs: acceleratorCount(a), Keep: keep}
+		var devices int64
+		out.Request, devices = freed(ctx, q, a, ni)
+		out.GPUs = max(out.GPUs, devices)
 		return out
 	}
 	cands := &candidates{}
@@ -91,29 +82,11 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 				prio = pq
 			}
 		}
-		if prio >= p.priority {
+		if prio >= p.Priority {
 			continue // a gang goes whole; one member of enough priority keeps it
 		}
-		// A gang whose PodGroup is gone is one unit, with no surplus. An
-		// existing spec is read as it is, valid or not: pkg/gang's quorum
-		// rules say what its minMember means here, as they do for the
-		// running gangs' Events and metrics.
-		// A composite goes whole (its children above quorum, if it lets
-		// them go, are units of their own already): no surplus, and it
-		// began to run when its last member did.
-		minMember := int32(len(pods))
-		spec, ok := pl.lookup(key)
-		if ok && key.API != gang.Composite {
-			minMember = spec.MinMember
-		}
-		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember)}
-		// A gang that may only be disrupted whole (a native PodGroup's
-		// disruptionMode all) offers no members above minMember.
-		if ok && key.API != gang.Composite && spec.Disruption != gang.DisruptionAll {
-			if members, err := pl.members(key); err == nil {
-				u.Surplus = min(int(gang.SurplusOf(minMember, pl.census(key, members))), len(pods)-1)
-			}
-		}
+		spec, minMember, surplus := pr.victimTerms(key, pods)
+		u := preemption.Unit{Name: key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember), Surplus: surplus}
 		keep := gang.Essential(pods)
 		for i, q := range pods {
 			u.Pods = append(u.Pods, podOf(q, keep[i]))
@@ -136,15 +109,49 @@ func (pl *Plugin) addUnits(ctx context.Context, req *preemption.Request, p *pree
 		cands.pods = append(cands.pods, []*v1.Pod{q})
 		cands.specs = append(cands.specs, nil)
 	}
-	pl.addBudgets(req, cands)
+	pr.addBudgets(req, cands)
 	return cands
+}
+
+// victimTerms says how a victim unit of running pods may be disrupted:
+// its spec (nil when its object is gone), the minMember that dates its
+// start (gang.StartedAt), and how many members above it may go one by one.
+//
+// A gang whose PodGroup is gone is one unit, with no surplus. An existing
+// spec is read as it is, valid or not: pkg/gang's quorum rules say what its
+// minMember means here, as they do for the running gangs' Events and
+// metrics. A composite goes whole (its children above quorum, if it lets
+// them go, are units of their own already, splitComposites): no surplus,
+// and it began to run when its last member did. A gang that may only be
+// disrupted whole (a native PodGroup's disruptionMode all) offers no
+// members above minMember.
+func (pr *Preempter) victimTerms(key gang.Key, pods []*v1.Pod) (spec *gang.Spec, minMember int32, surplus int) {
+	minMember = int32(len(pods))
+	spec, ok := pr.cfg.Gangs.Lookup(key)
+	if !ok || isComposite(key) {
+		return spec, minMember, 0
+	}
+	minMember = spec.MinMember
+	if spec.Disruption != gang.DisruptionAll {
+		if members, err := pr.cfg.Gangs.Members(key); err == nil {
+			surplus = min(int(gang.SurplusOf(minMember, pr.cfg.Gangs.Census(key, members))), len(pods)-1)
+		}
+	}
+	return spec, minMember, surplus
+}
+
+// isComposite reports whether key names a gang composite: the kind of
+// admission unit preemption splits (splitComposites) and takes whole
+// (victimTerms).
+func isComposite(key gang.Key) bool {
+	return key.API == gang.Composite
 }
 
 // boundPod returns the informer's copy of a pod from the snapshot if the
 // API shows it bound. A pod the snapshot has on a node that the API does
 // not (assumed: waiting in Permit or binding) is not a candidate.
-func (pl *Plugin) boundPod(q *v1.Pod) *v1.Pod {
-	obj, ok, err := pl.podIndex.GetByKey(q.Namespace + "/" + q.Name)
+func (pr *Preempter) boundPod(q *v1.Pod) *v1.Pod {
+	obj, ok, err := pr.cfg.Pods.GetByKey(q.Namespace + "/" + q.Name)
 	if err != nil || !ok {
 		return nil
 	}
@@ -155,31 +162,26 @@ func (pl *Plugin) boundPod(q *v1.Pod) *v1.Pod {
 	return live
 }
 
-// victimUnits splits the running members of each gang composite (grouped
-// by unit, byGang) into the units preemption may take: the composite whole
-// when its disruptionMode is all or no child is above its minGroupCount
-// (gang.ChildSurplusOf); otherwise its newest placed children above
-// minGroupCount, each a unit of its own (its own Terms say whether it goes
-// whole), and the rest of the composite as one. It writes byGang and
+// splitComposites splits the running members of each gang composite
+// (grouped by unit, byGang) into the units preemption may take: the
+// composite whole when its disruptionMode is all or no child is above its
+// minGroupCount (gang.ChildSurplusOf); otherwise its newest placed children
+// above minGroupCount, each a unit of its own (its own Terms say whether it
+// goes whole), and the rest of the composite as one. It writes byGang and
 // returns it.
-func (pl *Plugin) victimUnits(byGang map[gang.Key][]*v1.Pod) map[gang.Key][]*v1.Pod {
+func (pr *Preempter) splitComposites(byGang map[gang.Key][]*v1.Pod) map[gang.Key][]*v1.Pod {
 	keys := make([]gang.Key, 0, len(byGang))
 	for key := range byGang {
-		if key.API == gang.Composite {
+		if isComposite(key) {
 			keys = append(keys, key)
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	for _, key := range keys {
-		tree, err := pl.sources.Tree(key)
-		if err != nil {
+		tree, q, ok := pr.cfg.Gangs.TreeQuorum(key)
+		if !ok {
 			continue // goes whole
 		}
-		members, err := pl.members(key)
-		if err != nil {
-			continue
-		}
-		q := pl.treeQuorum(key, tree, members)
 		surplus := gang.ChildSurplusOf(tree.Root().Composite, q[0])
 		children := tree.Root().Children
 		for i := len(children) - 1; i >= 0 && surplus > 0; i-- {

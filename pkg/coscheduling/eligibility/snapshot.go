@@ -1,39 +1,48 @@
-package coscheduling
+package eligibility
 
 import (
-	"bytes"
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"sync"
-	"unsafe"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// nodeView keeps, from one plan to the next, what a plan reads of every
-// node and that changes only with the node (issue 18): the live nodes in
-// name order, and each node's allocatable and free vectors (before holds)
-// in the plan's resource dimensions. A plan then pays per node a pointer
-// and a generation compare, not a lookup per resource.
+// Snapshot is the planning snapshot: what plans read of the nodes, kept
+// from one plan to the next and read again only where it changed. It holds
+// the live nodes in name order; per node its allocatable and free vectors
+// (allocatable resources and DRA devices) in the plan's resource
+// dimensions, and its labels version (placement.Node.LabelsVersion, from
+// which the planners' domain trees and GPUFleet's group keys are kept);
+// and which nodes can take a member at all (Roomy). A plan then pays per
+// node a generation compare, not a lookup per resource. Holds and
+// nominations are overlays: they are subtracted per plan, on the held
+// nodes alone.
 //
-// The order is rebuilt when the snapshot's list is not the one it was built
-// from (kube-scheduler rebuilds that list only when nodes come or go, and
-// updates its NodeInfos in place), or when the node informer saw a node
-// come, go or change labels (nodeGeneration). A node's vectors are read
+// The one invalidation story: a node is read again when its scheduler-cache
+// generation (NodeInfo.GetGeneration) moved, when its devices read
+// differently (cells.go), or when the plan's holds on it differ; and only
+// then. The order is rebuilt when the scheduler's node list is not the one
+// it was built from (kube-scheduler rebuilds that list only when nodes come
+// or go, and updates its NodeInfos in place), or when the node informer
+// saw a node come, go or change labels (the generation passed to Live). A node's vectors are read
 // again when its NodeInfo is another one or its generation moved: the
 // scheduler's cache bumps it on every change to the node or its pods.
 // Dimensions served by devices (DRA) depend on claims and slices as well:
 // the view keeps the device source it read them from, and a node's
 // vectors are read again also when its devices read differently now
 // (deviceCells, dra_cells.go).
-type nodeView struct {
+type Snapshot struct {
 	mu sync.Mutex
 	// input is the snapshot list sorted was made from, gen the plugin's
 	// nodeGeneration then; sorted is the live nodes in name order.
@@ -63,14 +72,15 @@ type nodeView struct {
 	patched []int
 	stale   bool
 	leased  bool
+	// labels[i] is how sorted[i]'s labels were last read, kept across
+	// vectors read in other dimensions (and, by name, across new sorted
+	// lists), so that a node's labels version moves only when its labels
+	// do.
+	labels []labelsRead
 	// cells are the device columns vecs were read with.
 	cells deviceCells
-	// roomy keeps which nodes can take a member (prune.go).
-	roomy roomyMemo
-	// verdicts are the Filter verdicts kept per template (verdicts.go),
-	// made on first use.
-	verdictsOnce sync.Once
-	verdicts     *verdicts
+	// room keeps which nodes can take a member (Roomy).
+	room roomyMemo
 }
 
 // nodeVectors are one node's vectors, as read from ni at generation gen.
@@ -82,23 +92,59 @@ type nodeVectors struct {
 	alloc, free placement.Vector
 }
 
-// live returns the snapshot's nodes in name order, less those the node
-// informer no longer has (liveNodes), from the view when it still holds.
-func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
+// labelsRead is one node's labels as last read: at NodeInfo generation gen,
+// with the version (placement.Node.LabelsVersion) they were given.
+type labelsRead struct {
+	name    string
+	gen     int64
+	labels  map[string]string
+	version uint64
+}
+
+// labelsVersions hands out labels versions, never the same twice in a
+// process (zero is "unknown").
+var labelsVersions atomic.Uint64
+
+// labelsOf returns the labels version of node n, read at generation gen
+// in position i: the one last given while the node's generation or labels
+// did not move, a new one otherwise. Locked.
+func (v *Snapshot) labelsOf(i int, n *v1.Node, gen int64) uint64 {
+	r := &v.labels[i]
+	if r.version != 0 && r.name == n.Name && (r.gen == gen || maps.Equal(r.labels, n.Labels)) {
+		r.gen, r.labels = gen, n.Labels
+		return r.version
+	}
+	*r = labelsRead{name: n.Name, gen: gen, labels: n.Labels, version: labelsVersions.Add(1)}
+	return r.version
+}
+
+// Live returns the scheduler's nodes in name order, less those the node
+// informer no longer has (liveNodes sorts and filters them), from the
+// snapshot while nodeInfos is the list it was built from and the node
+// informer's generation is still gen.
+func (v *Snapshot) Live(nodeInfos []fwk.NodeInfo, gen uint64, liveNodes func([]fwk.NodeInfo) []fwk.NodeInfo) []fwk.NodeInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	gen := pl.nodeGeneration.Load()
-	if v.sorted != nil && gen == v.gen && sameNodeInfos(nodeInfos, v.input) {
+	if v.sorted != nil && gen == v.gen && slices.Equal(nodeInfos, v.input) {
 		return v.sorted
 	}
 	v.input, v.gen = slices.Clone(nodeInfos), gen
-	v.sorted = pl.liveNodes(nodeInfos)
+	v.sorted = liveNodes(nodeInfos)
+	// Nodes that stay keep their labels versions.
+	byName := make(map[string]labelsRead, len(v.labels))
+	for _, r := range v.labels {
+		byName[r.name] = r
+	}
+	v.labels = make([]labelsRead, len(v.sorted))
+	for i, ni := range v.sorted {
+		v.labels[i] = byName[ni.Node().Name]
+	}
 	v.dims, v.vecs, v.base, v.cells = nil, nil, nil, deviceCells{}
 	v.lent, v.lentGen, v.gens, v.patched, v.stale = nil, nil, nil, nil, false
 	return v.sorted
 }
 
-// nodes returns nodeInfos (the sorted live nodes) as the planner reads
+// Nodes returns nodeInfos (the sorted live nodes) as the planner reads
 // them, with allocatable and free vectors in dims, the free ones less held.
 // cols are the dimensions' columns; with nodes other than the view's it
 // reads every node afresh. Otherwise the nodes are the view's, read again
@@ -116,7 +162,7 @@ func (v *nodeView) live(pl *Plugin, nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 // (gens[i] is nodeInfos[i].GetGeneration() now), lent with the nodes: a
 // caller that checks kept state per node reads them in one array rather
 // than loading every NodeInfo again. Only lent nodes come with them.
-func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []column,
+func (v *Snapshot) Nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []dra.Column,
 	held map[string]capacity.Amounts, lend bool) (out []placement.Node, gens []int64, release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -127,8 +173,8 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			n := ni.Node()
 			out[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: make(placement.Vector, len(cols)), Free: make(placement.Vector, len(cols))}
 			for c := range cols {
-				out[i].Allocatable[c] = cols[c].allocatable(ctx, ni)
-				out[i].Free[c] = cols[c].free(ctx, ni, held[n.Name])
+				out[i].Allocatable[c] = cols[c].Allocatable(ctx, ni)
+				out[i].Free[c] = cols[c].Free(ctx, ni, held[n.Name])
 			}
 		}
 		return out, nil, func() {}
@@ -171,17 +217,17 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			continue
 		}
 		nv := &v.vecs[i]
-		if sameNodeInfo(nv.ni, ni) && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
+		if nv.ni == ni && nv.gen == seen[i] && (everywhere || cells.unchangedOn(ni.Node().Name)) {
 			continue
 		}
 		*nv = nodeVectors{ni: ni, gen: seen[i], alloc: make(placement.Vector, len(cols)), free: make(placement.Vector, len(cols))}
 		v.vecGen[i] = seen[i]
 		for c := range cols {
-			nv.alloc[c] = cols[c].allocatable(ctx, ni)
-			nv.free[c] = cols[c].free(ctx, ni, nil)
+			nv.alloc[c] = cols[c].Allocatable(ctx, ni)
+			nv.free[c] = cols[c].Free(ctx, ni, nil)
 		}
 		n := ni.Node()
-		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free}
+		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free, LabelsVersion: v.labelsOf(i, n, seen[i])}
 		if lease {
 			v.lent[i] = v.base[i]
 		} else {
@@ -212,12 +258,12 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		}
 		f := v.base[i].Free.Clone()
 		for c := range cols {
-			if cols[c].devices {
+			if cols[c].MayUseDevices {
 				// Held devices count where their kinds overlap.
-				f[c] = cols[c].free(ctx, nodeInfos[i], h)
+				f[c] = cols[c].Free(ctx, nodeInfos[i], h)
 				continue
 			}
-			f[c] -= h[cols[c].name]
+			f[c] -= h[cols[c].Name]
 		}
 		out[i].Free = f
 		if lease {
@@ -227,7 +273,7 @@ func (v *nodeView) nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 	return out, gens, release
 }
 
-// unread marks a node whose vectors the view has not read (vecGen): no
+// unread marks a node whose vectors the snapshot has not read (vecGen): no
 // NodeInfo's generation is that low.
 const unread = math.MinInt64
 
@@ -244,32 +290,4 @@ func readGenerations(nodeInfos []fwk.NodeInfo, gens []int64) {
 		}
 		gens[i] = ni.GetGeneration()
 	}
-}
-
-// iface is how Go lays out a non-empty interface value: its type's table
-// and its data word.
-type iface struct{ tab, data unsafe.Pointer }
-
-// sameNodeInfo reports whether a and b are one NodeInfo: the same type
-// and the same data word, which for the pointers kube-scheduler keeps is
-// the same object. Comparing the interfaces with == calls into the runtime
-// for every node of every plan; this is two word compares. It never says
-// two different NodeInfos are the same; for a NodeInfo that is not a
-// pointer it may say equal ones differ, which only reads the node again.
-func sameNodeInfo(a, b fwk.NodeInfo) bool {
-	x, y := (*iface)(unsafe.Pointer(&a)), (*iface)(unsafe.Pointer(&b))
-	return x.tab == y.tab && x.data == y.data
-}
-
-// sameNodeInfos is sameNodeInfo over two lists, compared as memory in one
-// call rather than an interface compare per node.
-func sameNodeInfos(a, b []fwk.NodeInfo) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) == 0 {
-		return true
-	}
-	size := len(a) * int(unsafe.Sizeof(iface{}))
-	return bytes.Equal(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), size), unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), size))
 }

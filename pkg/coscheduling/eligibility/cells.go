@@ -1,9 +1,10 @@
-package coscheduling
+package eligibility
 
 import (
 	"slices"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
 // deviceCells is what the node view read its device columns with: the
@@ -15,7 +16,7 @@ import (
 // capacity index, for the device source). The zero value has read nothing.
 type deviceCells struct {
 	// cols are the pass's columns, devices or not, in dimension order.
-	cols []column
+	cols []dra.Column
 	// src is the device source the columns read; nil when none does.
 	src *capacity.Devices
 	// prev is the source the view's cells were read with before src.
@@ -26,16 +27,16 @@ type deviceCells struct {
 // as c's did, given the same devices: the same dimensions from the same
 // sources, devices of the same kinds. When they do not, every node is to
 // be read again.
-func (c deviceCells) next(cols []column) (deviceCells, bool) {
+func (c deviceCells) next(cols []dra.Column) (deviceCells, bool) {
 	n := deviceCells{cols: cols, prev: c.src}
 	for i := range cols {
-		if cols[i].devices {
-			n.src = cols[i].dev.Source()
+		if cols[i].MayUseDevices {
+			n.src = cols[i].Devices.Source()
 			break
 		}
 	}
-	same := slices.EqualFunc(c.cols, cols, func(a, b column) bool {
-		return a.name == b.name && a.devices == b.devices && (!a.devices || a.dev.Same(b.dev))
+	same := slices.EqualFunc(c.cols, cols, func(a, b dra.Column) bool {
+		return a.Name == b.Name && a.MayUseDevices == b.MayUseDevices && (!a.MayUseDevices || a.Devices.Same(b.Devices))
 	})
 	return n, same
 }

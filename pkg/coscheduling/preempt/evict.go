@@ -1,4 +1,4 @@
-package coscheduling
+package preempt
 
 import (
 	"context"
@@ -42,7 +42,7 @@ import (
 // The members wait (PostFilter) until every victim is gone; the victims'
 // deletions requeue them. The claim and the record last the victims'
 // longest grace period plus victimWaitSlack, plus the gang's schedule
-// timeout; the record goes when the preemptor binds (preemptorBound) or
+// timeout; the record goes when the preemptor binds (PreemptorBound) or
 // goes away, the claim with the gang's state.
 
 // victimWaitSlack is added to the victims' longest grace period to bound the
@@ -53,9 +53,9 @@ const victimWaitSlack = 30 * time.Second
 // defaultGracePeriod is the pod API's default terminationGracePeriodSeconds.
 const defaultGracePeriod = 30 * time.Second
 
-// carryOut evicts a decision's victims and holds their room for the
+// execute evicts a decision's victims and holds their room for the
 // preemptor (see above).
-func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Request, reqs []capacity.Amounts, cands *candidates, d *preemption.Decision) (*fwk.PostFilterResult, *fwk.Status) {
+func (pr *Preempter) execute(ctx context.Context, p *Preemptor, req *preemption.Request, reqs []capacity.Amounts, cands *candidates, d *preemption.Decision) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	var victims []*v1.Pod
 	for _, v := range d.Victims {
@@ -63,59 +63,52 @@ func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Re
 			victims = append(victims, cands.pods[v.Unit][i])
 		}
 	}
-	until := pl.clock.Now().Add(longestGrace(victims) + victimWaitSlack)
-	rec := &ledger.Preemption{Victims: make(map[types.UID]bool, len(victims)), Unbound: make(map[types.UID]bool, len(p.members)),
+	until := pr.cfg.Clock.Now().Add(longestGrace(victims) + victimWaitSlack)
+	rec := &ledger.Preemption{Victims: make(map[types.UID]bool, len(victims)), Unbound: make(map[types.UID]bool, len(p.Members)),
 		Created: createdAt(p)}
 	for _, v := range victims {
 		rec.Victims[v.UID] = true
 	}
-	for _, m := range p.members {
+	for _, m := range p.Members {
 		rec.Unbound[m.UID] = true
 	}
-	if p.spec != nil {
-		rec.MinMember = p.spec.MinMember
-		until = until.Add(pl.timeout(p.spec))
+	if p.Spec != nil {
+		rec.MinMember = p.Spec.MinMember
+		until = until.Add(pr.cfg.Holds.Timeout(p.Spec))
 	}
 	rec.Until = until
-	pl.ledger.Preemptions.Start(p.id, rec)
-	if p.spec != nil {
-		slots := make([]ledger.Slot, len(p.members))
-		for i, m := range p.members {
+	pr.cfg.Preemptions.Start(p.ID, rec)
+	if p.Spec != nil {
+		slots := make([]ledger.Slot, len(p.Members))
+		for i, m := range p.Members {
 			slots[i] = ledger.Slot{UID: m.UID, Node: req.Nodes[d.Plan.NodeOf[i]].Name, Request: reqs[i]}
 		}
-		if wasHead := pl.ledger.SetClaim(p.spec.Key, slots, until, d.Plan, fingerprint(p.members, d.Plan, &req.Request)); wasHead {
-			holdsEnded.WithLabelValues(holdFilled).Inc()
-		}
+		pr.cfg.Holds.HoldPlan(p.Spec, p.Members, slots, until, d.Plan, &req.Request)
 	}
 
 	where := d.Domain.String()
-	by := fmt.Sprintf("preempted by %s, priority %d, to place it in %s", p.name, p.priority, where)
-	if err := pl.evict(ctx, victims, p.pod.Spec.SchedulerName+": "+by); err != nil {
-		pl.ledger.Preemptions.End(p.id)
+	by := fmt.Sprintf("preempted by %s, priority %d, to place it in %s", p.Name, p.Priority, where)
+	if err := pr.evict(ctx, victims, p.Pod.Spec.SchedulerName+": "+by); err != nil {
+		pr.cfg.Preemptions.End(p.ID)
 		msg := fmt.Sprintf("could not evict the victims chosen to place it in %s (%v); if the scheduler may not, grant it delete on pods and patch on pods/status", where, err)
-		if p.spec != nil {
+		if p.Spec != nil {
 			// Its Event says so; the gang backs off before it decides again.
-			pl.failGang(ctx, p.spec.Key, ReasonPreemptionFailed, msg, true)
+			pr.cfg.Holds.FailGang(ctx, p.Spec.Key, ReasonPreemptionFailed, msg, true)
 		} else {
-			pl.events.pod(p.pod, v1.EventTypeWarning, ReasonPreemptionFailed, "%s", msg)
+			pr.cfg.Reporter.PodEvent(p.Pod, v1.EventTypeWarning, ReasonPreemptionFailed, "%s", msg)
 		}
-		return nil, fwk.AsStatus(fmt.Errorf("preemption for %s: %w", p.name, err))
+		return nil, fwk.AsStatus(fmt.Errorf("preemption for %s: %w", p.Name, err))
 	}
 
-	kind := "pod"
-	if p.spec != nil {
-		kind = "gang"
-	}
-	preemptions.WithLabelValues(kind).Inc()
-	preemptionVictims.Observe(float64(len(victims)))
-	logger.V(2).Info("Preempted", "preemptor", p.name, "priority", p.priority, "decision", d.Summary, "exact", d.Exact, "cost", d.Cost)
-	pl.announce(p, d, cands, by)
+	pr.cfg.Reporter.Preempted(p.Spec != nil, len(victims))
+	logger.V(2).Info("Preempted", "preemptor", p.Name, "priority", p.Priority, "decision", d.Summary, "exact", d.Exact, "cost", d.Cost)
+	pr.reportDecision(p, d, cands, by)
 
-	msg := fmt.Sprintf("%s preempted %d pod(s) to land in %s; it waits for them to terminate", p.name, len(victims), where)
-	for i, m := range p.members {
-		if m.UID == p.pod.UID {
+	msg := fmt.Sprintf("%s preempted %d pod(s) to land in %s; it waits for them to terminate", p.Name, len(victims), where)
+	for i, m := range p.Members {
+		if m.UID == p.Pod.UID {
 			node := req.Nodes[d.Plan.NodeOf[i]].Name
-			pl.nominations.nominate(p.pod.UID, node)
+			pr.cfg.Holds.Nominate(p.Pod.UID, node)
 			return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
 				fwk.NewStatus(fwk.Success, msg)
 		}
@@ -123,10 +116,11 @@ func (pl *Plugin) carryOut(ctx context.Context, p *preemptor, req *preemption.Re
 	return nil, fwk.NewStatus(fwk.Success, msg)
 }
 
-// announce records the Events of a preemption: on each victim gang's
+// reportDecision records the Events of a preemption: on each victim gang's
 // PodGroup (on the pods of a plain pod or of a gang whose PodGroup is gone)
 // and on the preemptor, naming its victims.
-func (pl *Plugin) announce(p *preemptor, d *preemption.Decision, cands *candidates, by string) {
+func (pr *Preempter) reportDecision(p *Preemptor, d *preemption.Decision, cands *candidates, by string) {
+	events := pr.cfg.Reporter
 	for _, v := range d.Victims {
 		spec, pods := cands.specs[v.Unit], cands.pods[v.Unit]
 		switch {
@@ -135,31 +129,31 @@ func (pl *Plugin) announce(p *preemptor, d *preemption.Decision, cands *candidat
 			for j, i := range v.Pods {
 				names[j] = pods[i].Name
 			}
-			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonPreempted, "%s: %d member(s) above minMember (%s) evicted; the gang keeps running with %d",
+			events.GangEvent(spec, nil, v1.EventTypeNormal, ReasonPreempted, "%s: %d member(s) above minMember (%s) evicted; the gang keeps running with %d",
 				by, len(v.Pods), strings.Join(names, ", "), len(pods)-len(v.Pods))
 		case spec != nil:
-			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonPreempted, "%s: all %d of its running pods evicted", by, len(pods))
+			events.GangEvent(spec, nil, v1.EventTypeNormal, ReasonPreempted, "%s: all %d of its running pods evicted", by, len(pods))
 		default:
 			for _, i := range v.Pods {
-				pl.events.pod(pods[i], v1.EventTypeNormal, ReasonPreempted, "%s", by)
+				events.PodEvent(pods[i], v1.EventTypeNormal, ReasonPreempted, "%s", by)
 			}
 		}
 	}
-	note := fmt.Sprintf("priority %d: %s; the freed room is held for it", p.priority, d.Summary)
-	if p.spec != nil {
-		pl.events.gang(p.spec, p.pod, v1.EventTypeNormal, ReasonPreempting, "%s", note)
+	note := fmt.Sprintf("priority %d: %s; the freed room is held for it", p.Priority, d.Summary)
+	if p.Spec != nil {
+		events.GangEvent(p.Spec, p.Pod, v1.EventTypeNormal, ReasonPreempting, "%s", note)
 		return
 	}
-	pl.events.pod(p.pod, v1.EventTypeNormal, ReasonPreempting, "%s", note)
+	events.PodEvent(p.Pod, v1.EventTypeNormal, ReasonPreempting, "%s", note)
 }
 
 // evict marks and deletes the victims, several at a time.
-func (pl *Plugin) evict(ctx context.Context, victims []*v1.Pod, message string) error {
+func (pr *Preempter) evict(ctx context.Context, victims []*v1.Pod, message string) error {
 	errs := make([]error, len(victims))
-	cs := pl.handle.ClientSet()
-	pl.handle.Parallelizer().Until(ctx, len(victims), func(i int) {
+	cs := pr.cfg.Framework.ClientSet()
+	pr.cfg.Framework.Parallelizer().Until(ctx, len(victims), func(i int) {
 		errs[i] = evictPod(ctx, cs, victims[i], message)
-	}, Name)
+	}, pr.cfg.PluginName)
 	return errors.Join(errs...)
 }
 
@@ -194,15 +188,15 @@ func evictPod(ctx context.Context, cs kubernetes.Interface, victim *v1.Pod, mess
 // createdAt is when a preemptor started to wait: when its earliest member
 // was created, or its PodGroup if that came later (a replacement of a
 // running gang waits from its own creation, not the gang's).
-func createdAt(p *preemptor) time.Time {
+func createdAt(p *Preemptor) time.Time {
 	var first time.Time
-	for _, m := range p.members {
+	for _, m := range p.Members {
 		if c := m.CreationTimestamp.Time; first.IsZero() || c.Before(first) {
 			first = c
 		}
 	}
-	if p.spec != nil && p.spec.Created.After(first) {
-		return p.spec.Created
+	if p.Spec != nil && p.Spec.Created.After(first) {
+		return p.Spec.Created
 	}
 	return first
 }

@@ -1,4 +1,4 @@
-package coscheduling
+package preempt
 
 import (
 	"sort"
@@ -16,8 +16,8 @@ import (
 // namespace and name order, and marks each pod with the budgets it falls
 // under. A budget with a null selector covers no pod; an empty one covers
 // its whole namespace, as policy/v1 defines.
-func (pl *Plugin) addBudgets(req *preemption.Request, cands *candidates) {
-	if pl.pdbLister == nil {
+func (pr *Preempter) addBudgets(req *preemption.Request, cands *candidates) {
+	if pr.cfg.PDBs == nil {
 		return
 	}
 	type ref struct{ u, i int }
@@ -33,7 +33,7 @@ func (pl *Plugin) addBudgets(req *preemption.Request, cands *candidates) {
 	}
 	sort.Strings(namespaces)
 	for _, ns := range namespaces {
-		pdbs, err := pl.pdbLister.PodDisruptionBudgets(ns).List(labels.Everything())
+		pdbs, err := pr.cfg.PDBs.PodDisruptionBudgets(ns).List(labels.Everything())
 		if err != nil || len(pdbs) == 0 {
 			continue
 		}
