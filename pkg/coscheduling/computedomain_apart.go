@@ -85,7 +85,7 @@ func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *
 	}
 	keys, domains := pl.computeDomains.others(self, own)
 	for i, key := range keys {
-		for _, node := range pl.ledger.Claims.InFlightNodes(key) {
+		for _, node := range pl.ledger.Reservations.InFlightNodes(key) {
 			if clique, ok := cliqueOf[node]; ok {
 				s.add(domains[i], own, node, clique)
 			}

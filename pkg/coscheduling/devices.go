@@ -102,7 +102,7 @@ func (pl *Plugin) onClaimDelete(obj interface{}) {
 		if !member || failed[key] || !usesClaim(p, claim.Name) {
 			continue
 		}
-		if _, reserved := pl.ledger.Claims.Reservations(key)[p.UID]; !reserved || p.Spec.NodeName != "" {
+		if _, reserved := pl.ledger.Reservations.ReservedBy(key)[p.UID]; !reserved || p.Spec.NodeName != "" {
 			continue
 		}
 		failed[key] = true
