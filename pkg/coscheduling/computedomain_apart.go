@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -129,12 +130,12 @@ func allocationNodes(a *resourceapi.AllocationResult, known map[string]string) [
 // its ComputeDomain allows (placeComputeDomain). A gang whose domain is
 // bad input gets a status, and no eligible node, so that a preemption pass
 // (which has reported nothing) evicts nobody for it.
-func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo) *fwk.Status {
-	pl.eligibility(ctx, templates, nodeInfos, pl.ledger.Lessons.View(spec.Key))
+func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo) *fwk.Status {
+	pl.eligibility.Eligibility(ctx, templates, nodeInfos, pl.ledger.Lessons.View(spec.Key))
 	status := pl.placeComputeDomain(spec, members, templates, nodeInfos, nil)
 	if status != nil {
 		for _, t := range templates {
-			clear(t.eligible)
+			clear(t.Eligible)
 		}
 	}
 	return status
@@ -148,7 +149,7 @@ func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members 
 // keeps the members to the cliques chooseCliques picks. req is the
 // request being planned, whose members share the templates' eligibility;
 // nil in a preemption pass, which chooses no cliques.
-func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo, req *placement.Request) *fwk.Status {
+func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo, req *placement.Request) *fwk.Status {
 	pass, status := pl.domainOfGang(spec, members)
 	if prev := pl.computeDomains.get(spec.Key); pass != nil && req == nil && prev != nil && prev.domain == pass.domain {
 		pass.span = prev.span
@@ -158,23 +159,23 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 		return status
 	}
 	sites := pl.sitesOf(spec.Key, pass.domain, nodeInfos)
-	var domainTemplates []*template
+	var domainTemplates []*eligibility.Template
 	for _, t := range templates {
-		if pl.domainOfPod(t.pod) == "" {
+		if pl.domainOfPod(t.Pod) == "" {
 			continue // a member outside the domain (a launcher) goes anywhere
 		}
 		domainTemplates = append(domainTemplates, t)
-		before := slices.Clone(t.eligible)
+		before := slices.Clone(t.Eligible)
 		taken := 0
 		for i, ni := range nodeInfos {
-			if !t.eligible[i] {
+			if !t.Eligible[i] {
 				continue
 			}
 			why := sites.rejects(ni.Node(), pass.shareClique)
 			if why == "" {
 				continue
 			}
-			t.eligible[i] = false
+			t.Eligible[i] = false
 			taken++
 			pass.excluded.Insert(ni.Node().Name)
 			reject(t, why)
@@ -185,7 +186,7 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 		if pass.before == nil {
 			pass.before = make([][]bool, len(members))
 		}
-		for _, m := range t.members {
+		for _, m := range t.Members {
 			pass.before[m] = before
 		}
 	}
@@ -196,11 +197,11 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 }
 
 // reject counts why one more node is not eligible for t.
-func reject(t *template, why string) {
-	if t.rejections == nil {
-		t.rejections = map[string]int{}
+func reject(t *eligibility.Template, why string) {
+	if t.Rejections == nil {
+		t.Rejections = map[string]int{}
 	}
-	t.rejections[Name+": "+why]++
+	t.Rejections[Name+": "+why]++
 }
 
 // rejects says why a domain gang may not use node, "" if it may. A clique

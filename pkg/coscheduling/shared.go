@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -256,7 +257,7 @@ func (pl *Plugin) adoptClaims(ctx context.Context, spec *gang.Spec, members []*v
 func groupSignatures(members []*v1.Pod, d *dra.PassDemand, group []int) []string {
 	var sigs []string
 	for _, i := range group {
-		if sig := filterSignature(members[i], d.Requests[i]); !slices.Contains(sigs, sig) {
+		if sig := eligibility.FilterSignature(members[i], d.Requests[i]); !slices.Contains(sigs, sig) {
 			sigs = append(sigs, sig)
 		}
 	}
