@@ -17,4 +17,13 @@
 //     user does not require one) spans, the fewest whole cliques, the
 //     domain's own first. Ties go to the larger cliques, then to clique
 //     names, so the choice never depends on input order.
+//   - Sites (sites.go) is where other domains run, as one domain's gang
+//     sees it, and which nodes it therefore rejects; SiteDomain and
+//     AllocationNodes read an allocated claim's domain and nodes.
+//   - policy.go: the clique level a domain's gang keeps to (WithinClique,
+//     OneCliqueOnly), and the room a clique has for its members
+//     (CliqueRoom, LargestClique).
+//   - Registry (registry.go) remembers each gang's last planning pass
+//     (Pass), for its later policy, for other domains' gangs and for the
+//     explanations.
 package computedomain

@@ -29,7 +29,7 @@ const (
 // the cliques computedomain.Choose picks, and records on pass the choice
 // and whether the gang spans cliques. Without a choice the members keep
 // their nodes: the planner then finds no plan and explainNoFit says why.
-func (pl *Plugin) chooseCliques(pass *domainPass, sites *domainSites, templates []*eligibility.Template, req *placement.Request) {
+func (pl *Plugin) chooseCliques(pass *computedomain.Pass, sites *computedomain.Sites, templates []*eligibility.Template, req *placement.Request) {
 	var ms []int
 	kind := map[int]int{}
 	for k, t := range templates {
@@ -45,7 +45,7 @@ func (pl *Plugin) chooseCliques(pass *domainPass, sites *domainSites, templates 
 	var names []string
 	var nodesOf [][]int
 	for i := range req.Nodes {
-		c := req.Nodes[i].Labels[cliqueLevel]
+		c := req.Nodes[i].Labels[computedomain.CliqueLevel]
 		if c == "" {
 			continue
 		}
@@ -60,19 +60,19 @@ func (pl *Plugin) chooseCliques(pass *domainPass, sites *domainSites, templates 
 	}
 	cliques := make([]computedomain.Clique, len(names))
 	for k, name := range names {
-		cliques[k] = computedomain.Clique{Name: name, Own: sites.ownCliques.Has(name),
-			Slots: cliqueRoom(req, nodesOf[k], ms, kind, false), Capacity: cliqueRoom(req, nodesOf[k], ms, kind, true)}
-		if pass.group != "" {
-			cliques[k].Group = req.Nodes[nodesOf[k][0]].Labels[pass.group]
+		cliques[k] = computedomain.Clique{Name: name, Own: sites.OwnClique(name),
+			Slots: computedomain.CliqueRoom(req, nodesOf[k], ms, kind, false), Capacity: computedomain.CliqueRoom(req, nodesOf[k], ms, kind, true)}
+		if pass.Group != "" {
+			cliques[k].Group = req.Nodes[nodesOf[k][0]].Labels[pass.Group]
 		}
 	}
-	choice, ok := computedomain.Choose(cliques, len(ms), pass.oneOnly)
-	pass.span = choice.Span
+	choice, ok := computedomain.Choose(cliques, len(ms), pass.OneOnly)
+	pass.Span = choice.Span
 	if !ok {
-		pass.choice = nil
+		pass.Choice = nil
 		return
 	}
-	pass.choice = &choice
+	pass.Choice = &choice
 	why := rejectOtherCliques
 	switch {
 	case choice.Span:
@@ -83,7 +83,7 @@ func (pl *Plugin) chooseCliques(pass *domainPass, sites *domainSites, templates 
 	keep := sets.New(choice.Cliques...)
 	for _, t := range templates {
 		for i := range req.Nodes {
-			if t.Eligible[i] && !keep.Has(req.Nodes[i].Labels[cliqueLevel]) {
+			if t.Eligible[i] && !keep.Has(req.Nodes[i].Labels[computedomain.CliqueLevel]) {
 				t.Eligible[i] = false
 				reject(t, why)
 			}
@@ -91,49 +91,17 @@ func (pl *Plugin) chooseCliques(pass *domainPass, sites *domainSites, templates 
 	}
 }
 
-// cliqueRoom counts how many of the members ms (in rank order) a first fit
-// places on nodes, each node's free capacity (whole: its allocatable) and
-// each kind's cap per node respected. It reads req and writes nothing of
-// it.
-func cliqueRoom(req *placement.Request, nodes []int, ms []int, kind map[int]int, whole bool) int {
-	free := make([]placement.Vector, len(nodes))
-	for j, i := range nodes {
-		if whole {
-			free[j] = req.Nodes[i].Allocatable.Clone()
-		} else {
-			free[j] = req.Nodes[i].Free.Clone()
-		}
-	}
-	type perNode struct{ node, kind int }
-	count := map[perNode]int{}
-	placed := 0
-	for _, m := range ms {
-		member := &req.Members[m]
-		for j, i := range nodes {
-			key := perNode{j, kind[m]}
-			if !member.EligibleOn(i) || !member.Request.FitsIn(free[j]) || member.MaxPerNode > 0 && count[key] >= member.MaxPerNode {
-				continue
-			}
-			free[j].Sub(member.Request)
-			count[key]++
-			placed++
-			break
-		}
-	}
-	return placed
-}
-
 // domainNote says, for the plan's summary (the GangScheduled Event), that
 // the gang's ComputeDomain spans cliques and why; "" when it does not.
 func (pl *Plugin) domainNote(key gang.Key) string {
-	p := pl.computeDomains.get(key)
-	if p == nil || p.choice == nil || !p.choice.Span {
+	p := pl.computeDomains.Get(key)
+	if p == nil || p.Choice == nil || !p.Choice.Span {
 		return ""
 	}
 	alone := ", each used by no other ComputeDomain"
-	if p.shareClique {
+	if p.ShareClique {
 		alone = ""
 	}
 	return fmt.Sprintf("; ComputeDomain %s spans the fewest whole NVLink cliques, %d (%s)%s: no clique has room for its %d member(s), the roomiest for %d",
-		p.domain, len(p.choice.Cliques), strings.Join(p.choice.Cliques, ", "), alone, p.members, p.choice.Largest)
+		p.Domain, len(p.Choice.Cliques), strings.Join(p.Choice.Cliques, ", "), alone, p.Members, p.Choice.Largest)
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -340,7 +341,7 @@ func TestComputeDomainDoesNotFit(t *testing.T) {
 		}, withTopology(t), withComputeDomains(nodes, claims...))
 		status := preFilterStatus(env, pair[0])
 		require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-		require.True(t, hasEvent(env.recorded(), ReasonNoFeasibleNodes, "4 node(s) Coscheduling: "+rejectOtherDomainClique))
+		require.True(t, hasEvent(env.recorded(), ReasonNoFeasibleNodes, "4 node(s) Coscheduling: "+computedomain.RejectOtherDomainClique))
 	})
 }
 
@@ -388,8 +389,8 @@ func TestWithinClique(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, withinClique(tt.in, levels)); diff != "" {
-				t.Errorf("withinClique(%+v) (-want,+got):\n%s", tt.in, diff)
+			if diff := cmp.Diff(tt.want, computedomain.WithinClique(tt.in, levels)); diff != "" {
+				t.Errorf("computedomain.WithinClique(%+v) (-want,+got):\n%s", tt.in, diff)
 			}
 		})
 	}
@@ -417,7 +418,7 @@ func TestSiteDomain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, siteDomain(tt.claim))
+			require.Equal(t, tt.want, computedomain.SiteDomain(tt.claim))
 		})
 	}
 }

@@ -95,8 +95,8 @@ func TestTemplateClaimOfUnheardPodGroupIsReported(t *testing.T) {
 	other := claim.DeepCopy()
 	other.Name, other.OwnerReferences[0].APIVersion, other.OwnerReferences[0].Kind = "job-gpus", "batch/v1", "Job"
 
-	env.pl.onClaimAdd(other)
-	env.pl.onClaimAdd(claim)
+	env.pl.gangClaims.ClaimAdded(other)
+	env.pl.gangClaims.ClaimAdded(claim)
 	events := env.recorded()
 	require.Len(t, events, 1, "events: %q", events)
 	require.True(t, hasEvent(events, ReasonInvalidResourceClaim, "ResourceClaim serve-gpus-x7k2p was made for this PodGroup"), "events: %q", events)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
@@ -55,18 +56,14 @@ const (
 	// ReasonMemberLost: a running gang lost a member that had not
 	// finished; the note says whether the gang still has minMember placed.
 	ReasonMemberLost = "MemberLost"
-	// ReasonInvalidResourceClaim: a member's ResourceClaim cannot be
-	// satisfied as written (it names a DeviceClass that does not exist).
-	ReasonInvalidResourceClaim = "InvalidResourceClaim"
-	// ReasonDevicesUnavailable: a member asks for devices that no node
-	// publishes at all.
-	ReasonDevicesUnavailable = "DevicesUnavailable"
-	// ReasonDeviceClassConflict: two DeviceClasses map the extended
-	// resource a member asks for; kube-scheduler uses the newer.
-	ReasonDeviceClassConflict = "DeviceClassConflict"
-	// ReasonClaimDeleted: a ResourceClaim of a member that waited in
-	// Permit was deleted; the attempt fails and the gang plans again.
-	ReasonClaimDeleted = "ClaimDeleted"
+	// ReasonInvalidResourceClaim: see dra.ReasonInvalidResourceClaim.
+	ReasonInvalidResourceClaim = dra.ReasonInvalidResourceClaim
+	// ReasonDevicesUnavailable: see dra.ReasonDevicesUnavailable.
+	ReasonDevicesUnavailable = dra.ReasonDevicesUnavailable
+	// ReasonDeviceClassConflict: see dra.ReasonDeviceClassConflict.
+	ReasonDeviceClassConflict = dra.ReasonDeviceClassConflict
+	// ReasonClaimDeleted: see dra.ReasonClaimDeleted.
+	ReasonClaimDeleted = dra.ReasonClaimDeleted
 	// ReasonNoFeasibleNodes: a Filter plugin of the profile rejects a
 	// member on every node.
 	ReasonNoFeasibleNodes = "NoFeasibleNodes"
@@ -101,11 +98,8 @@ const (
 	ReasonPreempted        = preempt.ReasonPreempted
 	ReasonPreempting       = preempt.ReasonPreempting
 	ReasonPreemptionFailed = preempt.ReasonPreemptionFailed
-	// ReasonDeviceClassSelectorError: a CEL selector of a DeviceClass, or
-	// of a claim's request, fails to compile or to evaluate on devices, so
-	// a member's devices cannot be counted; the Event names the class, the
-	// expression and the error.
-	ReasonDeviceClassSelectorError = "DeviceClassSelectorError"
+	// ReasonDeviceClassSelectorError: see dra.ReasonDeviceClassSelectorError.
+	ReasonDeviceClassSelectorError = dra.ReasonDeviceClassSelectorError
 )
 
 // eventRecorder records Events on pods and gangs, once per distinct note

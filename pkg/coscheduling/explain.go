@@ -88,10 +88,10 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
 		}
 		never = d.DescribeFit(req, never)
-		if status := pl.explainSelectorError(spec, d); status != nil {
+		if status := pl.gangClaims.ExplainSelectorError(spec, d); status != nil {
 			return status
 		}
-		if status := pl.explainUnpublished(spec, req, d); status != nil {
+		if status := pl.gangClaims.ExplainUnpublished(spec, req, d); status != nil {
 			return status
 		}
 		if status := pl.explainDomainNoFit(ctx, spec, empty, never); status != nil {

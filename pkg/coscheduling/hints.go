@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -86,7 +87,7 @@ func claimChangeHint(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}
 		logger.V(5).Info("Claim released its devices, requeueing", "pod", klog.KObj(pod), "claim", klog.KObj(oldClaim))
 		return fwk.Queue, nil
 	}
-	if oldClaim == nil && newClaim.Namespace == pod.Namespace && usesClaim(pod, newClaim.Name) {
+	if oldClaim == nil && newClaim.Namespace == pod.Namespace && dra.UsesClaim(pod, newClaim.Name) {
 		logger.V(5).Info("Own claim created, requeueing", "pod", klog.KObj(pod), "claim", klog.KObj(newClaim))
 		return fwk.Queue, nil
 	}

@@ -129,7 +129,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
-	if status := pl.allocateShared(ctx, spec, members, d, req, plan); status != nil {
+	if status := pl.gangClaims.AllocateShared(ctx, spec, members, d, req, plan); status != nil {
 		return status
 	}
 	// Members turned away before (for capacity, or while a sibling was

@@ -64,6 +64,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
@@ -116,8 +117,11 @@ type Plugin struct {
 	// Allocation (devices.go); nil when the framework has no DRA manager.
 	devices *dra.DeviceSource
 	// claims are the allocations the plugin writes for members that
-	// share a claim (shared.go), their writes and their releases.
+	// share a claim (dra.GangClaims), their writes and their releases.
 	claims *dra.Allocations
+	// gangClaims allocates the claims members share, hears claims change
+	// under waiting gangs and explains bad DRA input (shared.go).
+	gangClaims *dra.GangClaims
 	// reconciler gives back allocations the plugin wrote that no pod came
 	// to use (reconcile.go); nil when the framework has no DRA manager.
 	reconciler *dra.Reconciler
@@ -128,7 +132,7 @@ type Plugin struct {
 	pdbLister policylisters.PodDisruptionBudgetLister
 	// computeDomains remembers the ComputeDomain of each gang that joins
 	// one (computedomain.go).
-	computeDomains *computeDomains
+	computeDomains *computedomain.Registry[gang.Key]
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -200,16 +204,18 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
-	pl.computeDomains = newComputeDomains(args)
-	claimsOpts := claimsOptions(handle, pl.devices, pl.logger)
+	pl.computeDomains = computedomain.NewRegistry[gang.Key](levels)
+	claimsOpts := dra.AllocationsOptions(handle, pl.devices, pl.logger)
 	claimsOpts.Clock, claimsOpts.Done = c, pl.claimsDone
 	pl.claims = dra.NewAllocations(ctx, claimsOpts)
+	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
+		handle.SharedInformerFactory().Core().V1().Pods().Lister(), claimGangs{pl}, pl.logger)
 	pl.eligibility = eligibility.NewRunner(handle, Name, pl.devices)
 	if pl.devices != nil {
 		// A member's claim deleted while it waits in Permit fails its
 		// gang's attempt, as the member's own deletion does.
 		claims := handle.SharedInformerFactory().Resource().V1().ResourceClaims().Informer()
-		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.onClaimAdd, DeleteFunc: pl.onClaimDelete}); err != nil {
+		if _, err := claims.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: pl.gangClaims.ClaimAdded, DeleteFunc: pl.gangClaims.ClaimDeleted}); err != nil {
 			return nil, fmt.Errorf("watching ResourceClaims: %w", err)
 		}
 		pl.reconciler = pl.startReconciler(ctx, handle)
@@ -341,7 +347,7 @@ func (pl *Plugin) gangDeleted(key gang.Key) {
 	// to end; what it wrote goes all the same.
 	pl.claims.Abandon(key, "its PodGroup was deleted")
 	pl.ledger.ForgetGang(key)
-	pl.computeDomains.set(key, nil)
+	pl.computeDomains.Set(key, nil)
 	pl.activateBlocked()
 	pl.activate(key)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/contract"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
 // PreFilter plans the member's gang if it has no plan yet, and restricts the
@@ -54,7 +55,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if pl.claims.Busy(key) {
 		// The plan is kept while what its members share is written: none
 		// reserves with a claim about to change.
-		return nil, claimsBusy(key)
+		return nil, dra.ClaimsBusy(key)
 	}
 	view := pl.viewOf(key)
 	q := u.Quorum(view)

@@ -22,7 +22,7 @@ import (
 //     the segment level, the gang's own policy for the whole, and the
 //     members the segments do not cover (a launcher) in a subgroup of
 //     their own under that policy;
-//   - members that share a ResourceClaim, inside one node (shared.go).
+//   - members that share a ResourceClaim, inside one node (dra/shared.go).
 //
 // Sharers nest inside their segment. A running gang's placed members are
 // anchors in their own segment's leaf, so that a replacement or a late
@@ -171,7 +171,7 @@ func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all,
 		for _, i := range group[1:] {
 			if !slices.Contains(root.Children[leaf].Members, i) {
 				return nil, fmt.Errorf("members %s share ResourceClaim %s, which puts them on one node, but they are in different segments of %d ranks (%s and another): "+
-					"share a claim only among the members of one segment, or change the segment size", memberNames(planned, group), claims[g][0], seg.Size, root.Children[leaf].Name)
+					"share a claim only among the members of one segment, or change the segment size", dra.MemberNames(planned, group), claims[g][0], seg.Size, root.Children[leaf].Name)
 			}
 		}
 	}
@@ -189,13 +189,13 @@ func gangHierarchy(name string, seg gang.Segments, policy placement.Policy, all,
 }
 
 // sharersAmong returns the groups of planned members that share claims
-// (sharers) among the gang's members all: a composite's request plans the
+// (PassDemand.Sharers) among the gang's members all: a composite's request plans the
 // members of several PodGroups, and each PodGroup's leaf holds its own
 // sharers. index gives each planned member's place in the request. The
 // error names a claim shared across PodGroups, which no one node can honour
 // with each PodGroup in its own domain.
 func sharersAmong(d *dra.PassDemand, all, planned []*v1.Pod, index map[types.UID]int) ([][]int, [][]types.NamespacedName, error) {
-	groups, claims := sharers(d)
+	groups, claims := d.Sharers()
 	mine := make(map[int]bool, len(all))
 	for _, p := range all {
 		if i, ok := index[p.UID]; ok {
@@ -217,7 +217,7 @@ func sharersAmong(d *dra.PassDemand, all, planned []*v1.Pod, index map[types.UID
 			outG, outC = append(outG, group), append(outC, claims[g])
 		default:
 			return nil, nil, fmt.Errorf("members %s share ResourceClaim %s, which puts them on one node, but they belong to different PodGroups: share a claim only among the members of one PodGroup",
-				memberNames(planned, group), claims[g][0])
+				dra.MemberNames(planned, group), claims[g][0])
 		}
 	}
 	return outG, outC, nil
@@ -280,7 +280,7 @@ func anchors(nodeInfos []fwk.NodeInfo, placed []*v1.Pod) (out []int, anchorOf ma
 		if a.node != b.node {
 			return a.node - b.node
 		}
-		return cmpNames(types.NamespacedName{Namespace: a.pod.Namespace, Name: a.pod.Name}, types.NamespacedName{Namespace: b.pod.Namespace, Name: b.pod.Name})
+		return dra.CompareNames(types.NamespacedName{Namespace: a.pod.Namespace, Name: a.pod.Name}, types.NamespacedName{Namespace: b.pod.Namespace, Name: b.pod.Name})
 	})
 	anchorOf = make(map[types.UID]int, len(as))
 	for i, a := range as {

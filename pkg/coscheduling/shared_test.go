@@ -10,7 +10,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
-// TestSharersGroupMembersLinkedByClaims checks the groups sharers makes:
+// TestSharersGroupMembersLinkedByClaims checks the groups PassDemand.Sharers makes:
 // members linked through any chain of shared claims form one group, in
 // rank order, with every claim they share, sorted; claims of one member
 // alone make no group, and a gang without shared claims has none.
@@ -30,12 +30,12 @@ func TestSharersGroupMembersLinkedByClaims(t *testing.T) {
 	d := &dra.PassDemand{Gang: &capacity.Demand{}, Pods: []*capacity.PodDevices{
 		member("a", "own-0"), member("own-1"), member("a"), nil, member("c", "b"), member("b"), member("c"),
 	}}
-	groups, claims := sharers(d)
+	groups, claims := d.Sharers()
 	require.Equal(t, [][]int{{0, 2}, {4, 5, 6}}, groups)
 	require.Equal(t, [][]types.NamespacedName{{name("a")}, {name("b"), name("c")}}, claims)
 
 	d = &dra.PassDemand{Gang: &capacity.Demand{}, Pods: []*capacity.PodDevices{member("own-0"), member("own-1"), nil}}
-	groups, claims = sharers(d)
+	groups, claims = d.Sharers()
 	require.Empty(t, groups)
 	require.Empty(t, claims)
 }

@@ -28,4 +28,14 @@
 //   - podfit.go: PodFit, Filter's check of a pod's devices against held
 //     capacity.
 //   - describe.go: device dimensions named for people.
+//
+// And the claims side of a gang, which GangClaims holds behind the Gangs
+// interface the plugin implements (its attempts, lessons and Events):
+//
+//   - shared.go: the members that share a claim (PassDemand.Sharers), and
+//     the allocation of those claims once a plan exists (AllocateShared).
+//   - claims.go: GangClaims, and what it hears of claims: a claim deleted
+//     under a waiting member, a claim made for a native PodGroup.
+//   - badinput.go: DRA input only a gang's owner can fix, explained on
+//     the gang.
 package dra

@@ -13,3 +13,26 @@ const (
 	// they do not name a gang and an attempt; the reconciler leaves it.
 	ReasonInvalidClaimMark = "InvalidClaimMark"
 )
+
+// Event reasons for DRA input only a gang's owner can fix, and for claims
+// that change under a waiting gang. The gang plugin records them; they are
+// its reasons too.
+const (
+	// ReasonInvalidResourceClaim: a member's ResourceClaim cannot be
+	// satisfied as written (it names a DeviceClass that does not exist).
+	ReasonInvalidResourceClaim = "InvalidResourceClaim"
+	// ReasonDevicesUnavailable: a member asks for devices that no node
+	// publishes at all.
+	ReasonDevicesUnavailable = "DevicesUnavailable"
+	// ReasonDeviceClassConflict: two DeviceClasses map the extended
+	// resource a member asks for; kube-scheduler uses the newer.
+	ReasonDeviceClassConflict = "DeviceClassConflict"
+	// ReasonClaimDeleted: a ResourceClaim of a member that waited in
+	// Permit was deleted; the attempt fails and the gang plans again.
+	ReasonClaimDeleted = "ClaimDeleted"
+	// ReasonDeviceClassSelectorError: a CEL selector of a DeviceClass, or
+	// of a claim's request, fails to compile or to evaluate on devices, so
+	// a member's devices cannot be counted; the Event names the class, the
+	// expression and the error.
+	ReasonDeviceClassSelectorError = "DeviceClassSelectorError"
+)

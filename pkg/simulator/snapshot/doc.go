@@ -46,9 +46,9 @@
 // DeviceClass becomes a job that claims as many (scenario.GPURequestClaim).
 //
 // A gang whose members join a ComputeDomain is read with gang.PolicyOf
-// alone: the plugin's tightening of such a gang to one NVLink clique lives
-// in pkg/coscheduling with the plugin's state, so the simulator does not
-// apply it to the snapshot's job.
+// alone: the plugin tightens such a gang to one NVLink clique
+// (computedomain.Registry.Policy) from what its own planning passes learnt
+// of the gang, so the simulator does not apply it to the snapshot's job.
 //
 // FetchList takes the same List, DRA objects included, from a live cluster
 // through client-go.

@@ -1,4 +1,4 @@
-package coscheduling
+package dra
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -19,45 +18,45 @@ import (
 // object at fault and the fix: a kind of device no node publishes, a CEL
 // selector that fails on the devices, two DeviceClasses that map one
 // extended resource. (A claim naming a class that does not exist is
-// demandReports.ClaimUnreadable's, in devices.go, as the reader meets it.)
+// DemandReports.ClaimUnreadable's, as the reader meets it.)
 
-// explainUnpublished fails a gang some of whose members ask for a kind of
+// ExplainUnpublished fails a gang some of whose members ask for a kind of
 // device that no node publishes at all, naming the kind: no capacity will
 // ever free up for it. Nil when every kind asked for exists somewhere.
-func (pl *Plugin) explainUnpublished(spec *gang.Spec, req *placement.Request, d *dra.PassDemand) *fwk.Status {
+func (c *GangClaims) ExplainUnpublished(spec *gang.Spec, req *placement.Request, d *PassDemand) *fwk.Status {
 	if d.Gang == nil {
 		return nil
 	}
-	for c, name := range req.Resources {
+	for dimIndex, name := range req.Resources {
 		dim := v1.ResourceName(name)
 		if !capacity.IsDeviceDimension(dim) || d.IsUnion(dim) {
 			continue
 		}
 		var total, want int64
 		for i := range req.Nodes {
-			total += req.Nodes[i].Allocatable[c]
+			total += req.Nodes[i].Allocatable[dimIndex]
 		}
 		for i := range req.Members {
-			want = max(want, req.Members[i].Request[c])
+			want = max(want, req.Members[i].Request[dimIndex])
 		}
 		if total > 0 || want == 0 {
 			continue
 		}
 		msg := fmt.Sprintf("gang %s: a member needs %d %s; no node publishes one", spec.Key, want, d.Describe(name))
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDevicesUnavailable,
+		c.gangs.Event(spec.Ref, nil, v1.EventTypeWarning, ReasonDevicesUnavailable,
 			"%s: correct the claim's device class or selectors, or add nodes whose driver publishes such devices", msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	return nil
 }
 
-// explainSelectorError fails a gang that does not fit while a CEL selector
+// ExplainSelectorError fails a gang that does not fit while a CEL selector
 // of a kind its members ask for fails on devices, naming the class, the
 // expression and the error: the model leaves such devices out, as the
 // allocator refuses them, so the gang would otherwise be told that no node
 // publishes its devices, or that they are too few. Nil when no selector
 // failed.
-func (pl *Plugin) explainSelectorError(spec *gang.Spec, d *dra.PassDemand) *fwk.Status {
+func (c *GangClaims) ExplainSelectorError(spec *gang.Spec, d *PassDemand) *fwk.Status {
 	if d.Gang == nil {
 		return nil
 	}
@@ -70,15 +69,15 @@ func (pl *Plugin) explainSelectorError(spec *gang.Spec, d *dra.PassDemand) *fwk.
 	if serr.OfClass {
 		fix = fmt.Sprintf("correct the selector of DeviceClass %s", serr.Class)
 	}
-	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDeviceClassSelectorError,
+	c.gangs.Event(spec.Ref, nil, v1.EventTypeWarning, ReasonDeviceClassSelectorError,
 		"%s; the devices it fails on are left out, as the allocator refuses them, so the gang cannot be placed: %s", msg, fix)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg+"; "+fix)
 }
 
-// reportClassConflicts says, on the gang, when two DeviceClasses map an
+// ReportClassConflicts says, on the gang, when two DeviceClasses map an
 // extended resource its members ask for: kube-scheduler serves it from the
 // newer class (the name breaks ties), which may not be the one meant.
-func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevices) {
+func (c *GangClaims) ReportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevices) {
 	if spec == nil {
 		return
 	}
@@ -91,7 +90,7 @@ func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevi
 	if asked.Len() == 0 {
 		return
 	}
-	classes, err := pl.devices.Manager().DeviceClasses().List()
+	classes, err := c.source.Manager().DeviceClasses().List()
 	if err != nil {
 		return
 	}
@@ -108,10 +107,10 @@ func (pl *Plugin) reportClassConflicts(spec *gang.Spec, pods []*capacity.PodDevi
 		}
 		slices.Sort(names)
 		used := ""
-		if c := pl.devices.Manager().DeviceClassResolver().GetDeviceClass(r); c != nil {
+		if c := c.source.Manager().DeviceClassResolver().GetDeviceClass(r); c != nil {
 			used = c.Name
 		}
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonDeviceClassConflict,
+		c.gangs.Event(spec.Ref, nil, v1.EventTypeWarning, ReasonDeviceClassConflict,
 			"DeviceClasses %s all map the extended resource %s; kube-scheduler serves it from %s (the newest); remove extendedResourceName from the others",
 			strings.Join(names, ", "), r, used)
 	}
