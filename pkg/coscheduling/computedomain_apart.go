@@ -47,7 +47,7 @@ func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *
 	}
 	keys, domains := pl.computeDomains.Others(self, own)
 	for i, key := range keys {
-		for _, node := range pl.ledger.Claims.InFlightNodes(key) {
+		for _, node := range pl.ledger.Reservations.InFlightNodes(key) {
 			if clique, ok := cliqueOf[node]; ok {
 				s.Add(domains[i], node, clique)
 			}

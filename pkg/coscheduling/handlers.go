@@ -107,7 +107,7 @@ func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 		pl.claims.Abandon(key, "no member of the gang waits to be scheduled any more")
 		pl.activateBlocked()
 	}
-	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pl.ledger.Claims.Admitted(key) {
+	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pl.ledger.Reservations.Admitted(key) {
 		pl.reportLostMember(key, pod)
 	}
 }
@@ -144,7 +144,7 @@ func (pl *Plugin) onNodeDelete(obj interface{}) {
 		return
 	}
 	ctx := klog.NewContext(context.Background(), pl.logger)
-	for _, key := range pl.ledger.Claims.InFlightOn(node.Name) {
+	for _, key := range pl.ledger.Reservations.InFlightOn(node.Name) {
 		pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("node %s, which a member had reserved, was deleted", node.Name), false)
 	}
 }

@@ -256,7 +256,7 @@ func TestFilterRejectionTeachesThePlanner(t *testing.T) {
 	require.EqualValues(t, 1, flaky.rejected.Load())
 	require.False(t, (<-w0).IsSuccess(), "the sibling gives its node back")
 	env.forget(job[0])
-	_, _, backingOff := env.pl.ledger.Claims.Backoff(gang.Key{Namespace: testNS, Name: "job"})
+	_, _, backingOff := env.pl.ledger.Reservations.Backoff(gang.Key{Namespace: testNS, Name: "job"})
 	require.False(t, backingOff, "a rejection that taught something needs no backoff")
 
 	bound := env.runGang(job)
@@ -392,7 +392,7 @@ func TestHeldCapacityGauge(t *testing.T) {
 	slot := func(uid string, gpus int64) ledger.Slot {
 		return ledger.Slot{UID: types.UID(uid), Node: "n0", Request: capacity.Amounts{"nvidia.com/gpu": gpus}}
 	}
-	first.pl.ledger.SetClaim(gang.Key{Namespace: testNS, Name: "a"}, []ledger.Slot{slot("a-0", 8), slot("a-1", 4)}, first.clock.Now().Add(time.Hour), &placement.Plan{}, 1)
+	first.pl.ledger.HoldPlan(gang.Key{Namespace: testNS, Name: "a"}, []ledger.Slot{slot("a-0", 8), slot("a-1", 4)}, first.clock.Now().Add(time.Hour), &placement.Plan{}, 1)
 	second.pl.ledger.Head.Take(gang.Key{Namespace: testNS, Name: "b"}, ledger.QueueOrder{Group: "b"}, []ledger.Slot{slot("b-0", 2)}, time.Hour)
 	require.NoError(t, testutil.CustomCollectAndCompare(&gangCollector{}, strings.NewReader(`# HELP gpu_gang_held_capacity [ALPHA] Capacity that plans of gangs in flight and the head hold keep from other pods with no pod reserved on it yet, by resource. Members reserved and waiting in Permit are not in it.
 # TYPE gpu_gang_held_capacity gauge

@@ -61,7 +61,7 @@ func (v *unitView) Census(leaf gang.Key, members []*v1.Pod) gang.Census {
 
 func (v *unitView) Reserved(uid types.UID) bool {
 	if !v.read {
-		v.reserved, v.read = v.pl.ledger.Claims.Reservations(v.key), true
+		v.reserved, v.read = v.pl.ledger.Reservations.ReservedBy(v.key), true
 	}
 	_, ok := v.reserved[uid]
 	return ok
@@ -114,7 +114,7 @@ func (pl *Plugin) census(key gang.Key, members []*v1.Pod) gang.Census {
 // unit: reserved as the unit's attempt reserved them, succeeded as the
 // PodGroup's own finished pods show.
 func (pl *Plugin) censusOf(unit, leaf gang.Key, members []*v1.Pod) gang.Census {
-	reserved := pl.ledger.Claims.Reservations(unit)
+	reserved := pl.ledger.Reservations.ReservedBy(unit)
 	live := make(map[types.UID]bool, len(members))
 	var c gang.Census
 	for _, p := range members {
@@ -142,10 +142,10 @@ func (pl *Plugin) censusOf(unit, leaf gang.Key, members []*v1.Pod) gang.Census {
 // whole again.
 func (pl *Plugin) running(key gang.Key, q gang.GroupQuorum) bool {
 	if !q.Census.HoldsNode() {
-		pl.ledger.Claims.DropAdmission(key)
+		pl.ledger.Reservations.DropAdmission(key)
 		return false
 	}
-	return pl.ledger.Claims.Admitted(key) || q.Placed
+	return pl.ledger.Reservations.Admitted(key) || q.Placed
 }
 
 // unit reads and checks a member's unit. On a problem it records an Event

@@ -185,7 +185,7 @@ func (c *gangCollector) CollectWithStability(ch chan<- metrics.Metric) {
 // minMember.
 func (pl *Plugin) belowMinMember() int {
 	n := 0
-	for _, key := range pl.ledger.Claims.AdmittedKeys() {
+	for _, key := range pl.ledger.Reservations.AdmittedKeys() {
 		u, err := pl.readUnit(key)
 		if err != nil {
 			continue

@@ -23,7 +23,7 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	pl.ledger.Claims.Reserve(key, pod.UID, nodeName, s.request)
+	pl.ledger.Reservations.Reserve(key, pod.UID, nodeName, s.request)
 	return nil
 }
 
@@ -33,7 +33,7 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 // pod's UID, under the unit it was made under: the pod's hierarchy may no
 // longer say which that was (a composite above its PodGroup was deleted).
 func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
-	key, inFlight, released := pl.ledger.Claims.Unreserve(pod.UID)
+	key, inFlight, released := pl.ledger.Reservations.Unreserve(pod.UID)
 	if released {
 		// Binding is one API call per member: the API server refused this
 		// one, or the pod went away, after its siblings were let go. The
@@ -53,7 +53,7 @@ func (pl *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, 
 		pl.failGang(ctx, key, ReasonMemberDeleted, fmt.Sprintf("member %s was deleted while it waited for its gang", pod.Name), false)
 		return
 	}
-	if pl.ledger.Claims.Expired(key) {
+	if pl.ledger.Reservations.Expired(key) {
 		pl.failGang(ctx, key, ReasonGangTimedOut, "the gang did not reach quorum within its schedule timeout", true)
 		return
 	}
@@ -78,7 +78,7 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		return status, 0
 	}
 	view := pl.viewOf(key)
-	wasRunning := pl.ledger.Claims.Admitted(key)
+	wasRunning := pl.ledger.Reservations.Admitted(key)
 	q := u.Quorum(view)
 	census := q.Census
 	ready := q.Placed || wasRunning
@@ -98,7 +98,7 @@ func (pl *Plugin) Permit(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nod
 		pl.allowGang(logger, u, pod, nodeName, census, wasRunning)
 		return nil, 0
 	}
-	wait, ok := pl.ledger.Claims.Remaining(key)
+	wait, ok := pl.ledger.Reservations.Remaining(key)
 	if !ok {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s has no plan in flight", key)), 0
 	}
@@ -116,7 +116,7 @@ func (pl *Plugin) podGone(pod *v1.Pod) bool {
 // goneReservation returns a node that a member of the gang's attempt in
 // flight reserved and that no longer exists, or "".
 func (pl *Plugin) goneReservation(key gang.Key) string {
-	for _, n := range pl.ledger.Claims.InFlightNodes(key) {
+	for _, n := range pl.ledger.Reservations.InFlightNodes(key) {
 		if !pl.nodeExists(n) {
 			return n
 		}
@@ -163,7 +163,7 @@ func (pl *Plugin) allowGang(logger klog.Logger, u gang.Unit, pod *v1.Pod, nodeNa
 func (pl *Plugin) failGang(ctx context.Context, key gang.Key, reason, why string, penalize bool) {
 	base := time.Duration(pl.args.PodGroupBackoffSeconds) * time.Second
 	max := time.Duration(pl.args.PodGroupMaxBackoffSeconds) * time.Second
-	uids, backoff, ok := pl.ledger.Claims.Fail(key, why, penalize, base, max)
+	uids, backoff, ok := pl.ledger.Reservations.Fail(key, why, penalize, base, max)
 	if !ok {
 		return
 	}

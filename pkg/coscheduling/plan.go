@@ -125,7 +125,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	for i, p := range members {
 		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.Requests[i]}
 	}
-	if wasHead := pl.ledger.SetClaim(key, slots, pl.clock.Now().Add(pl.timeout(spec)), plan, fp); wasHead {
+	if wasHead := pl.ledger.HoldPlan(key, slots, pl.clock.Now().Add(pl.timeout(spec)), plan, fp); wasHead {
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
@@ -174,7 +174,7 @@ func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
 	if err != nil {
 		return nil
 	}
-	reserved := pl.ledger.Claims.Reservations(key)
+	reserved := pl.ledger.Reservations.ReservedBy(key)
 	var out []*v1.Pod
 	for _, p := range members {
 		if p.Spec.NodeName != "" {

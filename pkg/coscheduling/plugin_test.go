@@ -123,7 +123,7 @@ func TestCapacityPreCheck(t *testing.T) {
 				require.True(t, hasEvent(env.recorded(), tt.wantEvent, ""), "want a %s Event", tt.wantEvent)
 			}
 			if tt.wantCode != fwk.Success {
-				require.Empty(t, env.pl.ledger.Claims.ReservedUIDs(gang.Key{Namespace: testNS, Name: tt.pg.Name}), "a gang that does not fit reserves nothing")
+				require.Empty(t, env.pl.ledger.Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: tt.pg.Name}), "a gang that does not fit reserves nothing")
 			}
 			if tt.wantCode == fwk.UnschedulableAndUnresolvable {
 				require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a gang that can never fit holds nothing")
@@ -196,14 +196,14 @@ func TestHeldCapacityKeepsGangsApart(t *testing.T) {
 	_, status = env.schedule(b[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "b must not start while a holds its plan: %v", status)
 	require.Contains(t, status.Message(), "held for other gangs")
-	require.Len(t, env.pl.ledger.Claims.ReservedUIDs(gang.Key{Namespace: testNS, Name: "b"}), 0)
+	require.Len(t, env.pl.ledger.Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: "b"}), 0)
 
 	// b, first in the queue of gangs that wait for room, holds the two
 	// nodes a does not, so that it is not starved. A plain pod queued
 	// before b (here: older) still gets one of them; it never gets a's.
 	node, status := env.schedule(plain)
 	require.True(t, status.IsSuccess(), "plain pod: %v", status)
-	nodesOfA, _ := env.pl.ledger.Claims.PlanSlots(gang.Key{Namespace: testNS, Name: "a"}, "", capacity.Amounts{})
+	nodesOfA, _ := env.pl.ledger.Reservations.PlanSlots(gang.Key{Namespace: testNS, Name: "a"}, "", capacity.Amounts{})
 	require.NotContains(t, nodesOfA, node, "the plain pod landed on a node gang a holds")
 }
 
@@ -230,7 +230,7 @@ func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 	}
 	require.True(t, hasEvent(env.recorded(), ReasonGangRejected, "member job-1 gave back its reservation on node node-ab; waiting members rejected: 1; retrying in 2s"))
 	require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a rejected gang holds nothing")
-	require.Empty(t, env.pl.ledger.Claims.ReservedUIDs(gang.Key{Namespace: testNS, Name: "job"}))
+	require.Empty(t, env.pl.ledger.Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: "job"}))
 	require.Equal(t, rejectedBefore+1, counter(t, resultRejected))
 }
 
@@ -325,7 +325,7 @@ func TestScheduleTimeoutZeroUsesDefault(t *testing.T) {
 	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, state, launcher)
 	require.True(t, status.IsSuccess(), "%v", status)
 	require.NoError(t, status.AsError())
-	env.pl.ledger.Claims.Reserve(gang.Key{Namespace: testNS, Name: "mpi"}, launcher.UID, "node-aa", capacity.PodAmounts(launcher))
+	env.pl.ledger.Reservations.Reserve(gang.Key{Namespace: testNS, Name: "mpi"}, launcher.UID, "node-aa", capacity.PodAmounts(launcher))
 	got, wait := env.pl.Permit(env.ctx, state, launcher, "node-aa")
 	require.Equal(t, fwk.Wait, got.Code())
 	require.Equal(t, 60*time.Second, wait)

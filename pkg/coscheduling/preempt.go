@@ -133,7 +133,7 @@ func (a preemptAdapter) Demand(ctx context.Context, spec *gang.Spec, members []*
 }
 
 func (a preemptAdapter) HoldPlan(spec *gang.Spec, members []*v1.Pod, slots []ledger.Slot, until time.Time, plan *placement.Plan, req *placement.Request) {
-	if wasHead := a.pl.ledger.SetClaim(spec.Key, slots, until, plan, fingerprint(members, plan, req)); wasHead {
+	if wasHead := a.pl.ledger.HoldPlan(spec.Key, slots, until, plan, fingerprint(members, plan, req)); wasHead {
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
 }

@@ -116,7 +116,7 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	require.Equal(t, int64(8), held["s1-l1-n0"][gpu])
 	require.Equal(t, int64(8), held["s1-l1-n1"][gpu])
 	for i, p := range job {
-		nodes, ok := env.pl.ledger.Claims.PlanSlots(key, p.UID, capacity.PodAmounts(p))
+		nodes, ok := env.pl.ledger.Reservations.PlanSlots(key, p.UID, capacity.PodAmounts(p))
 		require.True(t, ok)
 		require.Equal(t, []string{fmt.Sprintf("s1-l1-n%d", i)}, nodes, "member %s is pinned to its freed node", p.Name)
 	}
@@ -140,8 +140,8 @@ func TestPreemptionBuildsTheRequestAndActsOnTheDecision(t *testing.T) {
 	require.Nil(t, res)
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
 	require.Contains(t, status.Message(), ErrReasonAwaitingVictims)
-	_, ok := env.pl.ledger.Claims.Remaining(key)
-	require.True(t, ok, "the claim is still held")
+	_, ok := env.pl.ledger.Reservations.Remaining(key)
+	require.True(t, ok, "the attempt still holds its plan")
 	for _, p := range victims {
 		env.forget(p)
 	}
@@ -387,7 +387,7 @@ func TestGangPlansAroundAPreemptorsNomination(t *testing.T) {
 	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 	require.True(t, status.IsSuccess(), "%v", status)
 	for _, p := range job {
-		nodes, _ := env.pl.ledger.Claims.PlanSlots(gang.Key{Namespace: testNS, Name: "job"}, p.UID, capacity.PodAmounts(p))
+		nodes, _ := env.pl.ledger.Reservations.PlanSlots(gang.Key{Namespace: testNS, Name: "job"}, p.UID, capacity.PodAmounts(p))
 		require.NotContains(t, nodes, "node-aa", "member %s was planned into a preemptor's room", p.Name)
 	}
 }

@@ -41,11 +41,11 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		return nil, status
 	}
 	spec := u.Spec()
-	if until, reason, ok := pl.ledger.Claims.Backoff(key); ok {
+	if until, reason, ok := pl.ledger.Reservations.Backoff(key); ok {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
 			fmt.Sprintf("gang %s retries at %s after: %s", key, until.UTC().Format(time.RFC3339), reason))
 	}
-	if pl.ledger.Claims.Expired(key) && len(pl.claims.Claims(key)) > 0 {
+	if pl.ledger.Reservations.Expired(key) && len(pl.claims.Claims(key)) > 0 {
 		// The plan expired before its members reserved, and the claims
 		// written for it may pin them to a node that can no longer take
 		// them: end the attempt so that they are given back, and plan
@@ -69,13 +69,13 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 			s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
 			return nil, status
 		}
-		nodes, _ = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
+		nodes, _ = pl.ledger.Reservations.PlanSlots(key, pod.UID, s.request)
 	} else {
 		if q.Placed {
 			return nil, nil // the attempt in flight has its quorum already
 		}
 		var planned bool
-		nodes, planned = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
+		nodes, planned = pl.ledger.Reservations.PlanSlots(key, pod.UID, s.request)
 		if !planned {
 			batch, err := u.NextBatch(view, q)
 			if err != nil {
@@ -85,7 +85,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 				s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
 				return nil, status
 			}
-			nodes, _ = pl.ledger.Claims.PlanSlots(key, pod.UID, s.request)
+			nodes, _ = pl.ledger.Reservations.PlanSlots(key, pod.UID, s.request)
 		}
 	}
 	if len(nodes) == 0 {

@@ -63,7 +63,7 @@ func TestRoomyFirstPlansAsTheFullScan(t *testing.T) {
 				env.pl.noPrune = noPrune
 				_, s, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 				for _, p := range job {
-					nodes, _ := env.pl.ledger.Claims.PlanSlots(key, p.UID, nil)
+					nodes, _ := env.pl.ledger.Reservations.PlanSlots(key, p.UID, nil)
 					plan = append(plan, fmt.Sprint(p.Name, "=", nodes))
 				}
 				return fmt.Sprint(s.Code(), ": ", s.Message()), plan

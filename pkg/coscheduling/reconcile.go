@@ -48,7 +48,7 @@ func (pl *Plugin) StartedLeading() {
 type liveAttempts struct{ pl *Plugin }
 
 func (l liveAttempts) Live(m dra.Mark) bool {
-	if _, inFlight := l.pl.ledger.Claims.Remaining(m.Gang); inFlight {
+	if _, inFlight := l.pl.ledger.Reservations.Remaining(m.Gang); inFlight {
 		return true
 	}
 	return l.pl.binding(m.Gang)
@@ -62,7 +62,7 @@ func (l liveAttempts) Live(m dra.Mark) bool {
 // the gang's members cannot be read it counts as binding: the reconciler
 // then waits for the next pass.
 func (pl *Plugin) binding(key gang.Key) bool {
-	reserved := pl.ledger.Claims.Reservations(key)
+	reserved := pl.ledger.Reservations.ReservedBy(key)
 	if len(reserved) == 0 {
 		return false
 	}

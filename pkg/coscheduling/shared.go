@@ -35,7 +35,7 @@ var _ dra.Gangs = claimGangs{}
 func (g claimGangs) UnitOf(pod *v1.Pod) (gang.Key, bool) { return g.pl.unitOf(pod) }
 
 func (g claimGangs) Reserved(key gang.Key, pod types.UID) bool {
-	_, reserved := g.pl.ledger.Claims.Reservations(key)[pod]
+	_, reserved := g.pl.ledger.Reservations.ReservedBy(key)[pod]
 	return reserved
 }
 

@@ -8,13 +8,13 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
-// A gang's attempts: each plan starts one (Ledger.SetClaim), and it ends
+// A gang's attempts: each plan starts one (Ledger.HoldPlan), and it ends
 // once, in success when quorum is reserved (Ledger.Succeed) or in failure
-// (Fail), which may start a backoff. The methods here are Claims' record of
-// how the attempts went.
+// (Fail), which may start a backoff. The methods here are Reservations'
+// record of how the attempts went.
 
 // Backoff reports whether the gang is backing off, until when and why.
-func (c *Claims) Backoff(key gang.Key) (until time.Time, reason string, ok bool) {
+func (c *Reservations) Backoff(key gang.Key) (until time.Time, reason string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, found := c.byKey[key]
@@ -34,15 +34,15 @@ func (c *Claims) Backoff(key gang.Key) (until time.Time, reason string, ok bool)
 // Unreserve: from now on no census counts them and the next attempt plans
 // them again. A second call for the same attempt changes nothing and
 // returns ok=false.
-func (c *Claims) Fail(key gang.Key, reason string, penalize bool, base, max time.Duration) (members []types.UID, backoff time.Duration, ok bool) {
+func (c *Reservations) Fail(key gang.Key, reason string, penalize bool, base, max time.Duration) (members []types.UID, backoff time.Duration, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.get(key)
-	if g.claim == nil {
+	if g.plan == nil {
 		return nil, 0, false
 	}
-	failed := g.claim.attempt
-	g.claim = nil
+	failed := g.plan.attempt
+	g.plan = nil
 	if penalize {
 		g.failures++
 		backoff = base
@@ -67,16 +67,16 @@ func (c *Claims) Fail(key gang.Key, reason string, penalize bool, base, max time
 
 // succeed ends the attempt in flight because quorum is reserved, and marks
 // the gang admitted. See Ledger.Succeed.
-func (c *Claims) succeed(key gang.Key) (members []types.UID, done *Claim, ok bool) {
+func (c *Reservations) succeed(key gang.Key) (members []types.UID, done *HeldPlan, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.get(key)
 	g.admitted = true
-	if g.claim == nil {
+	if g.plan == nil {
 		return nil, nil, false
 	}
-	done = g.claim
-	g.claim = nil
+	done = g.plan
+	g.plan = nil
 	g.failures = 0
 	for uid := range g.reserved {
 		members = append(members, uid)
@@ -87,7 +87,7 @@ func (c *Claims) succeed(key gang.Key) (members []types.UID, done *Claim, ok boo
 
 // Admitted reports whether the gang reached quorum in this scheduler and
 // still has a member holding a node.
-func (c *Claims) Admitted(key gang.Key) bool {
+func (c *Reservations) Admitted(key gang.Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
@@ -97,7 +97,7 @@ func (c *Claims) Admitted(key gang.Key) bool {
 // DropAdmission clears a gang's admission if no member holds a reservation:
 // none of its members holds a node any more, so members that appear are a
 // new run of the job and gather as a whole again.
-func (c *Claims) DropAdmission(key gang.Key) {
+func (c *Reservations) DropAdmission(key gang.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if g, ok := c.byKey[key]; ok && len(g.reserved) == 0 {
@@ -106,14 +106,14 @@ func (c *Claims) DropAdmission(key gang.Key) {
 }
 
 // Remaining is how long the attempt in flight has left before it times out.
-func (c *Claims) Remaining(key gang.Key) (time.Duration, bool) {
+func (c *Reservations) Remaining(key gang.Key) (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
-	if !ok || g.claim == nil {
+	if !ok || g.plan == nil {
 		return 0, false
 	}
-	left := g.claim.deadline.Sub(c.clock.Now())
+	left := g.plan.deadline.Sub(c.clock.Now())
 	if left <= 0 {
 		return 0, false
 	}
@@ -121,16 +121,16 @@ func (c *Claims) Remaining(key gang.Key) (time.Duration, bool) {
 }
 
 // Expired reports whether the attempt in flight has passed its deadline.
-func (c *Claims) Expired(key gang.Key) bool {
+func (c *Reservations) Expired(key gang.Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
-	return ok && g.claim != nil && !c.clock.Now().Before(g.claim.deadline)
+	return ok && g.plan != nil && !c.clock.Now().Before(g.plan.deadline)
 }
 
 // AdmittedKeys lists the gangs that have run in this scheduler, in key
 // order.
-func (c *Claims) AdmittedKeys() []gang.Key {
+func (c *Reservations) AdmittedKeys() []gang.Key {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var keys []gang.Key

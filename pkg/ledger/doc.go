@@ -9,11 +9,12 @@
 // # Parts
 //
 // Each part has one job and its own lock:
-//   - Claims: per gang, the reservations (members that reserved a node, with
-//     the attempt they reserved in; each is found by the member's UID too,
-//     under the unit it was made under, since the unit a pod belongs to can
-//     change under it), the claim of the attempt in flight (the
-//     slots of its plan not yet taken, until a deadline), the attempt count,
+//   - Reservations: per gang, the reservations (members that reserved a
+//     node, with the attempt they reserved in; each is found by the member's
+//     UID too, under the unit it was made under, since the unit a pod
+//     belongs to can change under it), the held plan of the attempt in
+//     flight (the slots of its plan not yet taken, until a deadline: not a
+//     DRA ResourceClaim), the attempt count,
 //     the backoff after failed attempts (base, doubling with each
 //     consecutive failure, up to a maximum) and whether the gang reached
 //     quorum (admitted).
@@ -29,7 +30,7 @@
 //     ends.
 //   - Timers: per gang, one pending callback per purpose.
 //
-// # What a claim promises
+// # What a held plan promises
 //
 // A gang's members reserve nodes only after a plan for the whole gang (its
 // next members up to quorum, or one replacement of a running gang) was
@@ -37,7 +38,7 @@
 // slots, one per member, each designated to the member the plan put there.
 // A member that reserves takes a slot: its own, else one on the node it
 // reserved that its request fits, else the first it fits anywhere, so the
-// claim never holds more than the members still to come. In a plan with a
+// held plan never holds more than the members still to come. In a plan with a
 // hierarchy (a composite unit, segments, sharers) only its own: each
 // subgroup's members are the ones its domain was chosen for, and a planned
 // member deleted before it reserved ends the attempt, which plans again
@@ -50,7 +51,7 @@
 //
 // # Why holds cannot deadlock
 //
-// A gang that holds anything through a claim can complete: its whole plan
+// A gang that holds anything through a held plan can complete: its whole plan
 // fit when it was made. A gang that cannot complete holds nothing, with one
 // exception, the head hold, which reserves no pod and is held by one gang
 // at a time, so holds cannot wait on each other.
@@ -87,10 +88,10 @@
 //
 // Each part guards its state with its own mutex. The lock order is:
 //
-//	Claims.mu, then Head.mu
+//	Reservations.mu, then Head.mu
 //
 // and those are the only two ever held together: HeldByOthers reads, and
-// SetClaim writes, a gang's claim and the head hold in one step, so a gang
+// HoldPlan writes, a gang's held plan and the head hold in one step, so a gang
 // whose plan replaces its head hold is never seen holding neither. Every
 // other method holds one lock at a time, and the Ledger's other operations
 // that span parts (Succeed, ForgetPod, Idle, ForgetGang, FailPlan, Waiting)

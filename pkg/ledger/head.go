@@ -17,7 +17,7 @@ import (
 type Head struct {
 	clock clock.PassiveClock
 
-	// mu guards turn and yields. Taken after Claims.mu when both are held
+	// mu guards turn and yields. Taken after Reservations.mu when both are held
 	// (see doc.go).
 	mu sync.Mutex
 	// turn is the gang holding as the head; nil when none does. A turn

@@ -49,8 +49,8 @@ func TestHeadTurnThatRanOutYields(t *testing.T) {
 			l.Idle(a)
 		}},
 		{name: "a whole plan comes first", gap: time.Millisecond, first: func(t *testing.T, l *Ledger) {
-			require.False(t, l.SetClaim(a, nil, end.Add(time.Minute), &placement.Plan{}, 1), "a turn that ran out is not filled")
-			l.Claims.Fail(a, "why", false, 0, 0)
+			require.False(t, l.HoldPlan(a, nil, end.Add(time.Minute), &placement.Plan{}, 1), "a turn that ran out is not filled")
+			l.Reservations.Fail(a, "why", false, 0, 0)
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,12 +133,12 @@ func TestWholePlanEndsTheHeadTurn(t *testing.T) {
 	l, c := newTestLedger()
 	_, since := l.Head.Take(a, first, []Slot{slot("a-0", "n1", 8)}, turnLength)
 	c.Step(time.Second)
-	require.True(t, l.SetClaim(a, []Slot{slot("a-0", "n1", 8), slot("a-1", "n2", 8)}, c.Now().Add(time.Minute), &placement.Plan{}, 1))
+	require.True(t, l.HoldPlan(a, []Slot{slot("a-0", "n1", 8), slot("a-1", "n2", 8)}, c.Now().Add(time.Minute), &placement.Plan{}, 1))
 	_, heads := l.Head.Holder()
 	require.False(t, heads)
 	_, ok := l.Head.EndTurn(a, since)
 	require.False(t, ok, "a gang that started does not yield")
-	require.Equal(t, map[string]capacity.Amounts{"n1": gpus(8), "n2": gpus(8)}, l.HeldByOthers(key("x"), third), "its claim holds what the head hold did, and more")
+	require.Equal(t, map[string]capacity.Amounts{"n1": gpus(8), "n2": gpus(8)}, l.HeldByOthers(key("x"), third), "its held plan holds what the head hold did, and more")
 }
 
 func TestEndTurnBeforeTheTurnRanOut(t *testing.T) {

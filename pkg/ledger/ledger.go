@@ -16,9 +16,9 @@ import (
 // the operations that span parts, and they take the parts' locks in the
 // order doc.go gives.
 type Ledger struct {
-	// Claims are the reservations and the capacity plans hold, with the
+	// Reservations are the reservations and the capacity plans hold, with the
 	// gangs' attempts and backoffs.
-	Claims *Claims
+	Reservations *Reservations
 	// Head is the head hold.
 	Head *Head
 	// Lessons are what Filter rejections taught about plans.
@@ -36,26 +36,26 @@ type Ledger struct {
 // New returns an empty ledger on clock c.
 func New(c clock.WithTickerAndDelayedExecution) *Ledger {
 	return &Ledger{
-		Claims:      NewClaims(c),
-		Head:        NewHead(c),
-		Lessons:     NewLessons(c),
-		Preemptions: NewPreemptions(c),
-		Gate:        NewGate(),
-		Blocked:     NewBlocked(),
-		Timers:      NewTimers(c),
+		Reservations: NewReservations(c),
+		Head:         NewHead(c),
+		Lessons:      NewLessons(c),
+		Preemptions:  NewPreemptions(c),
+		Gate:         NewGate(),
+		Blocked:      NewBlocked(),
+		Timers:       NewTimers(c),
 	}
 }
 
 // HeldByOthers sums, per node, the capacity that gangs other than self hold
-// from a pod at queue position order: their live claims, and the head
+// from a pod at queue position order: their live held plans, and the head
 // gang's hold unless the pod comes before the head in queue order. It is nil
-// when nothing is held. It reads claims and head in one step, so a gang
-// whose plan replaces its head hold (SetClaim) is never seen holding
+// when nothing is held. It reads held plans and head in one step, so a gang
+// whose plan replaces its head hold (HoldPlan) is never seen holding
 // neither.
 func (l *Ledger) HeldByOthers(self gang.Key, order QueueOrder) map[string]capacity.Amounts {
 	held := map[string]capacity.Amounts{}
-	l.claimsAndHead(func(now time.Time) {
-		l.Claims.addHeldLocked(held, self, now)
+	l.reservationsAndHead(func(now time.Time) {
+		l.Reservations.addHeldLocked(held, self, now)
 		l.Head.addHeldLocked(held, self, order, now)
 	})
 	if len(held) == 0 {
@@ -64,26 +64,26 @@ func (l *Ledger) HeldByOthers(self gang.Key, order QueueOrder) map[string]capaci
 	return held
 }
 
-// claimsAndHead runs f with the claims' and the head's locks held, in the
-// order doc.go gives, at the claims' clock's now.
-func (l *Ledger) claimsAndHead(f func(now time.Time)) {
-	l.Claims.mu.Lock()
-	defer l.Claims.mu.Unlock()
+// reservationsAndHead runs f with the reservations' and the head's locks
+// held, in the order doc.go gives, at the reservations' clock's now.
+func (l *Ledger) reservationsAndHead(f func(now time.Time)) {
+	l.Reservations.mu.Lock()
+	defer l.Reservations.mu.Unlock()
 	l.Head.mu.Lock()
 	defer l.Head.mu.Unlock()
-	f(l.Claims.clock.Now())
+	f(l.Reservations.clock.Now())
 }
 
-// Held sums what every live claim and the head hold keep from other pods
-// with no pod of theirs reserved on it yet: a claim's slots are its members
+// Held sums what every live held plan and the head hold keep from other pods
+// with no pod of theirs reserved on it yet: a held plan's slots are its members
 // still to reserve, and the head hold's its free places (not the places it
 // waits for, which running pods still use). Members already reserved wait
 // in Permit and are the scheduler's own to count. It reads both parts in
 // one step, as HeldByOthers does.
 func (l *Ledger) Held() capacity.Amounts {
 	held := map[string]capacity.Amounts{}
-	l.claimsAndHead(func(now time.Time) {
-		l.Claims.addHeldLocked(held, gang.Key{}, now)
+	l.reservationsAndHead(func(now time.Time) {
+		l.Reservations.addHeldLocked(held, gang.Key{}, now)
 		l.Head.settle(now)
 		if t := l.Head.turn; t != nil {
 			for _, s := range t.slots {
@@ -100,32 +100,32 @@ func (l *Ledger) Held() capacity.Amounts {
 	return total
 }
 
-// SetClaim starts a new attempt of the gang holding slots until deadline,
+// HoldPlan starts a new attempt of the gang holding slots until deadline,
 // for plan (whose fingerprint is fp). It reports whether the gang held as
 // the head until now: its whole plan now holds what the head hold did.
-func (l *Ledger) SetClaim(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) (wasHead bool) {
-	l.Claims.mu.Lock()
-	defer l.Claims.mu.Unlock()
+func (l *Ledger) HoldPlan(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) (wasHead bool) {
+	l.Reservations.mu.Lock()
+	defer l.Reservations.mu.Unlock()
 	l.Head.mu.Lock()
 	defer l.Head.mu.Unlock()
-	l.Claims.startLocked(key, slots, deadline, plan, fp)
+	l.Reservations.startLocked(key, slots, deadline, plan, fp)
 	return l.Head.dropLocked(key, l.Head.clock.Now())
 }
 
 // FailPlan remembers that the plan of the attempt in flight failed under
 // Filter, so that it is never tried again.
 func (l *Ledger) FailPlan(key gang.Key) {
-	if fp, ok := l.Claims.Fingerprint(key); ok {
+	if fp, ok := l.Reservations.Fingerprint(key); ok {
 		l.Lessons.LearnFailedPlan(key, fp)
 	}
 }
 
 // Succeed ends the attempt in flight because quorum is reserved, marks the
 // gang admitted and forgets its lessons. It returns the reserved members to
-// allow, in UID order, and the ended claim (for its summary and spans), and
+// allow, in UID order, and the ended held plan (for its summary and spans), and
 // ok=false if no attempt was in flight.
-func (l *Ledger) Succeed(key gang.Key) (members []types.UID, done *Claim, ok bool) {
-	members, done, ok = l.Claims.succeed(key)
+func (l *Ledger) Succeed(key gang.Key) (members []types.UID, done *HeldPlan, ok bool) {
+	members, done, ok = l.Reservations.succeed(key)
 	l.Lessons.forget(key)
 	return members, done, ok
 }
@@ -136,13 +136,13 @@ func (l *Ledger) Succeed(key gang.Key) (members []types.UID, done *Claim, ok boo
 // unit's attempt in flight, or holds a slot of it that no other member may
 // take: the attempt cannot complete as planned.
 func (l *Ledger) ForgetPod(key gang.Key, uid types.UID) (unit gang.Key, inFlight bool) {
-	unit, inFlight = l.Claims.drop(key, uid)
+	unit, inFlight = l.Reservations.drop(key, uid)
 	l.Gate.drop(key, uid)
 	return unit, inFlight
 }
 
 // Holders lists, in key order, the units that hold something for any of
-// the pods uids names: a reservation, a slot of a live claim, or a place
+// the pods uids names: a reservation, a slot of a live held plan, or a place
 // of the head hold. A unit whose hierarchy loses those pods (a composite
 // above their PodGroup deleted) holds them under a tree that no longer
 // exists, and its callers end what it holds.
@@ -152,8 +152,8 @@ func (l *Ledger) Holders(uids []types.UID) []gang.Key {
 		set[uid] = true
 	}
 	into := map[gang.Key]bool{}
-	l.claimsAndHead(func(now time.Time) {
-		l.Claims.holdersLocked(set, into, now)
+	l.reservationsAndHead(func(now time.Time) {
+		l.Reservations.holdersLocked(set, into, now)
 		l.Head.settle(now)
 		if t := l.Head.turn; t != nil && slicesContainsUID(t.slots, set) {
 			into[t.key] = true
@@ -178,13 +178,13 @@ func slicesContainsUID(slots []Slot, uids map[types.UID]bool) bool {
 }
 
 // Idle forgets what a gang none of whose members waits for a node holds:
-// its head turn, and, once no member holds a reservation either, its claim,
+// its head turn, and, once no member holds a reservation either, its held plan,
 // its admission, its lessons and its preemption record. Its backoff and any
 // yield are kept, so a gang whose members are recreated at once does not
 // retry in a hot loop or hold again at once; they go when the PodGroup does
 // (ForgetGang).
 func (l *Ledger) Idle(key gang.Key) {
-	if l.Claims.idle(key) {
+	if l.Reservations.idle(key) {
 		l.Lessons.forget(key)
 		l.Preemptions.End(GangOwner(key))
 	}
@@ -196,7 +196,7 @@ func (l *Ledger) Idle(key gang.Key) {
 // PodGroup to come back.
 func (l *Ledger) ForgetGang(key gang.Key) {
 	l.Timers.forget(key)
-	l.Claims.forget(key)
+	l.Reservations.forget(key)
 	l.Lessons.forget(key)
 	l.Gate.forget(key)
 	l.Preemptions.End(GangOwner(key))
@@ -206,7 +206,7 @@ func (l *Ledger) ForgetGang(key gang.Key) {
 // Knows reports whether any part of the ledger keeps something of the gang
 // other than held-back members: what ForgetGang drops.
 func (l *Ledger) Knows(key gang.Key) bool {
-	return l.Claims.knows(key) || l.Head.knows(key) || l.Lessons.knows(key) || l.Gate.knows(key) ||
+	return l.Reservations.knows(key) || l.Head.knows(key) || l.Lessons.knows(key) || l.Gate.knows(key) ||
 		l.Timers.knows(key) || l.Preemptions.knows(GangOwner(key))
 }
 
@@ -214,6 +214,6 @@ func (l *Ledger) Knows(key gang.Key) bool {
 // gangs with an attempt in flight, and the members those attempts reserved
 // (they wait in Permit for the rest of their gang).
 func (l *Ledger) Waiting() (members, placing, reserved int) {
-	placing, reserved = l.Claims.Placing()
+	placing, reserved = l.Reservations.Placing()
 	return l.Gate.Gangs(), placing, reserved
 }

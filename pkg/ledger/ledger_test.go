@@ -39,10 +39,10 @@ func TestOwner(t *testing.T) {
 	require.Equal(t, GangOwner(key("job")), Owner(member))
 }
 
-func TestHeldByOthersSumsClaimsAndHead(t *testing.T) {
+func TestHeldByOthersSumsHeldPlansAndHead(t *testing.T) {
 	l, _ := newTestLedger()
-	l.SetClaim(key("a"), []Slot{slot("a-0", "n1", 4), slot("a-1", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.SetClaim(key("b"), []Slot{slot("b-0", "n1", 2)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.HoldPlan(key("a"), []Slot{slot("a-0", "n1", 4), slot("a-1", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.HoldPlan(key("b"), []Slot{slot("b-0", "n1", 2)}, t0.Add(time.Minute), &placement.Plan{}, 1)
 	l.Head.Take(key("h"), second, []Slot{slot("h-0", "n2", 8)}, turnLength)
 	for _, tt := range []struct {
 		name  string
@@ -52,7 +52,7 @@ func TestHeldByOthersSumsClaimsAndHead(t *testing.T) {
 	}{
 		{name: "everything, from behind the head", self: "x", order: third, want: map[string]capacity.Amounts{
 			"n1": {gpu: 6, "pods": 2}, "n2": {gpu: 16, "pods": 2}}},
-		{name: "not its own claim", self: "a", order: third, want: map[string]capacity.Amounts{
+		{name: "not its own held plan", self: "a", order: third, want: map[string]capacity.Amounts{
 			"n1": gpus(2), "n2": gpus(8)}},
 		{name: "not the head's hold, from before it", self: "x", order: first, want: map[string]capacity.Amounts{
 			"n1": {gpu: 6, "pods": 2}, "n2": gpus(8)}},
@@ -63,18 +63,18 @@ func TestHeldByOthersSumsClaimsAndHead(t *testing.T) {
 	}
 }
 
-// Held counts every claim and the head hold, the holder's own included, and
-// forgets a claim past its deadline and a turn that ran out.
-func TestHeldSumsEveryClaimAndTheHead(t *testing.T) {
+// Held counts every held plan and the head hold, the holder's own included,
+// and forgets a held plan past its deadline and a turn that ran out.
+func TestHeldSumsEveryHeldPlanAndTheHead(t *testing.T) {
 	l, clk := newTestLedger()
 	require.Empty(t, l.Held())
-	l.SetClaim(key("a"), []Slot{slot("a-0", "n1", 4), slot("a-1", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.HoldPlan(key("a"), []Slot{slot("a-0", "n1", 4), slot("a-1", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
 	l.Head.Take(key("h"), second, []Slot{slot("h-0", "n2", 8)}, 2*time.Minute)
 	require.Equal(t, capacity.Amounts{gpu: 20, "pods": 3}, l.Held())
-	l.Claims.Reserve(key("a"), "a-0", "n1", gpus(4))
-	require.Equal(t, capacity.Amounts{gpu: 16, "pods": 2}, l.Held(), "a reserved member is no longer held by the claim")
+	l.Reservations.Reserve(key("a"), "a-0", "n1", gpus(4))
+	require.Equal(t, capacity.Amounts{gpu: 16, "pods": 2}, l.Held(), "a reserved member is no longer held by the held plan")
 	clk.Step(time.Minute)
-	require.Equal(t, capacity.Amounts{gpu: 8, "pods": 1}, l.Held(), "a's claim ran out")
+	require.Equal(t, capacity.Amounts{gpu: 8, "pods": 1}, l.Held(), "a's held plan ran out")
 	clk.Step(time.Minute)
 	require.Empty(t, l.Held(), "the head's turn ran out")
 }
@@ -82,30 +82,30 @@ func TestHeldSumsEveryClaimAndTheHead(t *testing.T) {
 func TestIdleKeepsTheBackoff(t *testing.T) {
 	l, c := newTestLedger()
 	k := key("job")
-	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(k, "a", "n1", gpus(8))
 	l.Lessons.LearnCap(k, "tmpl", 1)
 	l.Preemptions.Start(GangOwner(k), &Preemption{Until: t0.Add(time.Hour)})
 	l.Succeed(k)
 	l.Lessons.LearnCap(k, "tmpl", 1)
 
 	l.Idle(k)
-	require.True(t, l.Claims.Admitted(k), "a member still holds its node")
+	require.True(t, l.Reservations.Admitted(k), "a member still holds its node")
 	require.Equal(t, 1, l.Lessons.View(k).PerNode["tmpl"])
 	require.True(t, l.Preemptions.Preempting(GangOwner(k)))
 
 	_, inFlight := l.ForgetPod(k, "a")
 	require.False(t, inFlight, "the member's attempt is over")
-	l.SetClaim(k, nil, c.Now().Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Fail(k, "why", true, time.Minute, time.Hour)
+	l.HoldPlan(k, nil, c.Now().Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Fail(k, "why", true, time.Minute, time.Hour)
 	l.Head.Take(k, first, []Slot{slot("b", "n1", 8)}, turnLength)
 	l.Idle(k)
-	require.False(t, l.Claims.Admitted(k))
+	require.False(t, l.Reservations.Admitted(k))
 	require.Empty(t, l.Lessons.View(k).PerNode)
 	require.False(t, l.Preemptions.Preempting(GangOwner(k)))
 	_, heads := l.Head.Holder()
 	require.False(t, heads, "a gang with no member waiting holds nothing")
-	_, _, backingOff := l.Claims.Backoff(k)
+	_, _, backingOff := l.Reservations.Backoff(k)
 	require.True(t, backingOff, "the backoff is kept, so recreated members do not retry in a hot loop")
 	require.True(t, l.Knows(k))
 }
@@ -116,8 +116,8 @@ func TestForgetGangLeavesNothing(t *testing.T) {
 	l.Gate.Hold(k, pod("held"), l.Gate.Releases(k))
 	l.Gate.Release(k)
 	l.Gate.Hold(k, pod("held"), l.Gate.Releases(k))
-	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(k, "a", "n1", gpus(8))
 	l.Lessons.LearnExclusion(k, "tmpl", "n1")
 	l.Preemptions.Start(GangOwner(k), &Preemption{Until: t0.Add(time.Hour)})
 	_, since := l.Head.Take(k, first, nil, turnLength)
@@ -135,8 +135,8 @@ func TestForgetPodInFlightAndGated(t *testing.T) {
 	l, _ := newTestLedger()
 	k := key("job")
 	l.Gate.Hold(k, pod("g"), 0)
-	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(k, "a", "n1", gpus(8))
 	unit, inFlight := l.ForgetPod(key("moved"), "a")
 	require.True(t, inFlight, "a member of the attempt in flight")
 	require.Equal(t, k, unit, "found under the unit it reserved under, though the pod now names another")
@@ -161,7 +161,7 @@ func TestForgetPodWithADesignatedSlot(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l, _ := newTestLedger()
 			k := key("job")
-			l.SetClaim(k, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), tt.plan, 1)
+			l.HoldPlan(k, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), tt.plan, 1)
 			_, inFlight := l.ForgetPod(k, "b")
 			require.Equal(t, tt.want, inFlight)
 			_, inFlight = l.ForgetPod(k, "x")
@@ -175,7 +175,7 @@ func TestFailPlanAndSucceedTeachAndForget(t *testing.T) {
 	k := key("job")
 	l.FailPlan(k)
 	require.Empty(t, l.Lessons.View(k).Failed, "no attempt, no plan to remember")
-	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 7)
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 7)
 	l.FailPlan(k)
 	require.Equal(t, map[uint64]bool{7: true}, l.Lessons.View(k).Failed)
 	l.Succeed(k)
@@ -187,8 +187,8 @@ func TestWaiting(t *testing.T) {
 	l.Gate.Hold(key("g1"), pod("x"), 0)
 	l.Gate.Hold(key("g1"), pod("y"), 0)
 	l.Gate.Hold(key("g2"), pod("z"), 0)
-	l.SetClaim(key("p"), []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(key("p"), "a", "n1", gpus(8))
+	l.HoldPlan(key("p"), []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(key("p"), "a", "n1", gpus(8))
 	members, placing, reserved := l.Waiting()
 	require.Equal(t, []int{2, 1, 1}, []int{members, placing, reserved})
 }

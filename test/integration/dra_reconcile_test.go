@@ -12,12 +12,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/gpu-gang/gpu-gang/pkg/controlplane"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling"
@@ -136,6 +138,7 @@ func TestFaultClaimReleasedAfterJobCancelled(t *testing.T) {
 		pods := env.sharingGang(gang, claim)
 		env.waitForClaim(claim, "allocated and unreserved", bindTimeout, unreserved)
 		start := time.Now()
+		reserved := env.watchReservations(claim)
 		env.deleteAndWait(pods...)
 		err := staysTrue(t.Context(), time.Second, func(ctx context.Context) error {
 			c, err := kubeClient.ResourceV1().ResourceClaims(env.ns).Get(ctx, claim, metav1.GetOptions{})
@@ -144,6 +147,12 @@ func TestFaultClaimReleasedAfterJobCancelled(t *testing.T) {
 			}
 			return err
 		})
+		if err == nil {
+			// A member that reserved the claim for its PreBind while the
+			// job went leaves it to the claim controller, which may give
+			// it back before the window above starts.
+			err = reserved()
+		}
 		if err != nil {
 			t.Logf("try %d: a member was binding when the job went (%v); trying again with a fresh gang and claim", try, err)
 			continue
@@ -152,6 +161,45 @@ func TestFaultClaimReleasedAfterJobCancelled(t *testing.T) {
 		return
 	}
 	t.Fatalf("in none of %d tries did the job go while its claim was unreserved", killTries)
+}
+
+// watchReservations watches claim from now on; the function it returns
+// reports the first change that reserved it for a pod, or nil, and stops
+// the watch.
+func (env *draEnv) watchReservations(claim string) func() error {
+	env.t.Helper()
+	ctx, cancel := context.WithCancel(env.t.Context())
+	w, err := kubeClient.ResourceV1().ResourceClaims(env.ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", claim).String(),
+	})
+	if err != nil {
+		cancel()
+		env.t.Fatalf("watching claim %s: %v", claim, err)
+	}
+	var (
+		mu   sync.Mutex
+		seen error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			c, ok := ev.Object.(*resourceapi.ResourceClaim)
+			mu.Lock()
+			if ok && seen == nil && len(c.Status.ReservedFor) > 0 {
+				seen = fmt.Errorf("claim %s was reserved for %v while the job went", claim, consumers(c))
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() error {
+		w.Stop()
+		cancel()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
 }
 
 // refuseTries makes the API server refuse the bindings of the members of

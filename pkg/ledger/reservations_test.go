@@ -60,9 +60,9 @@ func TestPickSlot(t *testing.T) {
 func TestPlanSlots(t *testing.T) {
 	l, c := newTestLedger()
 	k := key("job")
-	_, ok := l.Claims.PlanSlots(k, "a", gpus(8))
-	require.False(t, ok, "no claim, no plan")
-	l.SetClaim(k, []Slot{slot("a", "n3", 8), slot("b", "n1", 8), slot("c", "n2", 4), slot("d", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	_, ok := l.Reservations.PlanSlots(k, "a", gpus(8))
+	require.False(t, ok, "no held plan, no plan")
+	l.HoldPlan(k, []Slot{slot("a", "n3", 8), slot("b", "n1", 8), slot("c", "n2", 4), slot("d", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
 	for _, tt := range []struct {
 		name string
 		uid  string
@@ -75,7 +75,7 @@ func TestPlanSlots(t *testing.T) {
 		{name: "nothing fits", uid: "x", req: 16, want: nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := l.Claims.PlanSlots(k, types.UID(tt.uid), gpus(tt.req))
+			got, ok := l.Reservations.PlanSlots(k, types.UID(tt.uid), gpus(tt.req))
 			require.True(t, ok)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("PlanSlots (-want,+got):\n%s", diff)
@@ -83,8 +83,8 @@ func TestPlanSlots(t *testing.T) {
 		})
 	}
 	c.Step(time.Minute)
-	_, ok = l.Claims.PlanSlots(k, "a", gpus(8))
-	require.False(t, ok, "a claim past its deadline plans nothing")
+	_, ok = l.Reservations.PlanSlots(k, "a", gpus(8))
+	require.False(t, ok, "a held plan past its deadline plans nothing")
 }
 
 func TestPlanWithHierarchyDesignatesSlots(t *testing.T) {
@@ -105,11 +105,11 @@ func TestPlanWithHierarchyDesignatesSlots(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l, _ := newTestLedger()
-			l.SetClaim(tt.key, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), tt.plan, 1)
-			nodes, ok := l.Claims.PlanSlots(tt.key, "x", gpus(8))
+			l.HoldPlan(tt.key, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), tt.plan, 1)
+			nodes, ok := l.Reservations.PlanSlots(tt.key, "x", gpus(8))
 			require.True(t, ok)
 			require.Equal(t, tt.wantNodes, nodes)
-			l.Claims.Reserve(tt.key, "x", "n1", gpus(8))
+			l.Reservations.Reserve(tt.key, "x", "n1", gpus(8))
 			require.Equal(t, tt.wantHeld, l.HeldByOthers(key("other"), QueueOrder{}))
 		})
 	}
@@ -118,19 +118,19 @@ func TestPlanWithHierarchyDesignatesSlots(t *testing.T) {
 func TestReserveTakesOneSlotEach(t *testing.T) {
 	l, _ := newTestLedger()
 	k := key("job")
-	l.SetClaim(k, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
 	require.Equal(t, map[string]capacity.Amounts{"n1": gpus(8), "n2": gpus(8)}, l.HeldByOthers(key("other"), QueueOrder{}))
 
 	// A recreated member the plan did not name takes the slot on its node.
-	l.Claims.Reserve(k, "x", "n2", gpus(8))
+	l.Reservations.Reserve(k, "x", "n2", gpus(8))
 	require.Equal(t, map[string]capacity.Amounts{"n1": gpus(8)}, l.HeldByOthers(key("other"), QueueOrder{}))
-	l.Claims.Reserve(k, "a", "n1", gpus(8))
-	require.Nil(t, l.HeldByOthers(key("other"), QueueOrder{}), "the claim never holds more than the members still to come")
-	require.Equal(t, []types.UID{"a", "x"}, l.Claims.ReservedUIDs(k))
-	require.Equal(t, []string{"n1", "n2"}, l.Claims.InFlightNodes(k))
-	require.Equal(t, []gang.Key{k}, l.Claims.InFlightOn("n2"))
-	require.Empty(t, l.Claims.InFlightOn("n9"))
-	placing, reserved := l.Claims.Placing()
+	l.Reservations.Reserve(k, "a", "n1", gpus(8))
+	require.Nil(t, l.HeldByOthers(key("other"), QueueOrder{}), "the held plan never holds more than the members still to come")
+	require.Equal(t, []types.UID{"a", "x"}, l.Reservations.ReservedUIDs(k))
+	require.Equal(t, []string{"n1", "n2"}, l.Reservations.InFlightNodes(k))
+	require.Equal(t, []gang.Key{k}, l.Reservations.InFlightOn("n2"))
+	require.Empty(t, l.Reservations.InFlightOn("n9"))
+	placing, reserved := l.Reservations.Placing()
 	require.Equal(t, 1, placing)
 	require.Equal(t, 2, reserved)
 }
@@ -149,18 +149,18 @@ func TestFailBacksOffDoubling(t *testing.T) {
 			l, c := newTestLedger()
 			k := key("job")
 			for i, p := range tt.penalize {
-				l.SetClaim(k, nil, c.Now().Add(time.Minute), &placement.Plan{}, 1)
-				_, backoff, ok := l.Claims.Fail(k, "why", p, base, max)
+				l.HoldPlan(k, nil, c.Now().Add(time.Minute), &placement.Plan{}, 1)
+				_, backoff, ok := l.Reservations.Fail(k, "why", p, base, max)
 				require.True(t, ok)
 				require.Equal(t, tt.want[i]*time.Second, backoff, "failure %d", i)
-				until, reason, backingOff := l.Claims.Backoff(k)
+				until, reason, backingOff := l.Reservations.Backoff(k)
 				require.Equal(t, backoff > 0, backingOff)
 				if backingOff {
 					require.Equal(t, c.Now().Add(backoff), until)
 					require.Equal(t, "why", reason)
 				}
 				c.Step(backoff)
-				_, _, backingOff = l.Claims.Backoff(k)
+				_, _, backingOff = l.Reservations.Backoff(k)
 				require.False(t, backingOff, "the backoff ends on time")
 			}
 		})
@@ -170,24 +170,24 @@ func TestFailBacksOffDoubling(t *testing.T) {
 func TestFailEndsOneAttemptOnce(t *testing.T) {
 	l, _ := newTestLedger()
 	k := key("job")
-	_, _, ok := l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+	_, _, ok := l.Reservations.Fail(k, "why", true, time.Second, time.Minute)
 	require.False(t, ok, "no attempt in flight")
 
-	l.Claims.Reserve(k, "old", "n0", gpus(8)) // reserved before this attempt
-	l.SetClaim(k, []Slot{slot("b", "n2", 8), slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(k, "b", "n2", gpus(8))
-	l.Claims.Reserve(k, "a", "n1", gpus(8))
-	members, _, ok := l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+	l.Reservations.Reserve(k, "old", "n0", gpus(8)) // reserved before this attempt
+	l.HoldPlan(k, []Slot{slot("b", "n2", 8), slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(k, "b", "n2", gpus(8))
+	l.Reservations.Reserve(k, "a", "n1", gpus(8))
+	members, _, ok := l.Reservations.Fail(k, "why", true, time.Second, time.Minute)
 	require.True(t, ok)
 	require.Equal(t, []types.UID{"a", "b"}, members, "the failed attempt's members, in UID order")
-	_, _, ok = l.Claims.Fail(k, "again", true, time.Second, time.Minute)
+	_, _, ok = l.Reservations.Fail(k, "again", true, time.Second, time.Minute)
 	require.False(t, ok, "a second call for the same attempt changes nothing")
-	_, reason, _ := l.Claims.Backoff(k)
+	_, reason, _ := l.Reservations.Backoff(k)
 	require.Equal(t, "why", reason)
 
-	require.NotContains(t, l.Claims.Reservations(k), types.UID("a"), "a failed attempt's reservations end with it: no census counts them")
-	require.Contains(t, l.Claims.Reservations(k), types.UID("old"), "a reservation of an earlier attempt is not the failed attempt's")
-	_, inFlight, released := l.Claims.Unreserve("a")
+	require.NotContains(t, l.Reservations.ReservedBy(k), types.UID("a"), "a failed attempt's reservations end with it: no census counts them")
+	require.Contains(t, l.Reservations.ReservedBy(k), types.UID("old"), "a reservation of an earlier attempt is not the failed attempt's")
+	_, inFlight, released := l.Reservations.Unreserve("a")
 	require.False(t, inFlight, "news about an abandoned attempt changes nothing")
 	require.False(t, released)
 }
@@ -196,22 +196,22 @@ func TestSucceedResetsFailuresAndAdmits(t *testing.T) {
 	l, _ := newTestLedger()
 	k := key("job")
 	for range 3 {
-		l.SetClaim(k, nil, t0.Add(time.Minute), &placement.Plan{}, 1)
-		l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+		l.HoldPlan(k, nil, t0.Add(time.Minute), &placement.Plan{}, 1)
+		l.Reservations.Fail(k, "why", true, time.Second, time.Minute)
 	}
-	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{Summary: "n1"}, 1)
-	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{Summary: "n1"}, 1)
+	l.Reservations.Reserve(k, "a", "n1", gpus(8))
 	members, done, ok := l.Succeed(k)
 	require.True(t, ok)
 	require.Equal(t, []types.UID{"a"}, members)
 	require.Equal(t, "n1", done.Summary)
-	require.True(t, l.Claims.Admitted(k))
-	require.Equal(t, []gang.Key{k}, l.Claims.AdmittedKeys())
+	require.True(t, l.Reservations.Admitted(k))
+	require.Equal(t, []gang.Key{k}, l.Reservations.AdmittedKeys())
 	_, _, ok = l.Succeed(k)
 	require.False(t, ok, "no attempt in flight any more")
 
-	l.SetClaim(k, nil, t0.Add(time.Minute), &placement.Plan{}, 1)
-	_, backoff, _ := l.Claims.Fail(k, "why", true, time.Second, time.Minute)
+	l.HoldPlan(k, nil, t0.Add(time.Minute), &placement.Plan{}, 1)
+	_, backoff, _ := l.Reservations.Fail(k, "why", true, time.Second, time.Minute)
 	require.Equal(t, time.Second, backoff, "success resets the doubling")
 }
 
@@ -232,18 +232,18 @@ func TestUnreserve(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l, _ := newTestLedger()
 			k := key("job")
-			l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-			l.Claims.Reserve(k, "a", "n1", gpus(8))
+			l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+			l.Reservations.Reserve(k, "a", "n1", gpus(8))
 			switch {
 			case tt.admit:
 				l.Succeed(k)
 			case tt.end:
-				l.Claims.Fail(k, "why", false, 0, 0)
+				l.Reservations.Fail(k, "why", false, 0, 0)
 			}
-			_, inFlight, released := l.Claims.Unreserve(tt.uid)
+			_, inFlight, released := l.Reservations.Unreserve(tt.uid)
 			require.Equal(t, tt.wantInFlight, inFlight)
 			require.Equal(t, tt.wantReleased, released)
-			require.NotContains(t, l.Claims.Reservations(k), tt.uid)
+			require.NotContains(t, l.Reservations.ReservedBy(k), tt.uid)
 		})
 	}
 }
@@ -251,33 +251,33 @@ func TestUnreserve(t *testing.T) {
 func TestDeadline(t *testing.T) {
 	l, c := newTestLedger()
 	k := key("job")
-	_, ok := l.Claims.Remaining(k)
+	_, ok := l.Reservations.Remaining(k)
 	require.False(t, ok)
-	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(30*time.Second), &placement.Plan{}, 1)
-	left, ok := l.Claims.Remaining(k)
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(30*time.Second), &placement.Plan{}, 1)
+	left, ok := l.Reservations.Remaining(k)
 	require.True(t, ok)
 	require.Equal(t, 30*time.Second, left)
-	require.False(t, l.Claims.Expired(k))
+	require.False(t, l.Reservations.Expired(k))
 	c.Step(30 * time.Second)
-	_, ok = l.Claims.Remaining(k)
+	_, ok = l.Reservations.Remaining(k)
 	require.False(t, ok)
-	require.True(t, l.Claims.Expired(k))
-	require.Nil(t, l.HeldByOthers(key("other"), QueueOrder{}), "an expired claim holds nothing")
-	placing, _ := l.Claims.Placing()
+	require.True(t, l.Reservations.Expired(k))
+	require.Nil(t, l.HeldByOthers(key("other"), QueueOrder{}), "an expired held plan holds nothing")
+	placing, _ := l.Reservations.Placing()
 	require.Zero(t, placing)
 }
 
 func TestDropAdmissionOnlyWithoutReservations(t *testing.T) {
 	l, _ := newTestLedger()
 	k := key("job")
-	l.SetClaim(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(k, "a", "n1", gpus(8))
+	l.HoldPlan(k, []Slot{slot("a", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(k, "a", "n1", gpus(8))
 	l.Succeed(k)
-	l.Claims.DropAdmission(k)
-	require.True(t, l.Claims.Admitted(k), "a member still holds a node")
-	l.Claims.Unreserve("a")
-	l.Claims.DropAdmission(k)
-	require.False(t, l.Claims.Admitted(k))
+	l.Reservations.DropAdmission(k)
+	require.True(t, l.Reservations.Admitted(k), "a member still holds a node")
+	l.Reservations.Unreserve("a")
+	l.Reservations.DropAdmission(k)
+	require.False(t, l.Reservations.Admitted(k))
 }
 
 // A reservation is found by the member's UID under the unit it was made
@@ -286,40 +286,40 @@ func TestDropAdmissionOnlyWithoutReservations(t *testing.T) {
 func TestUnreserveFindsTheUnitByUID(t *testing.T) {
 	l, _ := newTestLedger()
 	root, leaf := gang.Key{API: gang.Composite, Namespace: "ns", Name: "root"}, gang.Key{API: gang.Native, Namespace: "ns", Name: "leaf"}
-	l.SetClaim(root, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(root, "a", "n1", gpus(8))
-	unit, ok := l.Claims.ReservedUnder("a")
+	l.HoldPlan(root, []Slot{slot("a", "n1", 8), slot("b", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(root, "a", "n1", gpus(8))
+	unit, ok := l.Reservations.ReservedUnder("a")
 	require.True(t, ok)
 	require.Equal(t, root, unit)
 
-	unit, inFlight, released := l.Claims.Unreserve("a")
+	unit, inFlight, released := l.Reservations.Unreserve("a")
 	require.Equal(t, root, unit, "the unit the reservation was made under")
 	require.True(t, inFlight, "the root's attempt fails as a whole")
 	require.False(t, released)
-	require.Empty(t, l.Claims.Reservations(root))
-	_, ok = l.Claims.ReservedUnder("a")
+	require.Empty(t, l.Reservations.ReservedBy(root))
+	_, ok = l.Reservations.ReservedUnder("a")
 	require.False(t, ok)
 
 	// A member counts under one unit at a time.
-	l.Claims.Reserve(root, "b", "n2", gpus(8))
-	l.Claims.Reserve(leaf, "b", "n2", gpus(8))
-	require.Empty(t, l.Claims.Reservations(root))
-	require.Contains(t, l.Claims.Reservations(leaf), types.UID("b"))
+	l.Reservations.Reserve(root, "b", "n2", gpus(8))
+	l.Reservations.Reserve(leaf, "b", "n2", gpus(8))
+	require.Empty(t, l.Reservations.ReservedBy(root))
+	require.Contains(t, l.Reservations.ReservedBy(leaf), types.UID("b"))
 
 	// Forgetting a gang forgets where its members reserved.
 	l.ForgetGang(leaf)
-	_, ok = l.Claims.ReservedUnder("b")
+	_, ok = l.Reservations.ReservedUnder("b")
 	require.False(t, ok)
 }
 
 // Holders names every unit that holds something for a pod: a reservation,
-// a slot of its live claim, a place of the head hold.
+// a slot of its live held plan, a place of the head hold.
 func TestHolders(t *testing.T) {
 	l, _ := newTestLedger()
 	reserving, planned, head := key("reserving"), key("planned"), key("head")
-	l.SetClaim(reserving, []Slot{slot("r", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
-	l.Claims.Reserve(reserving, "r", "n1", gpus(8))
-	l.SetClaim(planned, []Slot{slot("p", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.HoldPlan(reserving, []Slot{slot("r", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(reserving, "r", "n1", gpus(8))
+	l.HoldPlan(planned, []Slot{slot("p", "n2", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
 	holds, _ := l.Head.Take(head, QueueOrder{}, []Slot{slot("h", "n3", 8)}, time.Minute)
 	require.True(t, holds)
 

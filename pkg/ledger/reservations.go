@@ -14,19 +14,20 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// Claims are what this scheduler promised each gang: the members it
+// Reservations are what this scheduler promised each gang: the members it
 // reserved a node for, the capacity a plan holds for the members still to
 // reserve, and how the gang's attempts went (their count, the backoff after
-// failed ones, whether the gang reached quorum).
-type Claims struct {
+// failed ones, whether the gang reached quorum). They are the ledger's
+// promises, not DRA ResourceClaims.
+type Reservations struct {
 	clock clock.PassiveClock
 
-	// mu guards byKey, every gangClaims in it, and unitOf. Held before
+	// mu guards byKey, every gangReservations in it, and unitOf. Held before
 	// Head.mu when both are held (see doc.go).
 	mu    sync.Mutex
-	byKey map[gang.Key]*gangClaims
+	byKey map[gang.Key]*gangReservations
 	// unitOf is, per reserved member, the unit it reserved under: the key
-	// whose gangClaims.reserved holds it. It is the one record of where a
+	// whose gangReservations.reserved holds it. It is the one record of where a
 	// reservation counts. The unit a pod belongs to can change under a
 	// reservation (a CompositePodGroup above its PodGroup deleted or
 	// re-created), and the reservation must still be found, by the pod's
@@ -34,8 +35,9 @@ type Claims struct {
 	unitOf map[types.UID]gang.Key
 }
 
-// gangClaims is what the scheduler promised one gang. Guarded by Claims.mu.
-type gangClaims struct {
+// gangReservations is what the scheduler promised one gang. Guarded by
+// Reservations.mu.
+type gangReservations struct {
 	// admitted is set when the gang reached quorum in this scheduler. A
 	// running gang's members that reappear schedule one by one. It is
 	// cleared when no member holds a node any more.
@@ -46,9 +48,9 @@ type gangClaims struct {
 	// reserved holds members this scheduler reserved a node for (assumed,
 	// waiting in Permit, binding or bound) and that still exist.
 	reserved map[types.UID]Reservation
-	// claim holds capacity for the members of the current attempt that have
+	// plan holds capacity for the members of the current attempt that have
 	// not reserved yet. Nil when no attempt is in flight.
-	claim *Claim
+	plan *HeldPlan
 	// failures counts consecutive failed attempts; it sets the backoff.
 	failures     int
 	backoffUntil time.Time
@@ -65,8 +67,9 @@ type Reservation struct {
 	Request capacity.Amounts
 }
 
-// Claim is the capacity a plan holds for the members still to reserve.
-type Claim struct {
+// HeldPlan is one attempt's plan as the ledger holds it: the slots it holds
+// for the members still to reserve, until the attempt's deadline.
+type HeldPlan struct {
 	// Summary and Spans describe the plan, for people and metrics.
 	Summary string
 	Spans   []placement.Span
@@ -96,19 +99,19 @@ type Slot struct {
 	// the plan expects to finish still use it. It is held from the gangs
 	// queued behind all the same, so that what frees up there stays the
 	// head's whichever gang the scheduler tries first; it is not idle, so
-	// Held does not count it. Claims never have waiting slots: their
+	// Held does not count it. Held plans never have waiting slots: their
 	// plans fit the free capacity.
 	Waiting bool
 }
 
-// NewClaims returns empty claims that read time from c.
-func NewClaims(c clock.PassiveClock) *Claims {
-	return &Claims{clock: c, byKey: map[gang.Key]*gangClaims{}, unitOf: map[types.UID]gang.Key{}}
+// NewReservations returns empty reservations that read time from c.
+func NewReservations(c clock.PassiveClock) *Reservations {
+	return &Reservations{clock: c, byKey: map[gang.Key]*gangReservations{}, unitOf: map[types.UID]gang.Key{}}
 }
 
 // unreserveLocked forgets uid's reservation, wherever it was made, and
 // returns the unit it was made under and the reservation. Callers hold mu.
-func (c *Claims) unreserveLocked(uid types.UID) (unit gang.Key, r Reservation, had bool) {
+func (c *Reservations) unreserveLocked(uid types.UID) (unit gang.Key, r Reservation, had bool) {
 	unit, had = c.unitOf[uid]
 	if !had {
 		return unit, r, false
@@ -122,67 +125,67 @@ func (c *Claims) unreserveLocked(uid types.UID) (unit gang.Key, r Reservation, h
 }
 
 // get returns the gang's record, creating it. Callers hold mu.
-func (c *Claims) get(key gang.Key) *gangClaims {
+func (c *Reservations) get(key gang.Key) *gangReservations {
 	g, ok := c.byKey[key]
 	if !ok {
-		g = &gangClaims{reserved: map[types.UID]Reservation{}}
+		g = &gangReservations{reserved: map[types.UID]Reservation{}}
 		c.byKey[key] = g
 	}
 	return g
 }
 
-// liveClaim returns the gang's claim if it has one that has not expired.
-func (g *gangClaims) liveClaim(now time.Time) *Claim {
-	if g.claim == nil || !now.Before(g.claim.deadline) {
+// livePlan returns the gang's held plan if it has one that has not expired.
+func (g *gangReservations) livePlan(now time.Time) *HeldPlan {
+	if g.plan == nil || !now.Before(g.plan.deadline) {
 		return nil
 	}
-	return g.claim
+	return g.plan
 }
 
-// addHeldLocked adds to held, per node, what the live claims of gangs other
+// addHeldLocked adds to held, per node, what the live held plans of gangs other
 // than self hold. Callers hold mu.
-func (c *Claims) addHeldLocked(held map[string]capacity.Amounts, self gang.Key, now time.Time) {
+func (c *Reservations) addHeldLocked(held map[string]capacity.Amounts, self gang.Key, now time.Time) {
 	for key, g := range c.byKey {
-		if cl := g.liveClaim(now); key != self && cl != nil {
-			addSlots(held, cl.slots)
+		if hp := g.livePlan(now); key != self && hp != nil {
+			addSlots(held, hp.slots)
 		}
 	}
 }
 
 // startLocked starts a new attempt holding slots until deadline. Callers
 // hold mu.
-func (c *Claims) startLocked(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) {
+func (c *Reservations) startLocked(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) {
 	g := c.get(key)
 	g.attempt++
-	g.claim = &Claim{attempt: g.attempt, deadline: deadline, slots: slots, Summary: plan.Summary, Spans: plan.Spans, fingerprint: fp,
+	g.plan = &HeldPlan{attempt: g.attempt, deadline: deadline, slots: slots, Summary: plan.Summary, Spans: plan.Spans, fingerprint: fp,
 		designated: !interchangeable(key, plan)}
 }
 
-// PlanSlots returns the nodes a member may take in the gang's live claim:
+// PlanSlots returns the nodes a member may take in the gang's live held plan:
 // the node of the slot designated to it if there is one, else (where
 // members are interchangeable) the nodes of every slot its request fits,
-// in name order. ok is false when no claim is live.
-func (c *Claims) PlanSlots(key gang.Key, uid types.UID, req capacity.Amounts) (nodes []string, ok bool) {
+// in name order. ok is false when no held plan is live.
+func (c *Reservations) PlanSlots(key gang.Key, uid types.UID, req capacity.Amounts) (nodes []string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, found := c.byKey[key]
 	if !found {
 		return nil, false
 	}
-	cl := g.liveClaim(c.clock.Now())
-	if cl == nil {
+	hp := g.livePlan(c.clock.Now())
+	if hp == nil {
 		return nil, false
 	}
-	for _, s := range cl.slots {
+	for _, s := range hp.slots {
 		if s.UID == uid {
 			return []string{s.Node}, true
 		}
 	}
-	if cl.designated {
+	if hp.designated {
 		return nil, true
 	}
 	seen := map[string]bool{}
-	for _, s := range cl.slots {
+	for _, s := range hp.slots {
 		if !seen[s.Node] && req.FitsIn(s.Request) {
 			seen[s.Node] = true
 			nodes = append(nodes, s.Node)
@@ -193,21 +196,21 @@ func (c *Claims) PlanSlots(key gang.Key, uid types.UID, req capacity.Amounts) (n
 }
 
 // Fingerprint returns the fingerprint of the plan of the attempt in flight.
-func (c *Claims) Fingerprint(key gang.Key) (uint64, bool) {
+func (c *Reservations) Fingerprint(key gang.Key) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
-	if !ok || g.claim == nil {
+	if !ok || g.plan == nil {
 		return 0, false
 	}
-	return g.claim.fingerprint, true
+	return g.plan.fingerprint, true
 }
 
 // Reserve records that a member reserved node and takes a slot of the
-// gang's claim: the one designated to it, else one on that node that it
-// fits, else the first it fits anywhere, so the claim never holds more than
+// gang's held plan: the one designated to it, else one on that node that it
+// fits, else the first it fits anywhere, so the held plan never holds more than
 // the members still to come.
-func (c *Claims) Reserve(key gang.Key, uid types.UID, node string, req capacity.Amounts) {
+func (c *Reservations) Reserve(key gang.Key, uid types.UID, node string, req capacity.Amounts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if prev, ok := c.unitOf[uid]; ok && prev != key {
@@ -217,12 +220,12 @@ func (c *Claims) Reserve(key gang.Key, uid types.UID, node string, req capacity.
 	g := c.get(key)
 	g.reserved[uid] = Reservation{Node: node, Attempt: g.attempt, Request: req}
 	c.unitOf[uid] = key
-	cl := g.liveClaim(c.clock.Now())
-	if cl == nil {
+	hp := g.livePlan(c.clock.Now())
+	if hp == nil {
 		return
 	}
-	if i := pickSlot(cl.slots, uid, node, req, !cl.designated); i >= 0 {
-		cl.slots = append(cl.slots[:i], cl.slots[i+1:]...)
+	if i := pickSlot(hp.slots, uid, node, req, !hp.designated); i >= 0 {
+		hp.slots = append(hp.slots[:i], hp.slots[i+1:]...)
 	}
 }
 
@@ -274,7 +277,7 @@ func pickSlot(slots []Slot, uid types.UID, node string, req capacity.Amounts, in
 // to an attempt that had already reached quorum: the member failed to bind
 // after its gang was let go. Neither is set for a pod without a
 // reservation.
-func (c *Claims) Unreserve(uid types.UID) (unit gang.Key, inFlight, released bool) {
+func (c *Reservations) Unreserve(uid types.UID) (unit gang.Key, inFlight, released bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	unit, r, had := c.unreserveLocked(uid)
@@ -282,21 +285,21 @@ func (c *Claims) Unreserve(uid types.UID) (unit gang.Key, inFlight, released boo
 		return unit, false, false
 	}
 	g := c.byKey[unit]
-	inFlight = g.claim != nil && g.claim.attempt == r.Attempt
+	inFlight = g.plan != nil && g.plan.attempt == r.Attempt
 	return unit, inFlight, !inFlight && g.admitted
 }
 
 // ReservedUnder returns the unit a member's reservation counts under, if it
 // has one.
-func (c *Claims) ReservedUnder(uid types.UID) (gang.Key, bool) {
+func (c *Reservations) ReservedUnder(uid types.UID) (gang.Key, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	unit, ok := c.unitOf[uid]
 	return unit, ok
 }
 
-// Reservations returns a copy of the gang's reservations by member UID.
-func (c *Claims) Reservations(key gang.Key) map[types.UID]Reservation {
+// ReservedBy returns a copy of the gang's reservations by member UID.
+func (c *Reservations) ReservedBy(key gang.Key) map[types.UID]Reservation {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
@@ -311,7 +314,7 @@ func (c *Claims) Reservations(key gang.Key) map[types.UID]Reservation {
 }
 
 // ReservedUIDs lists the gang's reserved members in UID order.
-func (c *Claims) ReservedUIDs(key gang.Key) []types.UID {
+func (c *Reservations) ReservedUIDs(key gang.Key) []types.UID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
@@ -328,18 +331,18 @@ func (c *Claims) ReservedUIDs(key gang.Key) []types.UID {
 
 // Placing counts the gangs with an attempt in flight, and the members those
 // attempts reserved (they wait in Permit for the rest of their gang).
-func (c *Claims) Placing() (placing, reserved int) {
+func (c *Reservations) Placing() (placing, reserved int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	for _, g := range c.byKey {
-		cl := g.liveClaim(now)
-		if cl == nil {
+		hp := g.livePlan(now)
+		if hp == nil {
 			continue
 		}
 		placing++
 		for _, r := range g.reserved {
-			if r.Attempt == cl.attempt {
+			if r.Attempt == hp.attempt {
 				reserved++
 			}
 		}
@@ -349,16 +352,16 @@ func (c *Claims) Placing() (placing, reserved int) {
 
 // InFlightOn lists, in key order, the gangs whose attempt in flight has a
 // member reserved on node.
-func (c *Claims) InFlightOn(node string) []gang.Key {
+func (c *Reservations) InFlightOn(node string) []gang.Key {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var keys []gang.Key
 	for key, g := range c.byKey {
-		if g.claim == nil {
+		if g.plan == nil {
 			continue
 		}
 		for _, r := range g.reserved {
-			if r.Node == node && r.Attempt == g.claim.attempt {
+			if r.Node == node && r.Attempt == g.plan.attempt {
 				keys = append(keys, key)
 				break
 			}
@@ -370,17 +373,17 @@ func (c *Claims) InFlightOn(node string) []gang.Key {
 
 // InFlightNodes lists, in name order, the nodes reserved by members of the
 // gang's attempt in flight.
-func (c *Claims) InFlightNodes(key gang.Key) []string {
+func (c *Reservations) InFlightNodes(key gang.Key) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
-	if !ok || g.claim == nil {
+	if !ok || g.plan == nil {
 		return nil
 	}
 	seen := map[string]bool{}
 	var nodes []string
 	for _, r := range g.reserved {
-		if r.Attempt == g.claim.attempt && !seen[r.Node] {
+		if r.Attempt == g.plan.attempt && !seen[r.Node] {
 			seen[r.Node] = true
 			nodes = append(nodes, r.Node)
 		}
@@ -394,19 +397,19 @@ func (c *Claims) InFlightNodes(key gang.Key) []string {
 // if it had none). inFlight is true when the member was reserved in that
 // unit's attempt in flight, or the attempt's plan designated a slot to it
 // alone that it had not taken yet.
-func (c *Claims) drop(key gang.Key, uid types.UID) (unit gang.Key, inFlight bool) {
+func (c *Reservations) drop(key gang.Key, uid types.UID) (unit gang.Key, inFlight bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	unit = key
 	if u, r, had := c.unreserveLocked(uid); had {
 		g := c.byKey[u]
-		unit, inFlight = u, g.claim != nil && g.claim.attempt == r.Attempt
+		unit, inFlight = u, g.plan != nil && g.plan.attempt == r.Attempt
 	}
 	g, ok := c.byKey[unit]
 	if !ok {
 		return unit, inFlight
 	}
-	if cl := g.liveClaim(c.clock.Now()); cl != nil && cl.designated && slices.ContainsFunc(cl.slots, func(s Slot) bool { return s.UID == uid }) {
+	if hp := g.livePlan(c.clock.Now()); hp != nil && hp.designated && slices.ContainsFunc(hp.slots, func(s Slot) bool { return s.UID == uid }) {
 		// No other member may take its slot: the attempt cannot complete
 		// as planned, and plans again with the member that replaces it.
 		inFlight = true
@@ -415,23 +418,23 @@ func (c *Claims) drop(key gang.Key, uid types.UID) (unit gang.Key, inFlight bool
 }
 
 // holdersLocked adds to into the units that hold something for a pod of
-// uids: a reservation, or a slot of their live claim. Callers hold mu.
-func (c *Claims) holdersLocked(uids map[types.UID]bool, into map[gang.Key]bool, now time.Time) {
+// uids: a reservation, or a slot of their live held plan. Callers hold mu.
+func (c *Reservations) holdersLocked(uids map[types.UID]bool, into map[gang.Key]bool, now time.Time) {
 	for uid := range uids {
 		if unit, ok := c.unitOf[uid]; ok {
 			into[unit] = true
 		}
 	}
 	for key, g := range c.byKey {
-		if cl := g.liveClaim(now); cl != nil && slices.ContainsFunc(cl.slots, func(s Slot) bool { return uids[s.UID] }) {
+		if hp := g.livePlan(now); hp != nil && slices.ContainsFunc(hp.slots, func(s Slot) bool { return uids[s.UID] }) {
 			into[key] = true
 		}
 	}
 }
 
-// idle ends the claim and the admission of a gang that has no reservation
+// idle ends the held plan and the admission of a gang that has no reservation
 // left, keeping its backoff. It reports whether the gang has none.
-func (c *Claims) idle(key gang.Key) (unreserved bool) {
+func (c *Reservations) idle(key gang.Key) (unreserved bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g, ok := c.byKey[key]
@@ -441,13 +444,14 @@ func (c *Claims) idle(key gang.Key) (unreserved bool) {
 	if len(g.reserved) > 0 {
 		return false
 	}
-	g.claim = nil
+	g.plan = nil
 	g.admitted = false
 	return true
 }
 
-// forget drops all the gang's claims, backoff included.
-func (c *Claims) forget(key gang.Key) {
+// forget drops all the gang's reservations and its held plan, backoff
+// included.
+func (c *Reservations) forget(key gang.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if g, ok := c.byKey[key]; ok {
@@ -459,7 +463,7 @@ func (c *Claims) forget(key gang.Key) {
 }
 
 // knows reports whether the gang has a record.
-func (c *Claims) knows(key gang.Key) bool {
+func (c *Reservations) knows(key gang.Key) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.byKey[key]
