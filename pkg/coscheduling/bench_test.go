@@ -64,7 +64,7 @@ func BenchmarkCapacityPreCheck(b *testing.B) {
 }
 
 // benchPreCheck is one case of BenchmarkCapacityPreCheck; fullScan runs
-// Filter on every node before planning, as plans did before prune.go.
+// Filter on every node before planning, as plans did before eligibility.Runner.RoomyFirst.
 func benchPreCheck(b *testing.B, nodes, size int, fullScan bool) {
 	fleet, running := benchFleet(nodes)
 	job := members("big", size, "8")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -60,12 +61,12 @@ func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *
 // its ComputeDomain allows (placeComputeDomain). A gang whose domain is
 // bad input gets a status, and no eligible node, so that a preemption pass
 // (which has reported nothing) evicts nobody for it.
-func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo) *fwk.Status {
-	pl.eligibility(ctx, templates, nodeInfos, pl.ledger.Lessons.View(spec.Key))
+func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo) *fwk.Status {
+	pl.eligibility.Eligibility(ctx, templates, nodeInfos, pl.ledger.Lessons.View(spec.Key))
 	status := pl.placeComputeDomain(spec, members, templates, nodeInfos, nil)
 	if status != nil {
 		for _, t := range templates {
-			clear(t.eligible)
+			clear(t.Eligible)
 		}
 	}
 	return status
@@ -79,7 +80,7 @@ func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members 
 // keeps the members to the cliques chooseCliques picks. req is the
 // request being planned, whose members share the templates' eligibility;
 // nil in a preemption pass, which chooses no cliques.
-func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*template, nodeInfos []fwk.NodeInfo, req *placement.Request) *fwk.Status {
+func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo, req *placement.Request) *fwk.Status {
 	pass, status := pl.domainOfGang(spec, members)
 	if prev := pl.computeDomains.Get(spec.Key); pass != nil && req == nil && prev != nil && prev.Domain == pass.Domain {
 		pass.Span = prev.Span
@@ -89,23 +90,23 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 		return status
 	}
 	sites := pl.sitesOf(spec.Key, pass.Domain, nodeInfos)
-	var domainTemplates []*template
+	var domainTemplates []*eligibility.Template
 	for _, t := range templates {
-		if pl.devices.ComputeDomainOf(t.pod) == "" {
+		if pl.devices.ComputeDomainOf(t.Pod) == "" {
 			continue // a member outside the domain (a launcher) goes anywhere
 		}
 		domainTemplates = append(domainTemplates, t)
-		before := slices.Clone(t.eligible)
+		before := slices.Clone(t.Eligible)
 		taken := 0
 		for i, ni := range nodeInfos {
-			if !t.eligible[i] {
+			if !t.Eligible[i] {
 				continue
 			}
 			why := sites.Rejects(ni.Node(), pass.ShareClique)
 			if why == "" {
 				continue
 			}
-			t.eligible[i] = false
+			t.Eligible[i] = false
 			taken++
 			pass.Excluded.Insert(ni.Node().Name)
 			reject(t, why)
@@ -116,7 +117,7 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 		if pass.Before == nil {
 			pass.Before = make([][]bool, len(members))
 		}
-		for _, m := range t.members {
+		for _, m := range t.Members {
 			pass.Before[m] = before
 		}
 	}
@@ -127,11 +128,11 @@ func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templat
 }
 
 // reject counts why one more node is not eligible for t.
-func reject(t *template, why string) {
-	if t.rejections == nil {
-		t.rejections = map[string]int{}
+func reject(t *eligibility.Template, why string) {
+	if t.Rejections == nil {
+		t.Rejections = map[string]int{}
 	}
-	t.rejections[Name+": "+why]++
+	t.Rejections[Name+": "+why]++
 }
 
 // topologyAdvice ends a TopologyUnsatisfied Event: how the user may relax

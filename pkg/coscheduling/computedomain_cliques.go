@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -28,11 +29,11 @@ const (
 // the cliques computedomain.Choose picks, and records on pass the choice
 // and whether the gang spans cliques. Without a choice the members keep
 // their nodes: the planner then finds no plan and explainNoFit says why.
-func (pl *Plugin) chooseCliques(pass *computedomain.Pass, sites *computedomain.Sites, templates []*template, req *placement.Request) {
+func (pl *Plugin) chooseCliques(pass *computedomain.Pass, sites *computedomain.Sites, templates []*eligibility.Template, req *placement.Request) {
 	var ms []int
 	kind := map[int]int{}
 	for k, t := range templates {
-		for _, m := range t.members {
+		for _, m := range t.Members {
 			ms = append(ms, m)
 			kind[m] = k
 		}
@@ -82,8 +83,8 @@ func (pl *Plugin) chooseCliques(pass *computedomain.Pass, sites *computedomain.S
 	keep := sets.New(choice.Cliques...)
 	for _, t := range templates {
 		for i := range req.Nodes {
-			if t.eligible[i] && !keep.Has(req.Nodes[i].Labels[computedomain.CliqueLevel]) {
-				t.eligible[i] = false
+			if t.Eligible[i] && !keep.Has(req.Nodes[i].Labels[computedomain.CliqueLevel]) {
+				t.Eligible[i] = false
 				reject(t, why)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -64,9 +65,9 @@ func (r demandReports) ClaimUnreadable(pod *v1.Pod, err error) *fwk.Status {
 // exactly, so that DynamicResources' Filter may be skipped, and the
 // allocated claims that pin the members, which the eligibility pass
 // enforces either way.
-func markCounted(d *dra.PassDemand, templates []*template, _ []int) {
+func markCounted(d *dra.PassDemand, templates []*eligibility.Template, _ []int) {
 	for _, t := range templates {
-		td := d.ForTemplate(t.members)
-		t.devicesCounted, t.devices, t.pins = td.Counted, td.Devices, td.Pins
+		td := d.ForTemplate(t.Members)
+		t.DevicesCounted, t.Devices, t.Pins = td.Counted, td.Devices, td.Pins
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -78,13 +79,13 @@ func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 			}
 			d, status := env.pl.demandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
 			require.Nil(t, status)
-			templates, of := templatesOf([]*v1.Pod{pod}, d.Requests)
+			templates, of := eligibility.TemplatesOf([]*v1.Pod{pod}, d.Requests)
 			markCounted(d, templates, of)
-			require.NotEmpty(t, templates[0].devices.Mapped, "the member's GPUs must be mapped to devices")
+			require.NotEmpty(t, templates[0].Devices.Mapped, "the member's GPUs must be mapped to devices")
 			counting := &countingClaims{ResourceClaimTracker: env.pl.devices.Manager().ResourceClaims()}
-			ext := &extendedClaims{claims: counting}
+			ext := eligibility.NewExtendedClaims(counting, nil)
 			for range 3 {
-				_, ok := env.pl.standIn(templates[0], ext)
+				_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], ext)
 				require.Equal(t, tt.want, ok)
 			}
 			require.Equal(t, 1, counting.lists, "the claims of one pass are listed once")
@@ -92,17 +93,17 @@ func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 			// With the claim watch, a pass lists no claim: the watch's
 			// handler keeps the extended-resource claims by pod.
 			counting.lists = 0
-			watched := env.pl.extendedClaims()
-			require.NotNil(t, watched.watch, "the plugin has a claim watch")
-			watched.claims = counting
+			watch := env.pl.devices.Inventories().Claims()
+			require.NotNil(t, watch, "the plugin has a claim watch")
+			watched := eligibility.NewExtendedClaims(counting, watch)
 			if !tt.want {
 				require.Eventually(t, func() bool {
-					_, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
+					_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], env.pl.eligibility.ExtendedClaims())
 					return !ok
 				}, sliceListedTimeout, sliceListedTimeout/100, "the claim watch never saw the member's claim")
 			}
 			for range 3 {
-				_, ok := env.pl.standIn(templates[0], watched)
+				_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], watched)
 				require.Equal(t, tt.want, ok)
 			}
 			require.Zero(t, counting.lists, "with a claim watch no pass lists the claims")

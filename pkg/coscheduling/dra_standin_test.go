@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
@@ -29,7 +30,7 @@ func cudaSlice(node, cuda string) *resourceapi.ResourceSlice {
 }
 
 // The template pass runs PreFilter for a stand-in without the claims and
-// DRA-served extended resources the model counts (dra_standin.go); the GPU
+// DRA-served extended resources the model counts (eligibility.Runner.WithoutCountedClaims); the GPU
 // rules must still bind it. A gang that needs CUDA 12.4 whose GPUs come
 // through DRA is planned on the 12.4 nodes only, though the 12.2 nodes
 // come first in the planner's order.
@@ -59,13 +60,13 @@ func TestStandInKeepsFleetDemand(t *testing.T) {
 			// are counted and nothing keeps the member itself in PreFilter.
 			d, status := env.pl.demandOf(env.ctx, nil, pods, 0)
 			require.Nil(t, status)
-			templates, of := templatesOf(pods, d.Requests)
+			templates, of := eligibility.TemplatesOf(pods, d.Requests)
 			markCounted(d, templates, of)
-			_, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
+			_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], env.pl.eligibility.ExtendedClaims())
 			require.True(t, ok, "the template pass must run on a stand-in")
-			env.pl.preFilterTemplates(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), ledger.LessonView{})
-			env.pl.filterTemplates(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), nil)
-			require.Equal(t, []bool{false, false, true, true}, templates[0].eligible)
+			env.pl.eligibility.PreFilter(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), ledger.LessonView{})
+			env.pl.eligibility.Filter(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), nil)
+			require.Equal(t, []bool{false, false, true, true}, templates[0].Eligible)
 		})
 	}
 }
@@ -109,9 +110,9 @@ func TestStandInKeepsWhatDynamicResourcesJudges(t *testing.T) {
 				withDRA(), withObjects(nvidiaClass(), gpuSlice("n0", "H100", "H100", "H100", "H100", "H100", "H100", "H100", "H100"), tmpl, claim))
 			d, status := env.pl.demandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
 			require.Nil(t, status)
-			templates, of := templatesOf([]*v1.Pod{pod}, d.Requests)
+			templates, of := eligibility.TemplatesOf([]*v1.Pod{pod}, d.Requests)
 			markCounted(d, templates, of)
-			standIn, ok := env.pl.standIn(templates[0], env.pl.extendedClaims())
+			standIn, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], env.pl.eligibility.ExtendedClaims())
 			require.Equal(t, tt.want, ok)
 			if ok {
 				require.Empty(t, standIn.Spec.ResourceClaims)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -23,16 +24,16 @@ import (
 // explainIneligible fails a gang some of whose members no node accepts at
 // all, naming the Filter plugins that turned them away, instead of letting
 // the planner report it as a lack of room.
-func (pl *Plugin) explainIneligible(spec *gang.Spec, templates []*template, nodes int) *fwk.Status {
+func (pl *Plugin) explainIneligible(spec *gang.Spec, templates []*eligibility.Template, nodes int) *fwk.Status {
 	for _, t := range templates {
-		if t.rejected != nil {
-			msg := fmt.Sprintf("gang %s: member %s is rejected before any node is tried by %s: %s", spec.Key, t.pod.Name, t.rejected.Plugin(), t.rejected.Message())
-			pl.events.gang(spec, t.pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s", msg)
-			return fwk.NewStatus(t.rejected.Code(), msg)
+		if t.Rejected != nil {
+			msg := fmt.Sprintf("gang %s: member %s is rejected before any node is tried by %s: %s", spec.Key, t.Pod.Name, t.Rejected.Plugin(), t.Rejected.Message())
+			pl.events.gang(spec, t.Pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s", msg)
+			return fwk.NewStatus(t.Rejected.Code(), msg)
 		}
-		if nodes > 0 && !anyTrue(t.eligible) {
-			msg := fmt.Sprintf("gang %s: no node accepts member %s%s", spec.Key, t.pod.Name, t.why())
-			pl.events.gang(spec, t.pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s; it is tried again when nodes or pods change", msg)
+		if nodes > 0 && !anyTrue(t.Eligible) {
+			msg := fmt.Sprintf("gang %s: no node accepts member %s%s", spec.Key, t.Pod.Name, t.Why())
+			pl.events.gang(spec, t.Pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s; it is tried again when nodes or pods change", msg)
 			return fwk.NewStatus(fwk.Unschedulable, msg)
 		}
 	}

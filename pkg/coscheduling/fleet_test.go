@@ -17,6 +17,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/gpufleet"
@@ -146,7 +147,7 @@ func TestFilterSignatureSeesGPUAnnotations(t *testing.T) {
 	a := member("g", "a", "8")
 	b := member("g", "b", "8")
 	b.Labels["training.kubeflow.org/replica-index"] = "1"
-	sig := func(p *v1.Pod) string { return filterSignature(p, capacity.PodAmounts(p)) }
+	sig := func(p *v1.Pod) string { return eligibility.FilterSignature(p, capacity.PodAmounts(p)) }
 	require.Equal(t, sig(a), sig(b))
 	b.Annotations = map[string]string{scheduling.AnnotationMinCUDA: "12.4"}
 	require.NotEqual(t, sig(a), sig(b))

@@ -16,6 +16,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
@@ -57,24 +58,24 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	defer func() { release(); releaseRoomy() }()
 	var plan *placement.Plan
 	var fp uint64
-	var templates []*template
+	var templates []*eligibility.Template
 	var of []int
 	// A firstAvailable request plans with its first alternative; only when
 	// the gang does not fit with it are the next ones tried, in order.
 	for alt := 0; ; alt++ {
-		templates, of = templatesOf(members, d.Requests)
+		templates, of = eligibility.TemplatesOf(members, d.Requests)
 		markCounted(d, templates, of)
-		pl.preFilterTemplates(ctx, templates, sorted, pl.ledger.Lessons.View(key))
+		pl.eligibility.PreFilter(ctx, templates, sorted, pl.ledger.Lessons.View(key))
 		// Members share their template's eligibility slice, which Filter
-		// fills in place (prune.go).
+		// fills in place (eligibility.Runner.RoomyFirst).
 		release()
 		req, gens, release = pl.lendRequest(ctx, key, members, d, sorted, held, templates, of, true)
 		releaseRoomy()
 		var rest func()
-		rest, releaseRoomy = pl.roomyFirst(ctx, templates, sorted, gens, req)
+		rest, releaseRoomy = pl.eligibility.RoomyFirst(ctx, &pl.snapshot, !pl.noPrune, templates, sorted, gens, req)
 		// A ComputeDomain's gang is placed on whole cliques apart from other
 		// domains (computedomain_apart.go), which needs every node filtered.
-		if rest != nil && (someIneligible(templates) || pl.inComputeDomain(members)) {
+		if rest != nil && (eligibility.SomeIneligible(templates) || pl.inComputeDomain(members)) {
 			rest()
 			rest = nil
 		}
@@ -193,7 +194,7 @@ func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
 // in name order; d holds the members' requests (demandOf). The request's
 // nodes are its own.
 func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
-	templates []*template, of []int) *placement.Request {
+	templates []*eligibility.Template, of []int) *placement.Request {
 	req, _, _ := pl.lendRequest(ctx, key, members, d, nodeInfos, held, templates, of, false)
 	return req
 }
@@ -203,7 +204,7 @@ func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.
 // calls release before the next plan, and does not keep it after. gens
 // are the nodes' generations when the view lent them, else nil.
 func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
-	templates []*template, of []int, lend bool) (*placement.Request, []int64, func()) {
+	templates []*eligibility.Template, of []int, lend bool) (*placement.Request, []int64, func()) {
 	dims := dimensions(d.Requests)
 	cols := d.Columns(dims)
 	nodes, gens, release := pl.snapshot.Nodes(ctx, nodeInfos, dims, cols, held, lend)
@@ -216,9 +217,9 @@ func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.P
 			Name:        p.Namespace + "/" + p.Name,
 			Rank:        i,
 			Request:     toVector(dims, d.Requests[i]),
-			Eligible:    t.eligible,
+			Eligible:    t.Eligible,
 			Accelerated: accelerated[i],
-			MaxPerNode:  t.perNode,
+			MaxPerNode:  t.PerNode,
 		}
 	}
 	return &placement.Request{
@@ -241,12 +242,12 @@ func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.P
 // ran the profile's PreFilter plugins for each template, so the state of
 // the gang's first accelerated member holds it. Nil when no plugin does,
 // or when the framework could not run PreFilter plugins for the plugin.
-func gangGroups(templates []*template, of []int, accelerated []bool, nodes []placement.Node) *placement.Groups {
+func gangGroups(templates []*eligibility.Template, of []int, accelerated []bool, nodes []placement.Node) *placement.Groups {
 	for i, acc := range accelerated {
 		if !acc {
 			continue
 		}
-		state := templates[of[i]].state
+		state := templates[of[i]].State
 		if state == nil {
 			return nil
 		}

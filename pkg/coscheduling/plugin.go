@@ -17,7 +17,7 @@
 //   - prefilter.go: PreFilter of the first member runs the capacity
 //     pre-check (plan.go): it plans the whole gang, node by node, in free
 //     capacity less what other gangs hold, on nodes every Filter plugin of
-//     the profile accepts (eligibility.go, verification.go), in the
+//     the profile accepts (package eligibility, verification.go), in the
 //     gang's segments and with members that share a claim on one node
 //     (segments.go), and holds the plan's capacity in the ledger. A gang that does not fit holds nothing
 //     (explain.go says why), except the head of the queue, for a bounded
@@ -46,7 +46,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
@@ -109,9 +108,9 @@ type Plugin struct {
 	// levels are the topology levels of the plugin's args, tightest
 	// first, against which segments are checked.
 	levels []scheduling.Level
-	// runner runs the profile's PreFilter plugins for members being
-	// planned; nil when the handle cannot (see eligibility.go).
-	runner preFilterRunner
+	// eligibility runs the profile's PreFilter and Filter plugins for the
+	// templates of members being planned, and keeps their verdicts.
+	eligibility *eligibility.Runner
 	// ledger is the plugin's memory of gangs: what it promised each one.
 	ledger *ledger.Ledger
 	// devices reads capacity published through Dynamic Resource
@@ -139,14 +138,10 @@ type Plugin struct {
 	nodeGeneration atomic.Uint64
 	// snapshot keeps what plans read of each node between plans.
 	snapshot eligibility.Snapshot
-	// verdicts are the Filter verdicts kept per template (verdicts.go),
-	// made on first use.
-	verdictsOnce sync.Once
-	verdicts     *verdicts
 	// nominations are the nodes that may have a nominated pod.
 	nominations eligibility.Nominations
-	// noPrune makes every plan run Filter on every node first (prune.go);
-	// tests set it to compare the two.
+	// noPrune makes every plan run Filter on every node first
+	// (eligibility.Runner.RoomyFirst); tests set it to compare the two.
 	noPrune bool
 	// logger is for work that outlives a scheduling cycle (timers).
 	logger klog.Logger
@@ -215,9 +210,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	pl.claims = dra.NewAllocations(ctx, claimsOpts)
 	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), claimGangs{pl}, pl.logger)
-	if r, ok := handle.(preFilterRunner); ok {
-		pl.runner = r
-	}
+	pl.eligibility = eligibility.NewRunner(handle, Name, pl.devices)
 	if pl.devices != nil {
 		// A member's claim deleted while it waits in Permit fails its
 		// gang's attempt, as the member's own deletion does.

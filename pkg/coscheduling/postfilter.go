@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 )
 
 // PostFilter runs when a pod found no node. A pod whose gang (or which)
@@ -41,7 +43,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		}
 		return pl.preempter.Preempt(ctx, p, s.held, statuses)
 	}
-	sig := filterSignature(pod, s.request)
+	sig := eligibility.FilterSignature(pod, s.request)
 	learned := false
 	var why []string
 	for _, node := range s.planNodes {
@@ -49,7 +51,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		// Only a Filter plugin's verdict teaches: a node missing from the
 		// snapshot (deleted since the plan) has none, and a resource or
 		// held-capacity rejection means the plan went stale.
-		if st == nil || st.Plugin() == "" || acceptable(st) || st.Plugin() == Name {
+		if st == nil || st.Plugin() == "" || eligibility.Acceptable(st) || st.Plugin() == Name {
 			continue
 		}
 		why = append(why, fmt.Sprintf("%s on %s: %s", st.Plugin(), node, st.Message()))

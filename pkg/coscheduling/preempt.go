@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -108,12 +109,12 @@ func (a preemptAdapter) Demand(ctx context.Context, spec *gang.Spec, members []*
 	if status != nil {
 		return nil, status
 	}
-	templates, of := templatesOf(members, d.Requests)
+	templates, of := eligibility.TemplatesOf(members, d.Requests)
 	markCounted(d, templates, of)
 	if spec != nil {
 		a.pl.gangEligibility(ctx, spec, members, templates, nodes) // a bad gang leaves no node eligible
 	} else {
-		templates[0].eligible = eligible
+		templates[0].Eligible = eligible
 	}
 	return &preemptDemand{pl: a.pl, spec: spec, members: members, nodes: nodes, d: d, templates: templates, of: of}, nil
 }
@@ -158,14 +159,14 @@ type preemptDemand struct {
 	members   []*v1.Pod
 	nodes     []fwk.NodeInfo
 	d         *dra.PassDemand
-	templates []*template
+	templates []*eligibility.Template
 	of        []int
 }
 
 func (pd *preemptDemand) Unplaceable() *v1.Pod {
 	for _, t := range pd.templates {
-		if !anyTrue(t.eligible) {
-			return t.pod
+		if !anyTrue(t.Eligible) {
+			return t.Pod
 		}
 	}
 	return nil

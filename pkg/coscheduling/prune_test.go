@@ -22,7 +22,7 @@ import (
 
 // TestRoomyFirstPlansAsTheFullScan compares, on random fleets in the
 // shipped profile, the plan made with Filter run on the roomy nodes first
-// (prune.go) with the plan made after Filter ran on every node: the same
+// (eligibility.Runner.RoomyFirst) with the plan made after Filter ran on every node: the same
 // members on the same nodes, or the same status when the gang does not
 // fit. The fleets have busy nodes, tainted nodes (TaintToleration turns
 // members away), two GPU products (GPUFleet's uniform groups), another

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
@@ -58,7 +59,7 @@ func (g claimGangs) KeepOff(key gang.Key, signatures []string, node string) bool
 }
 
 func (g claimGangs) Signature(pod *v1.Pod, request capacity.Amounts) string {
-	return filterSignature(pod, request)
+	return eligibility.FilterSignature(pod, request)
 }
 
 func (g claimGangs) Event(ref *v1.ObjectReference, related *v1.Pod, eventType, reason, format string, args ...any) {

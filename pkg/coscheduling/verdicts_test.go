@@ -18,6 +18,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
@@ -26,7 +27,7 @@ import (
 // way the scheduler's cache does (a taint comes or goes, a node's GPU
 // product label changes, a pod lands, a node object is replaced with the
 // same content), and checks after each change that the eligibility and the
-// rejections a plan reads with the kept verdicts (filterKnown) are those a
+// rejections a plan reads with the kept verdicts (eligibility.Runner.FilterKnown) are those a
 // fresh Filter pass over every node gives. A kept verdict that outlives its
 // node's change fails it. Every other round checks the verdicts against the
 // generations the node view lends with its nodes, as a plan does, the
@@ -77,12 +78,12 @@ func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeI
 	for i, p := range job {
 		reqs[i] = capacity.PodAmounts(p)
 	}
-	templates, _ := templatesOf(job, reqs)
-	env.pl.preFilterTemplates(env.ctx, templates, sorted, ledger.LessonView{})
+	templates, _ := eligibility.TemplatesOf(job, reqs)
+	env.pl.eligibility.PreFilter(env.ctx, templates, sorted, ledger.LessonView{})
 	keyed := true
 	if kept {
 		for _, tmpl := range templates {
-			_, ok := env.pl.verdictsOf().keyOf(tmpl)
+			_, ok := env.pl.eligibility.Verdicts().KeyOf(tmpl)
 			keyed = keyed && ok
 		}
 		var gens []int64
@@ -93,13 +94,13 @@ func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeI
 			defer release()
 			require.Len(t, gens, len(sorted))
 		}
-		env.pl.filterKnown(env.ctx, templates, sorted, gens, nil)
+		env.pl.eligibility.FilterKnown(env.ctx, templates, sorted, gens, nil)
 	} else {
-		env.pl.filterTemplates(env.ctx, templates, sorted, nil)
+		env.pl.eligibility.Filter(env.ctx, templates, sorted, nil)
 	}
 	out := make([]filterPass, len(templates))
 	for i, tmpl := range templates {
-		out[i] = filterPass{Eligible: tmpl.eligible, Rejections: tmpl.rejections}
+		out[i] = filterPass{Eligible: tmpl.Eligible, Rejections: tmpl.Rejections}
 	}
 	return out, keyed
 }
@@ -154,11 +155,11 @@ func TestVerdictsKeptOnlyForStaticFilters(t *testing.T) {
 	env := newTestEnv(t, nodes, append(append(plain, spread...), anyDriver...), pgs, withShippedProfile(t))
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
-	keyOf := func(p *v1.Pod) (verdictKey, bool) {
-		templates, _ := templatesOf([]*v1.Pod{p}, []capacity.Amounts{capacity.PodAmounts(p)})
-		env.pl.preFilterTemplates(env.ctx, templates, list, ledger.LessonView{})
-		require.True(t, templates[0].pending, "%s: %v", p.Name, templates[0].rejected)
-		return env.pl.verdictsOf().keyOf(templates[0])
+	keyOf := func(p *v1.Pod) (eligibility.VerdictKey, bool) {
+		templates, _ := eligibility.TemplatesOf([]*v1.Pod{p}, []capacity.Amounts{capacity.PodAmounts(p)})
+		env.pl.eligibility.PreFilter(env.ctx, templates, list, ledger.LessonView{})
+		require.True(t, templates[0].Pending, "%s: %v", p.Name, templates[0].Rejected)
+		return env.pl.eligibility.Verdicts().KeyOf(templates[0])
 	}
 	plainKey, ok := keyOf(plain[0])
 	require.True(t, ok, "a plain GPU member keeps its verdicts")
@@ -166,6 +167,6 @@ func TestVerdictsKeptOnlyForStaticFilters(t *testing.T) {
 	require.False(t, ok, "hard topology spread reads other nodes: no verdict is kept")
 	anyKey, ok := keyOf(anyDriver[0])
 	require.True(t, ok)
-	require.Equal(t, plainKey.sig, anyKey.sig, "the members differ in their PodGroup only")
+	require.Equal(t, eligibility.FilterSignature(plain[0], capacity.PodAmounts(plain[0])), eligibility.FilterSignature(anyDriver[0], capacity.PodAmounts(anyDriver[0])), "the members differ in their PodGroup only")
 	require.NotEqual(t, plainKey, anyKey, "GPUFleet's inputs (the PodGroup's requirements) tell them apart")
 }

@@ -12,23 +12,25 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/contract"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
 // Verification: a plan whose members may exclude each other is replayed
 // member by member through the profile's Filter plugins, and what fails
-// becomes a lesson in the ledger (see eligibility.go for the whole scheme).
+// becomes a lesson in the ledger (see package eligibility, runner.go, for
+// the whole scheme).
 
 // feasiblePlan plans until Filter accepts the plan: a plan whose members
-// exclude each other where it puts them teaches a lesson (see
-// eligibility.go) and the planner plans again. It returns the plan and its
+// exclude each other where it puts them teaches a lesson (see package
+// eligibility) and the planner plans again. It returns the plan and its
 // fingerprint. A plan that failed before is never returned again.
 func (pl *Plugin) feasiblePlan(ctx context.Context, key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo,
-	templates []*template, of []int) (*placement.Plan, uint64, error) {
+	templates []*eligibility.Template, of []int) (*placement.Plan, uint64, error) {
 	verify := false
 	for _, t := range templates {
-		verify = verify || (t.relational && pl.runner != nil)
+		verify = verify || (t.Relational && pl.eligibility.RunsPlugins())
 	}
 	var last *failure
 	for range maxReplans + 1 {
@@ -58,22 +60,22 @@ func (pl *Plugin) feasiblePlan(ctx context.Context, key gang.Key, members []*v1.
 }
 
 // applyLessons narrows the request by what the gang's lessons say now.
-func (pl *Plugin) applyLessons(key gang.Key, req *placement.Request, nodeInfos []fwk.NodeInfo, templates []*template, of []int) {
+func (pl *Plugin) applyLessons(key gang.Key, req *placement.Request, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int) {
 	lv := pl.ledger.Lessons.View(key)
 	for _, t := range templates {
-		if n, ok := lv.PerNode[t.sig]; ok && (t.perNode == 0 || n < t.perNode) {
-			t.perNode = n
+		if n, ok := lv.PerNode[t.Sig]; ok && (t.PerNode == 0 || n < t.PerNode) {
+			t.PerNode = n
 		}
-		if ex := lv.Excluded[t.sig]; ex.Len() > 0 {
+		if ex := lv.Excluded[t.Sig]; ex.Len() > 0 {
 			for i, ni := range nodeInfos {
 				if ex.Has(ni.Node().Name) {
-					t.eligible[i] = false
+					t.Eligible[i] = false
 				}
 			}
 		}
 	}
 	for i := range req.Members {
-		req.Members[i].MaxPerNode = templates[of[i]].perNode
+		req.Members[i].MaxPerNode = templates[of[i]].PerNode
 	}
 }
 
@@ -104,11 +106,11 @@ type failure struct {
 // members Filter rejects where the plan puts them. Members placed earlier
 // are added to the copies of their nodes and to every template's PreFilter
 // state, as the scheduler's own preemption does when it simulates pods.
-func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement.Plan, nodeInfos []fwk.NodeInfo, templates []*template, of []int) []failure {
+func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement.Plan, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int) []failure {
 	simCtx := contract.WithSimulation(ctx)
 	states := make([]fwk.CycleState, len(templates))
 	for i, t := range templates {
-		states[i] = t.state.Clone()
+		states[i] = t.State.Clone()
 	}
 	copies := map[int]fwk.NodeInfo{}
 	beside := map[[2]int]int{} // (template, node) -> members placed
@@ -121,7 +123,7 @@ func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement
 			copies[n] = ni
 		}
 		t := of[i]
-		if s := pl.handle.RunFilterPlugins(simCtx, states[t], m, ni); !acceptable(s) {
+		if s := pl.handle.RunFilterPlugins(simCtx, states[t], m, ni); !eligibility.Acceptable(s) {
 			failures = append(failures, failure{member: i, node: n, status: s, beside: beside[[2]int{t, n}]})
 			continue
 		}
@@ -134,7 +136,7 @@ func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement
 		}
 		ni.AddPodInfo(pi)
 		for j, o := range templates {
-			if s := pl.handle.RunPreFilterExtensionAddPod(simCtx, states[j], o.pod, pi, ni); !s.IsSuccess() {
+			if s := pl.handle.RunPreFilterExtensionAddPod(simCtx, states[j], o.Pod, pi, ni); !s.IsSuccess() {
 				klog.FromContext(ctx).V(4).Info("Could not add a planned member to a sibling's view", "member", klog.KObj(m), "status", s)
 			}
 		}
@@ -147,23 +149,23 @@ func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement
 // the bare node but fails beside k of its template's siblings caps the
 // template at k per node; anything else excludes the node for the
 // template. It reports whether anything new was learned.
-func (pl *Plugin) learn(ctx context.Context, key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, templates []*template, of []int, failures []failure) bool {
+func (pl *Plugin) learn(ctx context.Context, key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int, failures []failure) bool {
 	simCtx := contract.WithSimulation(ctx)
 	logger := klog.FromContext(ctx)
 	news := false
 	for _, f := range failures {
 		t := templates[of[f.member]]
 		node := nodeInfos[f.node].Node().Name
-		bare := pl.handle.RunFilterPlugins(simCtx, t.state, members[f.member], nodeInfos[f.node])
-		if f.beside > 0 && acceptable(bare) {
-			if pl.ledger.Lessons.LearnCap(key, t.sig, f.beside) {
+		bare := pl.handle.RunFilterPlugins(simCtx, t.State, members[f.member], nodeInfos[f.node])
+		if f.beside > 0 && eligibility.Acceptable(bare) {
+			if pl.ledger.Lessons.LearnCap(key, t.Sig, f.beside) {
 				logger.V(3).Info("Members exclude each other on a node: capping them", "podGroup", key, "member", klog.KObj(members[f.member]),
 					"node", node, "perNode", f.beside, "plugin", f.status.Plugin(), "reason", f.status.Message())
 				news = true
 			}
 			continue
 		}
-		if pl.ledger.Lessons.LearnExclusion(key, t.sig, node) {
+		if pl.ledger.Lessons.LearnExclusion(key, t.Sig, node) {
 			logger.V(3).Info("Filter rejects the plan's node for a member: excluding it", "podGroup", key, "member", klog.KObj(members[f.member]),
 				"node", node, "plugin", f.status.Plugin(), "reason", f.status.Message())
 			news = true

@@ -11,7 +11,7 @@ import (
 
 // Nominations knows on which nodes kube-scheduler's nominator may hold a
 // nominated pod, so that a plan asks the nominator (preempt.NominatedRoom)
-// about those nodes alone, not about every node (issue 18). The framework's
+// about those nodes alone, not about every node. The framework's
 // handle only answers node by node (fwk.PodNominator has no list), so the
 // set is kept here, a superset of the nominator's nodes, from the two
 // places a nomination of this scheduler comes from:

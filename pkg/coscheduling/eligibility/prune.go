@@ -1,7 +1,8 @@
-package coscheduling
+package eligibility
 
 import (
 	"context"
+	"slices"
 
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // Running every Filter plugin on every node, for each template, is what a
-// plan costs most on a large cluster (issue 18). Most of those nodes
+// plan costs most on a large cluster. Most of those nodes
 // cannot take a single member anyway: their free capacity, less what other
 // gangs hold and nominated pods ask for, is short of every member's
 // request. Whether a member may run on such a node changes no plan: the
@@ -27,20 +28,21 @@ import (
 // learn lessons from each failure and are not pruned: their history would
 // differ between the passes.
 
-// roomyFirst runs the templates' Filter plugins on the roomy nodes of req
-// (see roomy) and returns what runs them on the rest. It runs them on every
+// RoomyFirst runs the templates' Filter plugins on the roomy nodes of req
+// (see Snapshot.Roomy) and returns what runs them on the rest. It runs them on every
 // node and returns nil when pruning does not apply: no template left to
 // Filter, a template whose plans are verified, or no node to spare. gens
-// are nodeInfos' generations now, or nil (filterKnown).
+// are nodeInfos' generations now, or nil (FilterKnown). prune false runs Filter on every
+// node first, as the plugin's tests compare.
 //
 // done ends the pass's use of what it found roomy: the caller calls it once
 // it no longer calls rest.
-func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest, done func()) {
-	if pl.noPrune || !prunable(templates) {
-		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
+func (r *Runner) RoomyFirst(ctx context.Context, snapshot *Snapshot, prune bool, templates []*Template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest, done func()) {
+	if !prune || !prunable(templates) {
+		r.FilterKnown(ctx, templates, nodeInfos, gens, nil)
 		return nil, func() {}
 	}
-	room, done := pl.snapshot.Roomy(req)
+	room, done := snapshot.Roomy(req)
 	spare := 0
 	for _, ok := range room {
 		if !ok {
@@ -48,35 +50,35 @@ func (pl *Plugin) roomyFirst(ctx context.Context, templates []*template, nodeInf
 		}
 	}
 	if spare == 0 {
-		pl.filterKnown(ctx, templates, nodeInfos, gens, nil)
+		r.FilterKnown(ctx, templates, nodeInfos, gens, nil)
 		return nil, done
 	}
-	pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return room[i] })
+	r.FilterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return room[i] })
 	return func() {
-		pl.filterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return !room[i] })
+		r.FilterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return !room[i] })
 	}, done
 }
 
 // prunable reports whether the templates' Filter plugins may run on roomy
 // nodes first: some are still to run, and none is verified member by
 // member (feasiblePlan).
-func prunable(templates []*template) bool {
+func prunable(templates []*Template) bool {
 	pending := false
 	for _, t := range templates {
-		if t.relational {
+		if t.Relational {
 			return false
 		}
-		pending = pending || t.pending
+		pending = pending || t.Pending
 	}
 	return pending
 }
 
-// someIneligible reports whether a template that PreFilter let through has
+// SomeIneligible reports whether a template that PreFilter let through has
 // no eligible node yet: before that is explained, Filter must have run on
 // every node.
-func someIneligible(templates []*template) bool {
+func SomeIneligible(templates []*Template) bool {
 	for _, t := range templates {
-		if t.rejected == nil && !anyTrue(t.eligible) {
+		if t.Rejected == nil && !slices.Contains(t.Eligible, true) {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package coscheduling
+package eligibility
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 )
 
 // Most of what Filter costs a plan is spent again on nodes that did not
-// change since the last plan of the same template (issue 18). Some Filter
+// change since the last plan of the same template. Some Filter
 // plugins judge a node by the pod and the node's NodeInfo alone: the node
 // object (labels, taints, spec) and the pods on it, all of which move the
 // scheduler cache's generation for the node. Their verdict on a node holds
@@ -28,19 +28,19 @@ import (
 // again.
 const maxVerdictKeys = 16
 
-// verdicts keeps, per template, the nodes its static Filter plugins let it
-// use. Safe for concurrent use.
-type verdicts struct {
+// VerdictCache keeps, per template, the nodes its static Filter plugins
+// let it use. Safe for concurrent use.
+type VerdictCache struct {
 	mu sync.Mutex
 	// filters are the profile's Filter plugins, nil when the handle does
 	// not say (no verdict is kept then).
 	filters []string
-	byKey   map[verdictKey][]stamp
+	byKey   map[VerdictKey][]stamp
 }
 
-// verdictKey is a template as its static Filter plugins see it: the pod's
+// VerdictKey is a template as its static Filter plugins see it: the pod's
 // signature, the plugins it runs, and what GPUFleet's PreFilter read.
-type verdictKey struct {
+type VerdictKey struct {
 	sig    string
 	runs   string
 	inputs any
@@ -53,8 +53,8 @@ type stamp struct {
 	gen int64
 }
 
-func newVerdicts(handle fwk.Handle) *verdicts {
-	v := &verdicts{byKey: map[verdictKey][]stamp{}}
+func newVerdictCache(handle fwk.Handle) *VerdictCache {
+	v := &VerdictCache{byKey: map[VerdictKey][]stamp{}}
 	if l, ok := handle.(interface{ ListPlugins() *config.Plugins }); ok {
 		if ps := l.ListPlugins(); ps != nil {
 			for _, p := range ps.Filter.Enabled {
@@ -65,56 +65,56 @@ func newVerdicts(handle fwk.Handle) *verdicts {
 	return v
 }
 
-// keyOf returns t's key, and false when a Filter plugin t runs is not
+// KeyOf returns t's key, and false when a Filter plugin t runs is not
 // static, or the inputs it reads cannot be told.
-func (v *verdicts) keyOf(t *template) (verdictKey, bool) {
-	if t.state == nil || v.filters == nil {
-		return verdictKey{}, false
+func (v *VerdictCache) KeyOf(t *Template) (VerdictKey, bool) {
+	if t.State == nil || v.filters == nil {
+		return VerdictKey{}, false
 	}
-	skip := t.state.GetSkipFilterPlugins()
-	k := verdictKey{sig: t.sig}
+	skip := t.State.GetSkipFilterPlugins()
+	k := VerdictKey{sig: t.Sig}
 	for _, name := range v.filters { // in the profile's order
 		if skip.Has(name) {
 			continue
 		}
 		inputsKey, ok := contract.NodeOnlyFilter(name)
 		if !ok {
-			return verdictKey{}, false
+			return VerdictKey{}, false
 		}
 		k.runs += name + ","
 		if inputsKey == "" {
 			continue
 		}
-		in, err := contract.ReadFilterInputs(t.state, inputsKey)
+		in, err := contract.ReadFilterInputs(t.State, inputsKey)
 		if err != nil {
-			return verdictKey{}, false
+			return VerdictKey{}, false
 		}
 		k.inputs = in
 	}
 	return k, true
 }
 
-// verdictsOf returns the plugin's verdicts, made on first use.
-func (pl *Plugin) verdictsOf() *verdicts {
-	pl.verdictsOnce.Do(func() { pl.verdicts = newVerdicts(pl.handle) })
-	return pl.verdicts
+// Verdicts returns the runner's kept verdicts, made on first use.
+func (r *Runner) Verdicts() *VerdictCache {
+	r.keptVerdictsOnce.Do(func() { r.keptVerdicts = newVerdictCache(r.handle) })
+	return r.keptVerdicts
 }
 
-// filterKnown is the plugin's filterTemplates, less the nodes whose
+// FilterKnown is Filter, less the nodes whose
 // kept verdict still holds for a template, which it marks eligible; it
 // keeps the new passes. only selects the nodes as there. gens, when not
 // nil, are nodeInfos' generations as the node view read them in this
-// cycle (eligibility.Snapshot.Nodes): the kept verdicts are checked against them, not
+// cycle (Snapshot.Nodes): the kept verdicts are checked against them, not
 // against every NodeInfo loaded again.
-func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) {
+func (r *Runner) FilterKnown(ctx context.Context, templates []*Template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) {
 	for _, t := range templates {
-		if !t.pending {
+		if !t.Pending {
 			continue
 		}
-		vs := pl.verdictsOf()
-		key, ok := vs.keyOf(t)
+		vs := r.Verdicts()
+		key, ok := vs.KeyOf(t)
 		if !ok {
-			pl.filterTemplates(ctx, []*template{t}, nodeInfos, only)
+			r.Filter(ctx, []*Template{t}, nodeInfos, only)
 			continue
 		}
 		// When every selected node is known, as between plans where nothing
@@ -124,7 +124,7 @@ func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeIn
 			continue
 		}
 		unknown := func(i int) bool { return (only == nil || only(i)) && !known[i] }
-		pl.filterTemplates(ctx, []*template{t}, nodeInfos, unknown)
+		r.Filter(ctx, []*Template{t}, nodeInfos, unknown)
 		vs.keep(key, t, nodeInfos, unknown)
 	}
 }
@@ -132,9 +132,9 @@ func (pl *Plugin) filterKnown(ctx context.Context, templates []*template, nodeIn
 // known marks eligible for t the selected nodes on which its kept verdict
 // holds, and returns which they are, and whether some selected node is not
 // among them (need: Filter must run). Nodes the gang's lessons exclude, or
-// a PreFilter plugin left out, are never known: filterTemplates says why.
+// a PreFilter plugin left out, are never known: Filter says why.
 // gens are nodeInfos' generations now, or nil to read them.
-func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) (out []bool, need bool) {
+func (v *VerdictCache) known(key VerdictKey, t *Template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) (out []bool, need bool) {
 	out = make([]bool, len(nodeInfos))
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -148,7 +148,7 @@ func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, 
 			need = true
 			continue
 		}
-		out[i], t.eligible[i] = true, true
+		out[i], t.Eligible[i] = true, true
 	}
 	return out, need
 }
@@ -156,23 +156,23 @@ func (v *verdicts) known(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, 
 // holds reports whether stamp s, kept for t on node i (ni), still holds:
 // the NodeInfo and its generation (gens[i], or read when gens is nil) are
 // those it was stamped with, and neither the gang's lessons, a PreFilter
-// plugin nor an allocated claim (template.pinnedAway) leave the node out.
-func (v *verdicts) holds(s stamp, t *template, ni fwk.NodeInfo, gens []int64, i int) bool {
+// plugin nor an allocated claim (Template.PinnedAway) leave the node out.
+func (v *VerdictCache) holds(s stamp, t *Template, ni fwk.NodeInfo, gens []int64, i int) bool {
 	if s.ni != ni || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
 		return false
 	}
-	if t.excluded.Len() > 0 || t.nodes != nil {
+	if t.Excluded.Len() > 0 || t.Nodes != nil {
 		name := ni.Node().Name
-		if t.excluded.Has(name) || (t.nodes != nil && !t.nodes.Has(name)) {
+		if t.Excluded.Has(name) || (t.Nodes != nil && !t.Nodes.Has(name)) {
 			return false
 		}
 	}
-	return len(t.pins) == 0 || t.pinnedAway(ni.Node()) == nil
+	return len(t.Pins) == 0 || t.PinnedAway(ni.Node()) == nil
 }
 
 // keep stamps the nodes filtered now (ran) with t's verdict: a pass is
 // kept, anything else forgotten.
-func (v *verdicts) keep(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, ran func(i int) bool) {
+func (v *VerdictCache) keep(key VerdictKey, t *Template, nodeInfos []fwk.NodeInfo, ran func(i int) bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	stamps := v.byKey[key]
@@ -187,7 +187,7 @@ func (v *verdicts) keep(key verdictKey, t *template, nodeInfos []fwk.NodeInfo, r
 		if !ran(i) {
 			continue
 		}
-		if t.eligible[i] {
+		if t.Eligible[i] {
 			stamps[i] = stamp{ni: ni, gen: ni.GetGeneration()}
 		} else {
 			stamps[i] = stamp{}

@@ -1,4 +1,4 @@
-package coscheduling
+package eligibility
 
 import (
 	v1 "k8s.io/api/core/v1"
@@ -11,7 +11,7 @@ import (
 )
 
 // A template whose devices the capacity model counts exactly
-// (devicesCounted) has DynamicResources' Filter skipped: its verdict on a
+// (Template.DevicesCounted) has DynamicResources' Filter skipped: its verdict on a
 // node would be capacity, which the planner counts. Its PreFilter would
 // still build an allocator over every slice and every allocated device,
 // which costs more than the whole plan, only to have its Filter skipped.
@@ -28,20 +28,22 @@ import (
 // being allocated in another cycle; a DRA-served extended resource whose
 // claim a previous cycle made) keeps the member itself in PreFilter, as
 // do devices the model does not count exactly (matchAttribute
-// constraints, partitionable devices, admin access: devicesCounted is not
+// constraints, partitionable devices, admin access: DevicesCounted is not
 // set), so DynamicResources judges those as before.
 
-// standIn returns the stand-in for t's PreFilter plugins, and false when
-// t's member must run them itself (t.devices, what the member takes of
-// devices, is nil when it was not read); ext tells the pods whose extended
-// resources have a claim already, for every template of the pass.
-func (pl *Plugin) standIn(t *template, ext *extendedClaims) (*v1.Pod, bool) {
-	pd := t.devices
-	if pl.devices == nil || !t.devicesCounted || pd == nil || !pd.Any() {
+// WithoutCountedClaims returns the stand-in for t's PreFilter plugins: t's
+// member less the claims and DRA-served extended resources the model
+// counts. It returns false when t's member must run them itself (t.Devices,
+// what the member takes of devices, is nil when it was not read); ext tells
+// the pods whose extended resources have a claim already, for every
+// template of the pass (Runner.ExtendedClaims).
+func (r *Runner) WithoutCountedClaims(t *Template, ext *ExtendedClaims) (*v1.Pod, bool) {
+	pd := t.Devices
+	if r.devices == nil || !t.DevicesCounted || pd == nil || !pd.Any() {
 		return nil, false
 	}
-	pod := t.pod
-	claims := pl.devices.Manager().ResourceClaims()
+	pod := t.Pod
+	claims := r.devices.Manager().ResourceClaims()
 	for i := range pod.Spec.ResourceClaims {
 		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
 		if err != nil {
@@ -79,14 +81,14 @@ func (pl *Plugin) standIn(t *template, ext *extendedClaims) (*v1.Pod, bool) {
 	return out, true
 }
 
-// extendedClaims tells whether a previous cycle made the claim for a pod's
+// ExtendedClaims tells whether a previous cycle made the claim for a pod's
 // DRA-served extended resources, which DynamicResources' PreFilter then
 // judges (a claim from a failed binding is deallocated first). Such claims
 // are found only by listing every claim; the claim watch keeps them as its
 // handler sees them, and without one a pass lists them once, when its first
 // template asks, for all of its templates. Not safe for concurrent use: one
 // pass's.
-type extendedClaims struct {
+type ExtendedClaims struct {
 	claims fwk.ResourceClaimTracker
 	watch  *capacity.ClaimWatch
 	read   bool
@@ -96,18 +98,24 @@ type extendedClaims struct {
 	err    error
 }
 
-// extendedClaims returns the pass's view of extended-resource claims: the
+// ExtendedClaims returns a pass's view of extended-resource claims: the
 // claim watch's, or else read from the DRA manager's claim tracker on
 // first use.
-func (pl *Plugin) extendedClaims() *extendedClaims {
-	if pl.devices == nil {
-		return &extendedClaims{read: true, owners: sets.New[capacity.PodRef]()}
+func (r *Runner) ExtendedClaims() *ExtendedClaims {
+	if r.devices == nil {
+		return &ExtendedClaims{read: true, owners: sets.New[capacity.PodRef]()}
 	}
-	return &extendedClaims{claims: pl.devices.Manager().ResourceClaims(), watch: pl.devices.Inventories().Claims()}
+	return NewExtendedClaims(r.devices.Manager().ResourceClaims(), r.devices.Inventories().Claims())
+}
+
+// NewExtendedClaims returns a pass's view of extended-resource claims:
+// watch's when it is not nil, or else read from claims on first use.
+func NewExtendedClaims(claims fwk.ResourceClaimTracker, watch *capacity.ClaimWatch) *ExtendedClaims {
+	return &ExtendedClaims{claims: claims, watch: watch}
 }
 
 // has reports whether pod has such a claim.
-func (e *extendedClaims) has(pod *v1.Pod) bool {
+func (e *ExtendedClaims) has(pod *v1.Pod) bool {
 	if pod.Status.ExtendedResourceClaimStatus != nil {
 		return true
 	}
