@@ -22,7 +22,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
-// The capacity model against DynamicResources (issue 16): on small random
+// The capacity model against DynamicResources: on small random
 // fabrics, the gang plugin's verdict on a gang of whole-device requests and
 // the verdict of kube-scheduler's own DynamicResources must agree.
 //

@@ -40,7 +40,7 @@ const (
 // construction: every source gets the same fabric, the same busy nodes and
 // the same gang, and every run has the scheduler's DRA manager and
 // DynamicResources, as the default profile of a 1.37 cluster does; only
-// where the GPUs come from differs. The target (issue 16) is DRA within
+// where the GPUs come from differs. The target is DRA within
 // 1.5× of the extended resource: each DRA source reports x-extended, its
 // CPU per op over the extended resource's at the same gang size. The gang
 // sizes are BenchmarkCapacityPreCheck's.

@@ -153,8 +153,8 @@ func TestInTreeTopologyKeysPreferredLevels(t *testing.T) {
 
 // Every shipped scenario that names its profiles names known ones, and
 // the scale scenarios run their scheduler in a process of their own (so
-// that the report gives its peak memory) with the profiles issue 18 asks
-// for.
+// that the report gives its peak memory) with the profiles the scale comparison
+// needs.
 func TestShippedScenarioProfiles(t *testing.T) {
 	files, err := filepath.Glob("../../scenarios/*.yaml")
 	if err != nil || len(files) == 0 {

@@ -6,7 +6,7 @@ import "slices"
 // total order, smallest first. pick stops at the first candidate whose
 // bound cannot beat the winner, so a heap costs it the candidates once
 // plus a logarithm per candidate taken, where sorting them all cost a
-// logarithm per candidate (issue 18: hundreds of leaves at 20,000 nodes).
+// logarithm per candidate (hundreds of leaves at 20,000 nodes).
 type candidateHeap struct {
 	k       []int32
 	compare func(a, b int32) int

@@ -13,7 +13,7 @@ import (
 
 // TestPlanHierarchyAnchorsPinRequiredSegment returns a member to its own
 // required segment's domain though a tighter root domain, the one that runs
-// most of the gang, would hold the returning member alone (issue 17 §1).
+// most of the gang, would hold the returning member alone.
 func TestPlanHierarchyAnchorsPinRequiredSegment(t *testing.T) {
 	// Two spines of two leaves of two nodes, one clique per leaf. Ranks 0
 	// and 1 run on s0-l0-n0, rank 2 on s0-l1-n0, and rank 3 returns. The

@@ -8,7 +8,7 @@ import (
 )
 
 // keptSlots keeps the slot counts of a gang's shapes in each group of
-// nodes from one Plan call to the next (issue 18). Counting a shape's slots
+// nodes from one Plan call to the next. Counting a shape's slots
 // on every node of a group, and summing them up the tree, was the largest
 // part of a plan that still grew with the cluster; between two plans of
 // the same shape few nodes change. A kept count is brought up to date node

@@ -10,7 +10,7 @@ import (
 // depth-first positions (groupPositions) and, per group, the domains above
 // them (domainsAbove). Both follow from the tree and the Groups' Of alone,
 // yet cost a pass over the cluster to make, which a plan in several groups
-// paid on every call (issue 18). A layout is never written once made.
+// paid on every call. A layout is never written once made.
 type groupLayout struct {
 	// tree, of, nodes and groups identify what the layout was made from:
 	// of is the address of Groups.Of's first element, nodes its length.

@@ -1,6 +1,6 @@
 package integration
 
-// ComputeDomains (issue 16, section 3): multi-node NVLink on GB200/GB300
+// ComputeDomains: multi-node NVLink on GB200/GB300
 // racks through NVIDIA's DRA driver. A user creates a ComputeDomain
 // (resource.nvidia.com/v1beta1) that names a ResourceClaimTemplate; the
 // driver's controller creates that template, asking for one channel of

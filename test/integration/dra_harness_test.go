@@ -1,6 +1,6 @@
 package integration
 
-// The harness of the DRA tests (issue 16): a test env that runs the
+// The harness of the DRA tests: a test env that runs the
 // resource claim controller and deletes what the test published, and the
 // waits and checks on claims.
 //
@@ -40,7 +40,7 @@ import (
 // Named timeouts and windows of the DRA tests.
 const (
 	// draBindBound is how soon after its members are created a DRA gang on
-	// free devices must be bound. Issue 16 asks for about a second, as for
+	// free devices must be bound. The goal is about a second, as for
 	// gangs on device-plugin GPUs; the rest is slack for a shared machine.
 	// Before the DRA work a second gang took 62 s, or never bound.
 	draBindBound = 5 * time.Second

@@ -1,6 +1,6 @@
 package integration
 
-// GPUs through Dynamic Resource Allocation (issue 16, section 6): gangs
+// GPUs through Dynamic Resource Allocation: gangs
 // whose GPUs NVIDIA's DRA driver publishes as ResourceSlices, scheduled by
 // gpu-gang with the shipped configuration. These are the acceptance tests
 // of the scheduler's DRA capacity model; the harness is in

@@ -19,7 +19,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
-// The GPU fleet policies (issue 11), end to end: nodes labelled as GPU
+// The GPU fleet policies, end to end: nodes labelled as GPU
 // feature discovery, the GPU Operator and node provisioners label them,
 // PodGroups and pods annotated as users write them, and the scheduler's
 // shipped configuration.

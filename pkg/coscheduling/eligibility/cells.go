@@ -12,7 +12,7 @@ import (
 // the source anew (the allocated devices, in the API and in flight), but
 // between two passes it rarely changes, and then on a few nodes only: the
 // view keeps each node's device cells from one pass to the next and reads
-// again only the nodes whose devices read differently now (issue 18's
+// again only the nodes whose devices read differently now (the
 // capacity index, for the device source). The zero value has read nothing.
 type deviceCells struct {
 	// cols are the pass's columns, devices or not, in dimension order.

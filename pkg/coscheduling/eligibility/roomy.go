@@ -42,7 +42,7 @@ func roomyOn(shapes []placement.Vector, free placement.Vector) bool {
 }
 
 // roomyMemo keeps roomy's answer per node from one plan to the next, with
-// the free vector it was read from (issue 18: reading every node's vector
+// the free vector it was read from (reading every node's vector
 // again cost a plan a memory load per node). A node is read again when its
 // vector is another one: the node view never writes a vector it lent
 // (placement.Request.StableFree), so the same vector holds the same
