@@ -82,7 +82,7 @@ func benchPreCheck(b *testing.B, nodes, size int, fullScan bool) {
 	b.ResetTimer()
 	cpu := startCPU(b)
 	for b.Loop() {
-		env.pl.ledger.ForgetGang(key)
+		env.ledger().ForgetGang(key)
 		_, status, _ := env.fh.RunPreFilterPlugins(ctx, framework.NewCycleState(), job[0])
 		if !status.IsSuccess() {
 			b.Fatalf("pre-check failed: %v", status)

@@ -98,7 +98,7 @@ func BenchmarkCapacityPreCheckDRA(b *testing.B) {
 				// every V(5) line, which a scheduler does not pay for.
 				ctx := klog.NewContext(env.ctx, klog.Background())
 				preCheck := func() {
-					env.pl.ledger.ForgetGang(key)
+					env.ledger().ForgetGang(key)
 					_, status, _ := env.fh.RunPreFilterPlugins(ctx, framework.NewCycleState(), job[0].pod)
 					if !status.IsSuccess() {
 						b.Fatalf("pre-check failed: %v", status)

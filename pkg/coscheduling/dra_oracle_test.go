@@ -27,7 +27,7 @@ import (
 func (e *testEnv) replayPlan(key gang.Key, members []*v1.Pod, first fwk.CycleState) {
 	e.t.Helper()
 	for i, m := range members {
-		nodes, ok := e.pl.ledger.Reservations.PlanSlots(key, m.UID, nil)
+		nodes, ok := e.ledger().Reservations.PlanSlots(key, m.UID, nil)
 		if !ok || len(nodes) != 1 {
 			e.t.Fatalf("member %s has no slot of its own in the plan: %v", m.Name, nodes)
 		}

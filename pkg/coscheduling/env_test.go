@@ -225,6 +225,11 @@ func nodeResourcesFit(fts feature.Features, m *threadMeter) tf.RegisterPluginFun
 	return tf.RegisterPluginAsExtensions(noderesources.Name, fit, "PreFilter", "Filter")
 }
 
+// ledger is the plugin's memory of gangs. Tests read and prime it through
+// package ledger's own API, as the plugin's extension points do; the one
+// plugin field they reach is this.
+func (e *testEnv) ledger() *ledger.Ledger { return e.pl.ledger }
+
 // schedule runs one scheduling cycle for pod up to Permit, as the scheduler
 // would: PreFilter, Filter on the candidate nodes (in name order), then
 // assume on the first feasible node, Reserve and Permit. It returns the node

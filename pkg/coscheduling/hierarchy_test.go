@@ -67,7 +67,7 @@ func TestHierarchyChangedMidAttempt(t *testing.T) {
 			for i, s := range statuses {
 				require.True(t, s.IsWait(), "%s waits for b-1: %v", waiting[i].Name, s)
 			}
-			require.Len(t, env.pl.ledger.Reservations.ReservedBy(job), 3)
+			require.Len(t, env.ledger().Reservations.ReservedBy(job), 3)
 
 			var obj hierarchyObject = findComposite(tc.composites, tc.changed)
 			changedKey := gang.Key{API: gang.Composite, Namespace: testNS, Name: tc.changed}
@@ -93,9 +93,9 @@ func TestHierarchyChangedMidAttempt(t *testing.T) {
 			for i, p := range all {
 				uids[i] = p.UID
 			}
-			require.Empty(t, env.pl.ledger.Holders(uids), "no unit holds a reservation, a slot or a head hold for any member")
-			require.Empty(t, env.pl.ledger.Reservations.ReservedBy(job))
-			require.Empty(t, env.pl.ledger.Held(), "no capacity is held")
+			require.Empty(t, env.ledger().Holders(uids), "no unit holds a reservation, a slot or a head hold for any member")
+			require.Empty(t, env.ledger().Reservations.ReservedBy(job))
+			require.Empty(t, env.ledger().Held(), "no capacity is held")
 
 			if tc.how == deleted {
 				return

@@ -58,7 +58,7 @@ func TestLargeGangIsNotStarvedBySmallOnes(t *testing.T) {
 		require.Equal(t, fwk.Wait, status.Code(), "the large gang must fit once all nodes are free: %v", status)
 		env.waitAsync(large[0], node)
 	}
-	_, heads := env.pl.ledger.Head.Holder()
+	_, heads := env.ledger().Head.Holder()
 	require.False(t, heads, "a gang with a whole plan needs no partial hold")
 }
 
@@ -79,7 +79,7 @@ func TestHeadKeepsWhatFreesUpBeforeItPlansAgain(t *testing.T) {
 	_, status := env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
 	require.True(t, hasEvent(env.recorded(), ReasonGangHolding, "what frees up on the 3 nodes its plan waits for"))
-	require.Equal(t, int64(8), env.pl.ledger.Held()[gpu], "only the free node is held idle; the busy ones still run their pods")
+	require.Equal(t, int64(8), env.ledger().Held()[gpu], "only the free node is held idle; the busy ones still run their pods")
 
 	for i := range 3 {
 		env.forget(busy[i])
@@ -91,7 +91,7 @@ func TestHeadKeepsWhatFreesUpBeforeItPlansAgain(t *testing.T) {
 	node, status := env.schedule(large[0])
 	require.Equal(t, fwk.Wait, status.Code(), "the head fits once its nodes are free: %v", status)
 	env.waitAsync(large[0], node)
-	_, heads := env.pl.ledger.Head.Holder()
+	_, heads := env.ledger().Head.Holder()
 	require.False(t, heads, "a gang with a whole plan needs no partial hold")
 }
 
@@ -124,7 +124,7 @@ func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 
 	_, status = env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code())
-	_, heads := env.pl.ledger.Head.Holder()
+	_, heads := env.ledger().Head.Holder()
 	require.False(t, heads, "a yielding gang holds nothing")
 	_, status = env.schedule(small[0])
 	require.True(t, status.IsSuccess(), "backfill: the small gang runs while the head yields: %v", status)
@@ -141,7 +141,7 @@ func TestHeadHoldIsBoundedAndYields(t *testing.T) {
 	env.forget(jobs[0])
 	_, status = env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code())
-	key, heads := env.pl.ledger.Head.Holder()
+	key, heads := env.ledger().Head.Holder()
 	require.True(t, heads, "after the yield the large gang holds again")
 	require.Equal(t, "large", key.Name)
 }
@@ -160,17 +160,17 @@ func TestHigherPriorityGangHeadsTheQueueForHolds(t *testing.T) {
 	})
 	_, status := env.schedule(old[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-	key, heads := env.pl.ledger.Head.Holder()
+	key, heads := env.ledger().Head.Holder()
 	require.True(t, heads)
 	require.Equal(t, "old", key.Name)
 
 	_, status = env.schedule(hot[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-	key, heads = env.pl.ledger.Head.Holder()
+	key, heads = env.ledger().Head.Holder()
 	require.True(t, heads)
 	require.Equal(t, "hot", key.Name, "priority comes before age")
 	require.True(t, env.pl.queueOrderOf(hot[0]).Before(env.pl.queueOrderOf(old[0])))
-	held := env.pl.ledger.HeldByOthers(gang.Key{Namespace: testNS, Name: "old"}, env.pl.queueOrderOf(old[0]))
+	held := env.ledger().HeldByOthers(gang.Key{Namespace: testNS, Name: "old"}, env.pl.queueOrderOf(old[0]))
 	require.Equal(t, int64(8), held[nodes[2].Name][gpu], "the older gang plans around the urgent gang's hold")
 }
 
@@ -187,7 +187,7 @@ func TestGangWithNothingFreeStillHeadsTheQueue(t *testing.T) {
 	})
 	_, status := env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-	key, heads := env.pl.ledger.Head.Holder()
+	key, heads := env.ledger().Head.Holder()
 	require.True(t, heads, "the first gang takes the turn with nothing free")
 	require.Equal(t, "large", key.Name)
 	require.True(t, hasEvent(env.recorded(), ReasonGangHolding, "nothing is free for it yet"))
@@ -198,11 +198,11 @@ func TestGangWithNothingFreeStillHeadsTheQueue(t *testing.T) {
 	env.forget(busy[0])
 	_, status = env.schedule(later[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-	key, _ = env.pl.ledger.Head.Holder()
+	key, _ = env.ledger().Head.Holder()
 	require.Equal(t, "large", key.Name, "a later gang took the head's turn")
 	_, status = env.schedule(large[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
-	held := env.pl.ledger.HeldByOthers(gang.Key{Namespace: testNS, Name: "later"}, env.pl.queueOrderOf(later[0]))
+	held := env.ledger().HeldByOthers(gang.Key{Namespace: testNS, Name: "later"}, env.pl.queueOrderOf(later[0]))
 	require.Equal(t, int64(8), held[nodes[0].Name][gpu], "what frees up joins the head's hold")
 }
 

@@ -116,7 +116,7 @@ func TestFinishedMembersCountTowardsQuorum(t *testing.T) {
 	done.Status.Phase = v1.PodSucceeded
 	env.update(done)
 	// A scheduler restart forgets that the gang ran; only the pods say so.
-	env.pl.ledger.ForgetGang(gang.Key{Namespace: testNS, Name: "job"})
+	env.ledger().ForgetGang(gang.Key{Namespace: testNS, Name: "job"})
 
 	r := env.replace(bound[1])
 	require.Eventually(t, func() bool { return env.preEnqueue(r).IsSuccess() }, wait.ForeverTestTimeout, 10*time.Millisecond,
@@ -256,7 +256,7 @@ func TestFilterRejectionTeachesThePlanner(t *testing.T) {
 	require.EqualValues(t, 1, flaky.rejected.Load())
 	require.False(t, (<-w0).IsSuccess(), "the sibling gives its node back")
 	env.forget(job[0])
-	_, _, backingOff := env.pl.ledger.Reservations.Backoff(gang.Key{Namespace: testNS, Name: "job"})
+	_, _, backingOff := env.ledger().Reservations.Backoff(gang.Key{Namespace: testNS, Name: "job"})
 	require.False(t, backingOff, "a rejection that taught something needs no backoff")
 
 	bound := env.runGang(job)
@@ -292,7 +292,7 @@ func TestGangThatCannotFitBesidePermanentPodsHoldsNothing(t *testing.T) {
 	_, status := env.schedule(big[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "%v", status)
 	require.True(t, hasEvent(env.recorded(), ReasonPermanentPodsInTheWay, "it waits without holding capacity"))
-	_, heads := env.pl.ledger.Head.Holder()
+	_, heads := env.ledger().Head.Holder()
 	require.False(t, heads, "a gang that cannot fit beside pods that stay must not hold capacity")
 	for i, s := range small {
 		_, status := env.schedule(s[0])
@@ -340,7 +340,7 @@ func TestGangStateIsForgottenWithItsTimers(t *testing.T) {
 	<-w
 	require.True(t, env.clock.HasWaiters(), "a failed gang waits out its backoff on a timer")
 	env.DeletePodGroup(pg)
-	require.Eventually(t, func() bool { return !env.pl.ledger.Knows(gang.Key{Namespace: testNS, Name: "job"}) },
+	require.Eventually(t, func() bool { return !env.ledger().Knows(gang.Key{Namespace: testNS, Name: "job"}) },
 		wait.ForeverTestTimeout, 10*time.Millisecond, "a deleted PodGroup's gang leaves nothing in the ledger")
 	require.False(t, env.clock.HasWaiters(), "a forgotten gang's timers are stopped")
 }
@@ -352,13 +352,13 @@ func TestGatedMemberFollowsItsLabel(t *testing.T) {
 		gangtest.MakePodGroup("b", testNS).MinMember(1).Obj(),
 	})
 	require.False(t, env.preEnqueue(a).IsSuccess())
-	require.Equal(t, 1, env.pl.ledger.Gate.Held(gang.Key{Namespace: testNS, Name: "a"}))
+	require.Equal(t, 1, env.ledger().Gate.Held(gang.Key{Namespace: testNS, Name: "a"}))
 
 	moved := a.DeepCopy()
 	moved.Labels[scheduling.PodGroupLabel] = "b"
 	env.update(moved)
 	require.Eventually(t, func() bool {
-		return env.pl.ledger.Gate.Held(gang.Key{Namespace: testNS, Name: "a"}) == 0
+		return env.ledger().Gate.Held(gang.Key{Namespace: testNS, Name: "a"}) == 0
 	}, wait.ForeverTestTimeout, 10*time.Millisecond, "a pod that left gang a is no longer held for it")
 	require.True(t, env.preEnqueue(moved).IsSuccess())
 }
@@ -392,8 +392,8 @@ func TestHeldCapacityGauge(t *testing.T) {
 	slot := func(uid string, gpus int64) ledger.Slot {
 		return ledger.Slot{UID: types.UID(uid), Node: "n0", Request: capacity.Amounts{"nvidia.com/gpu": gpus}}
 	}
-	first.pl.ledger.HoldPlan(gang.Key{Namespace: testNS, Name: "a"}, []ledger.Slot{slot("a-0", 8), slot("a-1", 4)}, first.clock.Now().Add(time.Hour), &placement.Plan{}, 1)
-	second.pl.ledger.Head.Take(gang.Key{Namespace: testNS, Name: "b"}, ledger.QueueOrder{Group: "b"}, []ledger.Slot{slot("b-0", 2)}, time.Hour)
+	first.ledger().HoldPlan(gang.Key{Namespace: testNS, Name: "a"}, []ledger.Slot{slot("a-0", 8), slot("a-1", 4)}, first.clock.Now().Add(time.Hour), &placement.Plan{}, 1)
+	second.ledger().Head.Take(gang.Key{Namespace: testNS, Name: "b"}, ledger.QueueOrder{Group: "b"}, []ledger.Slot{slot("b-0", 2)}, time.Hour)
 	require.NoError(t, testutil.CustomCollectAndCompare(&gangCollector{}, strings.NewReader(`# HELP gpu_gang_held_capacity [ALPHA] Capacity that plans of gangs in flight and the head hold keep from other pods with no pod reserved on it yet, by resource. Members reserved and waiting in Permit are not in it.
 # TYPE gpu_gang_held_capacity gauge
 gpu_gang_held_capacity{resource="nvidia.com/gpu"} 14

@@ -110,7 +110,7 @@ func TestCapacityPreCheck(t *testing.T) {
 			if tt.wantMsg != "" {
 				require.Contains(t, status.Message(), tt.wantMsg)
 			}
-			held := env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue)
+			held := env.ledger().HeldByOthers(gang.Key{}, lastInQueue)
 			if tt.wantNodes > 0 {
 				if status.IsSuccess() {
 					require.Len(t, res.NodeNames, 1, "a planned member is pinned to its node")
@@ -123,10 +123,10 @@ func TestCapacityPreCheck(t *testing.T) {
 				require.True(t, hasEvent(env.recorded(), tt.wantEvent, ""), "want a %s Event", tt.wantEvent)
 			}
 			if tt.wantCode != fwk.Success {
-				require.Empty(t, env.pl.ledger.Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: tt.pg.Name}), "a gang that does not fit reserves nothing")
+				require.Empty(t, env.ledger().Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: tt.pg.Name}), "a gang that does not fit reserves nothing")
 			}
 			if tt.wantCode == fwk.UnschedulableAndUnresolvable {
-				require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a gang that can never fit holds nothing")
+				require.Empty(t, env.ledger().HeldByOthers(gang.Key{}, lastInQueue), "a gang that can never fit holds nothing")
 			}
 		})
 	}
@@ -175,7 +175,7 @@ func TestGangBindsTogether(t *testing.T) {
 	spannedAfter, err := testutil.GetHistogramMetricCount(domainsSpanned.WithLabelValues("kubernetes.io/hostname"))
 	require.NoError(t, err)
 	require.Equal(t, spannedBefore+1, spannedAfter)
-	require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a scheduled gang holds nothing more")
+	require.Empty(t, env.ledger().HeldByOthers(gang.Key{}, lastInQueue), "a scheduled gang holds nothing more")
 }
 
 func TestHeldCapacityKeepsGangsApart(t *testing.T) {
@@ -196,14 +196,14 @@ func TestHeldCapacityKeepsGangsApart(t *testing.T) {
 	_, status = env.schedule(b[0])
 	require.Equal(t, fwk.Unschedulable, status.Code(), "b must not start while a holds its plan: %v", status)
 	require.Contains(t, status.Message(), "held for other gangs")
-	require.Len(t, env.pl.ledger.Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: "b"}), 0)
+	require.Len(t, env.ledger().Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: "b"}), 0)
 
 	// b, first in the queue of gangs that wait for room, holds the two
 	// nodes a does not, so that it is not starved. A plain pod queued
 	// before b (here: older) still gets one of them; it never gets a's.
 	node, status := env.schedule(plain)
 	require.True(t, status.IsSuccess(), "plain pod: %v", status)
-	nodesOfA, _ := env.pl.ledger.Reservations.PlanSlots(gang.Key{Namespace: testNS, Name: "a"}, "", capacity.Amounts{})
+	nodesOfA, _ := env.ledger().Reservations.PlanSlots(gang.Key{Namespace: testNS, Name: "a"}, "", capacity.Amounts{})
 	require.NotContains(t, nodesOfA, node, "the plain pod landed on a node gang a holds")
 }
 
@@ -229,8 +229,8 @@ func TestFailedMemberRejectsWaitingSiblings(t *testing.T) {
 		}
 	}
 	require.True(t, hasEvent(env.recorded(), ReasonGangRejected, "member job-1 gave back its reservation on node node-ab; waiting members rejected: 1; retrying in 2s"))
-	require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a rejected gang holds nothing")
-	require.Empty(t, env.pl.ledger.Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: "job"}))
+	require.Empty(t, env.ledger().HeldByOthers(gang.Key{}, lastInQueue), "a rejected gang holds nothing")
+	require.Empty(t, env.ledger().Reservations.ReservedUIDs(gang.Key{Namespace: testNS, Name: "job"}))
 	require.Equal(t, rejectedBefore+1, counter(t, resultRejected))
 }
 
@@ -260,9 +260,9 @@ func TestTimeoutBacksOffThenRetries(t *testing.T) {
 	}
 	env.forget(job[0])
 	require.True(t, hasEvent(env.recorded(), ReasonGangTimedOut, "retrying in 2s"))
-	require.Empty(t, env.pl.ledger.HeldByOthers(gang.Key{}, lastInQueue), "a timed-out gang holds nothing")
+	require.Empty(t, env.ledger().HeldByOthers(gang.Key{}, lastInQueue), "a timed-out gang holds nothing")
 	require.Equal(t, timedOutBefore+1, counter(t, resultTimedOut))
-	members, placing, reserved := env.pl.ledger.Waiting()
+	members, placing, reserved := env.ledger().Waiting()
 	require.Equal(t, [3]int{0, 0, 0}, [3]int{members, placing, reserved}, "waiting gangs after the timeout")
 
 	_, status = env.schedule(job[1])
@@ -325,7 +325,7 @@ func TestScheduleTimeoutZeroUsesDefault(t *testing.T) {
 	_, status, _ := env.fh.RunPreFilterPlugins(env.ctx, state, launcher)
 	require.True(t, status.IsSuccess(), "%v", status)
 	require.NoError(t, status.AsError())
-	env.pl.ledger.Reservations.Reserve(gang.Key{Namespace: testNS, Name: "mpi"}, launcher.UID, "node-aa", capacity.PodAmounts(launcher))
+	env.ledger().Reservations.Reserve(gang.Key{Namespace: testNS, Name: "mpi"}, launcher.UID, "node-aa", capacity.PodAmounts(launcher))
 	got, wait := env.pl.Permit(env.ctx, state, launcher, "node-aa")
 	require.Equal(t, fwk.Wait, got.Code())
 	require.Equal(t, 60*time.Second, wait)

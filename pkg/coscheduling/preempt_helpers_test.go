@@ -23,7 +23,6 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
-	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 )
 
@@ -102,10 +101,6 @@ func (e *testEnv) record() *recordingDecider {
 	e.pl.preempter = e.pl.newPreempter(r)
 	return r
 }
-
-// ledger is the plugin's ledger, for tests that check what a preemption
-// holds and records there through the ledger's own API.
-func (e *testEnv) ledger() *ledger.Ledger { return e.pl.ledger }
 
 var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 

@@ -59,11 +59,11 @@ func TestRoomyFirstPlansAsTheFullScan(t *testing.T) {
 
 			key := gang.Key{Namespace: testNS, Name: "job"}
 			attempt := func(noPrune bool) (status string, plan []string) {
-				env.pl.ledger.ForgetGang(key)
+				env.ledger().ForgetGang(key)
 				env.pl.noPrune = noPrune
 				_, s, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 				for _, p := range job {
-					nodes, _ := env.pl.ledger.Reservations.PlanSlots(key, p.UID, nil)
+					nodes, _ := env.ledger().Reservations.PlanSlots(key, p.UID, nil)
 					plan = append(plan, fmt.Sprint(p.Name, "=", nodes))
 				}
 				return fmt.Sprint(s.Code(), ": ", s.Message()), plan

@@ -78,7 +78,7 @@ func TestSharedClaimWrittenOffCycleAndGivenBackWhenTheGangGoes(t *testing.T) {
 	m, _, _ := dra.MarkOf(written)
 	require.Equal(t, "rl", m.Gang.Name)
 	require.True(t, env.pl.claims.Live(m), "the attempt holds its write")
-	_, ok := env.pl.ledger.Reservations.Remaining(m.Gang)
+	_, ok := env.ledger().Reservations.Remaining(m.Gang)
 	require.True(t, ok, "the plan is kept while the write is in flight")
 
 	env.clock.Step(time.Hour) // the plan expires; no member reserved
@@ -132,14 +132,14 @@ func TestSharedClaimWriteFailures(t *testing.T) {
 				return
 			}
 			require.Eventually(t, func() bool {
-				for _, nodes := range env.pl.ledger.Lessons.View(key).Excluded {
+				for _, nodes := range env.ledger().Lessons.View(key).Excluded {
 					if nodes.Has("node-0") {
 						return true
 					}
 				}
 				return false
 			}, 10*time.Second, 10*time.Millisecond, "the sharers are kept off node-0")
-			_, inFlight := env.pl.ledger.Reservations.Remaining(key)
+			_, inFlight := env.ledger().Reservations.Remaining(key)
 			require.False(t, inFlight, "the attempt ended")
 			env.claimIs("unmarked and unallocated", func(c *resourceapi.ResourceClaim) bool {
 				_, marked, _ := dra.MarkOf(c)
@@ -185,7 +185,7 @@ func TestSharedClaimLiveWhileTheGangBinds(t *testing.T) {
 		require.Truef(t, status.IsSuccess() || status.IsWait(), "member %s: %v", p.Name, status)
 		nodes[i] = node
 	}
-	_, inFlight := env.pl.ledger.Reservations.Remaining(m.Gang)
+	_, inFlight := env.ledger().Reservations.Remaining(m.Gang)
 	require.False(t, inFlight, "Permit let the gang go: its attempt ended")
 	require.True(t, live.Live(m), "reserved members that have not bound keep the claim live")
 

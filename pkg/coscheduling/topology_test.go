@@ -161,7 +161,7 @@ func TestLostNodeReplansTheGang(t *testing.T) {
 	n0, status := env.schedule(pair[0])
 	require.Equal(t, fwk.Wait, status.Code(), "%v", status)
 	w0 := env.waitAsync(pair[0], n0)
-	planned, _ := env.pl.ledger.Reservations.PlanSlots(gang.Key{Namespace: testNS, Name: "pair"}, pair[1].UID, capacity.PodAmounts(pair[1]))
+	planned, _ := env.ledger().Reservations.PlanSlots(gang.Key{Namespace: testNS, Name: "pair"}, pair[1].UID, capacity.PodAmounts(pair[1]))
 	require.Len(t, planned, 1)
 
 	// The planned node of the second member is lost.
