@@ -70,7 +70,7 @@ func benchPreCheck(b *testing.B, nodes, size int, fullScan bool) {
 	job := members("big", size, "8")
 	pg := gangtest.MakePodGroup("big", testNS).MinMember(int32(size)).Obj()
 	env := newTestEnv(b, fleet, append(running, job...), []*v1alpha1.PodGroup{pg}, withShippedProfile(b))
-	env.pl.noPrune = fullScan
+	env.pl.core.SetFullScan(fullScan)
 	key := gang.Key{Namespace: testNS, Name: "big"}
 	// The scheduler's own logger, at its verbosity: the test logger logs
 	// every V(5) line, which a scheduler does not pay for.

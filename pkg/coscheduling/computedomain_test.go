@@ -198,7 +198,7 @@ func TestComputeDomainInOneClique(t *testing.T) {
 		// The two whole free cliques, the first by name, though s0 would
 		// hold the three in one spine.
 		require.Equal(t, map[string]int{"c-s0-l0": 2, "c-s1-l0": 1}, cliques, "planned %v", got)
-		note := env.pl.domainNote(gang.Key{Namespace: testNS, Name: "triple"})
+		note := env.pl.core.DomainNote(gang.Key{Namespace: testNS, Name: "triple"})
 		require.Contains(t, note, "ComputeDomain uid-a spans the fewest whole NVLink cliques, 2 (c-s0-l0, c-s1-l0), each used by no other ComputeDomain")
 		require.Contains(t, note, "no clique has room for its 3 member(s), the roomiest for 2")
 	})

@@ -285,7 +285,7 @@ func (dc *draCase) check(t *testing.T, env *testEnv, oracle framework.Framework)
 	if !ok {
 		t.Fatal("the gang's PodGroup is unknown")
 	}
-	d, status := env.pl.demandOf(env.ctx, spec, dc.members, 0)
+	d, status := env.pl.core.DemandOf(env.ctx, spec, dc.members, 0)
 	if status != nil {
 		t.Fatalf("reading the gang's demand: %v", status)
 	}

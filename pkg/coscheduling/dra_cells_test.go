@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -55,10 +56,10 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 	// check plans members' pass once, and compares the view with a fresh
 	// read.
 	check := func(round int, members []*v1.Pod) []fwk.NodeInfo {
-		sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
-		d, status := env.pl.demandOf(env.ctx, nil, members, 0)
+		sorted := env.pl.core.Snapshot().Live(list, env.pl.core.NodeGeneration(), env.pl.core.LiveNodes)
+		d, status := env.pl.core.DemandOf(env.ctx, nil, members, 0)
 		require.Nil(t, status)
-		dims := dimensions(d.Requests)
+		dims := core.Dimensions(d.Requests)
 		cols := d.Columns(dims)
 		held := map[string]capacity.Amounts{}
 		for range r.IntN(3) {
@@ -70,7 +71,7 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
 		// Lent, as a plan has it; the lease ends with the check.
-		got, _, release := env.pl.snapshot.Nodes(env.ctx, sorted, dims, cols, held, true)
+		got, _, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got, ignoreLabelsVersions), "round %d, dims %v (-fresh,+view)", round, dims)
 		release()
 		return sorted

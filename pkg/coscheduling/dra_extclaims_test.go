@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
@@ -77,15 +78,15 @@ func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 					return err == nil
 				}, sliceListedTimeout, sliceListedTimeout/100, "the claim tracker never held the claim")
 			}
-			d, status := env.pl.demandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
+			d, status := env.pl.core.DemandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
 			require.Nil(t, status)
 			templates, of := eligibility.TemplatesOf([]*v1.Pod{pod}, d.Requests)
-			markCounted(d, templates, of)
+			core.MarkCounted(d, templates, of)
 			require.NotEmpty(t, templates[0].Devices.Mapped, "the member's GPUs must be mapped to devices")
 			counting := &countingClaims{ResourceClaimTracker: env.pl.devices.Manager().ResourceClaims()}
 			ext := eligibility.NewExtendedClaims(counting, nil)
 			for range 3 {
-				_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], ext)
+				_, ok := env.pl.core.Eligibility().WithoutCountedClaims(templates[0], ext)
 				require.Equal(t, tt.want, ok)
 			}
 			require.Equal(t, 1, counting.lists, "the claims of one pass are listed once")
@@ -98,12 +99,12 @@ func TestStandInSeesExtendedResourceClaims(t *testing.T) {
 			watched := eligibility.NewExtendedClaims(counting, watch)
 			if !tt.want {
 				require.Eventually(t, func() bool {
-					_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], env.pl.eligibility.ExtendedClaims())
+					_, ok := env.pl.core.Eligibility().WithoutCountedClaims(templates[0], env.pl.core.Eligibility().ExtendedClaims())
 					return !ok
 				}, sliceListedTimeout, sliceListedTimeout/100, "the claim watch never saw the member's claim")
 			}
 			for range 3 {
-				_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], watched)
+				_, ok := env.pl.core.Eligibility().WithoutCountedClaims(templates[0], watched)
 				require.Equal(t, tt.want, ok)
 			}
 			require.Zero(t, counting.lists, "with a claim watch no pass lists the claims")

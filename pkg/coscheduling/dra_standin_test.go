@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -58,14 +59,14 @@ func TestStandInKeepsFleetDemand(t *testing.T) {
 
 			// The plan above came from the stand-in: its template's devices
 			// are counted and nothing keeps the member itself in PreFilter.
-			d, status := env.pl.demandOf(env.ctx, nil, pods, 0)
+			d, status := env.pl.core.DemandOf(env.ctx, nil, pods, 0)
 			require.Nil(t, status)
 			templates, of := eligibility.TemplatesOf(pods, d.Requests)
-			markCounted(d, templates, of)
-			_, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], env.pl.eligibility.ExtendedClaims())
+			core.MarkCounted(d, templates, of)
+			_, ok := env.pl.core.Eligibility().WithoutCountedClaims(templates[0], env.pl.core.Eligibility().ExtendedClaims())
 			require.True(t, ok, "the template pass must run on a stand-in")
-			env.pl.eligibility.PreFilter(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), ledger.LessonView{})
-			env.pl.eligibility.Filter(env.ctx, templates, env.pl.liveNodes(snapshotNodes(t, env)), nil)
+			env.pl.core.Eligibility().PreFilter(env.ctx, templates, env.pl.core.LiveNodes(snapshotNodes(t, env)), ledger.LessonView{})
+			env.pl.core.Eligibility().Filter(env.ctx, templates, env.pl.core.LiveNodes(snapshotNodes(t, env)), nil)
 			require.Equal(t, []bool{false, false, true, true}, templates[0].Eligible)
 		})
 	}
@@ -108,11 +109,11 @@ func TestStandInKeepsWhatDynamicResourcesJudges(t *testing.T) {
 			env := newTestEnv(t, []*v1.Node{draNode("n0")}, []*v1.Pod{pod},
 				[]*v1alpha1.PodGroup{gangtest.MakePodGroup("g", testNS).MinMember(1).Obj()},
 				withDRA(), withObjects(nvidiaClass(), gpuSlice("n0", "H100", "H100", "H100", "H100", "H100", "H100", "H100", "H100"), tmpl, claim))
-			d, status := env.pl.demandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
+			d, status := env.pl.core.DemandOf(env.ctx, nil, []*v1.Pod{pod}, 0)
 			require.Nil(t, status)
 			templates, of := eligibility.TemplatesOf([]*v1.Pod{pod}, d.Requests)
-			markCounted(d, templates, of)
-			standIn, ok := env.pl.eligibility.WithoutCountedClaims(templates[0], env.pl.eligibility.ExtendedClaims())
+			core.MarkCounted(d, templates, of)
+			standIn, ok := env.pl.core.Eligibility().WithoutCountedClaims(templates[0], env.pl.core.Eligibility().ExtendedClaims())
 			require.Equal(t, tt.want, ok)
 			if ok {
 				require.Empty(t, standIn.Spec.ResourceClaims)

@@ -201,9 +201,9 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 	if env.pl != nil {
 		// The informers' caches are synced, but the plugin's own node
 		// handler may still be receiving the initial adds, each of which
-		// moves nodeGeneration: a test that compares two plans' node order
+		// moves the node generation: a test that compares two plans' node order
 		// would see it change between them.
-		require.Eventually(t, func() bool { return env.pl.nodeGeneration.Load() >= uint64(len(nodes)) },
+		require.Eventually(t, func() bool { return env.pl.core.NodeGeneration() >= uint64(len(nodes)) },
 			wait.ForeverTestTimeout, time.Millisecond, "the plugin's node handler did not see the %d initial nodes", len(nodes))
 	}
 	return env

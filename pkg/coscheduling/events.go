@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/dedupevents"
@@ -29,17 +30,16 @@ const (
 	// ReasonWaitingForMembers: fewer members exist than minMember. The
 	// status controller says so too: the name is shared.
 	ReasonWaitingForMembers = scheduling.ReasonWaitingForMembers
-	// ReasonGangTooLarge: the gang would not fit even in an empty cluster.
-	ReasonGangTooLarge = "GangTooLarge"
+	// ReasonGangTooLarge: see core.ReasonGangTooLarge.
+	ReasonGangTooLarge = core.ReasonGangTooLarge
 	// ReasonGangTimedOut: reserved members waited longer than the schedule
 	// timeout for the rest of the gang.
 	ReasonGangTimedOut = "GangTimedOut"
 	// ReasonGangRejected: a member failed, so the whole gang gave back its
 	// reservations.
 	ReasonGangRejected = "GangRejected"
-	// ReasonTopologyUnsatisfied: the gang requires one domain of a topology
-	// level and none has room now.
-	ReasonTopologyUnsatisfied = "TopologyUnsatisfied"
+	// ReasonTopologyUnsatisfied: see core.ReasonTopologyUnsatisfied.
+	ReasonTopologyUnsatisfied = core.ReasonTopologyUnsatisfied
 	// ReasonGangScheduled: quorum is reserved and the gang is binding.
 	ReasonGangScheduled = "GangScheduled"
 	// ReasonMemberDeleted: a member was deleted while it waited in Permit;
@@ -64,23 +64,16 @@ const (
 	ReasonDeviceClassConflict = dra.ReasonDeviceClassConflict
 	// ReasonClaimDeleted: see dra.ReasonClaimDeleted.
 	ReasonClaimDeleted = dra.ReasonClaimDeleted
-	// ReasonNoFeasibleNodes: a Filter plugin of the profile rejects a
-	// member on every node.
-	ReasonNoFeasibleNodes = "NoFeasibleNodes"
-	// ReasonFilterRejectsPlan: every plan the planner finds puts some
-	// member where a Filter plugin rejects it.
-	ReasonFilterRejectsPlan = "FilterRejectsPlan"
-	// ReasonPermanentPodsInTheWay: the gang would fit an empty cluster but
-	// not beside the pods that never finish on their own; it waits without
-	// holding capacity.
-	ReasonPermanentPodsInTheWay = "PermanentPodsInTheWay"
-	// ReasonGangHolding: the gang heads the queue and holds its plan's
-	// places, free and still in use, for a bounded time while the rest
-	// frees up.
-	ReasonGangHolding = "GangHolding"
-	// ReasonHoldExpired: the head gang's hold ran out; the gangs behind it
-	// use the capacity for as long (backfill) before it may hold again.
-	ReasonHoldExpired = "HoldExpired"
+	// ReasonNoFeasibleNodes: see core.ReasonNoFeasibleNodes.
+	ReasonNoFeasibleNodes = core.ReasonNoFeasibleNodes
+	// ReasonFilterRejectsPlan: see core.ReasonFilterRejectsPlan.
+	ReasonFilterRejectsPlan = core.ReasonFilterRejectsPlan
+	// ReasonPermanentPodsInTheWay: see core.ReasonPermanentPodsInTheWay.
+	ReasonPermanentPodsInTheWay = core.ReasonPermanentPodsInTheWay
+	// ReasonGangHolding: see core.ReasonGangHolding.
+	ReasonGangHolding = core.ReasonGangHolding
+	// ReasonHoldExpired: see core.ReasonHoldExpired.
+	ReasonHoldExpired = core.ReasonHoldExpired
 	// ReasonNativePodGroupsIgnored: a pod names a native PodGroup
 	// (scheduling.k8s.io/v1beta1) in spec.schedulingGroup, but this
 	// scheduler does not schedule native PodGroups; the note says why.

@@ -3,13 +3,13 @@ package coscheduling
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 )
@@ -68,40 +68,8 @@ func (v *unitView) Reserved(uid types.UID) bool {
 }
 
 func (v *unitView) Segments(spec *gang.Spec, members []*v1.Pod) (gang.Segments, error) {
-	seg, status := v.pl.segmentsOf(spec, members, v.pl.policyOf(spec, members))
-	return seg, asError(status)
-}
-
-// statusError carries a status through pkg/gang's decisions, which
-// return errors, back to the extension point that rejects with it.
-type statusError struct{ status *fwk.Status }
-
-func (e statusError) Error() string { return e.status.Message() }
-
-// asError wraps a failed status; nil stays nil.
-func asError(s *fwk.Status) error {
-	if s == nil {
-		return nil
-	}
-	return statusError{s}
-}
-
-// unitStatus is the status to reject with after a unit's decision failed
-// with err: its own status, UnschedulableAndUnresolvable for a unit that
-// waits for members (nothing but new members can change that), or the
-// error itself.
-func unitStatus(err error) *fwk.Status {
-	var se statusError
-	var we *gang.WaitError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &se):
-		return se.status
-	case errors.As(err, &we):
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, we.Reason)
-	}
-	return fwk.AsStatus(err)
+	seg, status := v.pl.core.SegmentsOf(spec, members)
+	return seg, core.AsError(status)
 }
 
 // census counts a gang's members: the live ones (reserved ones apart), and
@@ -184,13 +152,4 @@ func (pl *Plugin) unit(pod *v1.Pod, key gang.Key) (gang.Unit, *fwk.Status) {
 func (pl *Plugin) lookup(key gang.Key) (*gang.Spec, bool) {
 	s, err := gang.SpecOf(pl.sources, key)
 	return s, err == nil
-}
-
-// timeout is how long an attempt of the gang may take: its own timeout, or
-// the plugin default.
-func (pl *Plugin) timeout(spec *gang.Spec) time.Duration {
-	if spec.Timeout > 0 {
-		return spec.Timeout
-	}
-	return time.Duration(pl.args.PermitWaitingTimeSeconds) * time.Second
 }

@@ -41,8 +41,8 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 		ni.AddPodInfo(pi)
 	}
 	for round := range 20 {
-		sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
-		require.Same(t, &sorted[0], &env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)[0], "an unchanged snapshot keeps its order")
+		sorted := env.pl.core.Snapshot().Live(list, env.pl.core.NodeGeneration(), env.pl.core.LiveNodes)
+		require.Same(t, &sorted[0], &env.pl.core.Snapshot().Live(list, env.pl.core.NodeGeneration(), env.pl.core.LiveNodes)[0], "an unchanged snapshot keeps its order")
 		dims := dimsOf[(round/5)%2] // kept for five rounds, so that the view reuses them
 		cols := make([]dra.Column, len(dims))
 		for i, d := range dims {
@@ -54,7 +54,7 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 			held[sorted[r.IntN(len(sorted))].Node().Name] = capacity.Amounts{gpu: int64(1 + r.IntN(4)), v1.ResourceCPU: 500}
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
-		got, gens, release := env.pl.snapshot.Nodes(env.ctx, sorted, dims, cols, held, true)
+		got, gens, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got, ignoreLabelsVersions), "round %d (-fresh,+view)", round)
 		require.Len(t, gens, len(sorted), "round %d: a lent list comes with its generations", round)
 		for i, ni := range sorted {
@@ -67,7 +67,7 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 			// next lease must not miss.
 			land(sorted, fmt.Sprint("lent-", round))
 			other := map[string]capacity.Amounts{sorted[r.IntN(len(sorted))].Node().Name: {gpu: 2}}
-			again, againGens, rel := env.pl.snapshot.Nodes(env.ctx, sorted, dims, cols, other, true)
+			again, againGens, rel := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, other, true)
 			require.NotSame(t, &got[0], &again[0], "round %d: a lent slice is not lent twice", round)
 			require.Nil(t, againGens, "round %d: a copy comes without generations", round)
 			require.Empty(t, cmp.Diff(readFresh(env.ctx, sorted, cols, other), again, ignoreLabelsVersions), "round %d: the copy (-fresh,+view)", round)

@@ -22,10 +22,10 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 )
 
-// TestNominationsMatchTheNominator checks withNominated, which asks the
-// nominator only about the nodes nominations names, against a scan of
-// every node (what plans did before), with kube-scheduler's own queue as
-// the nominator. Pods are created, nominated through their status or by
+// TestNominationsMatchTheNominator checks core.Planner.WithNominated,
+// which asks the nominator only about the nodes nominations names, against
+// a scan of every node (what plans did before), with kube-scheduler's own
+// queue as the nominator. Pods are created, nominated through their status or by
 // the plugin's PostFilter, renominated, cleared, bound and deleted at
 // random; the queue and the set see each change as the scheduler's event
 // handlers and PostFilter's result would hand it to them.
@@ -40,7 +40,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 
 	list, err := env.snapshot.NodeInfos().List()
 	require.NoError(t, err)
-	sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
+	sorted := env.pl.core.Snapshot().Live(list, env.pl.core.NodeGeneration(), env.pl.core.LiveNodes)
 	// everyNode is the plan's former scan: preempt.NominatedRoom on every live
 	// node.
 	everyNode := func(held map[string]capacity.Amounts, priority int32) map[string]capacity.Amounts {
@@ -137,7 +137,7 @@ func TestNominationsMatchTheNominator(t *testing.T) {
 		for _, priority := range []int32{0, 100, 200} {
 			held := map[string]capacity.Amounts{nodes[step%len(nodes)].Name: {gpu: 1}}
 			want := everyNode(held, priority)
-			got := env.pl.withNominated(held, sorted, priority)
+			got := env.pl.core.WithNominated(held, sorted, priority)
 			require.Empty(t, cmp.Diff(want, got), "step %d, priority %d (-every node,+nominations)", step, priority)
 			if len(got) > len(held) || got[nodes[step%len(nodes)].Name][gpu] > 1 {
 				nominated++

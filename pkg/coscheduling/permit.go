@@ -113,6 +113,12 @@ func (pl *Plugin) podGone(pod *v1.Pod) bool {
 	return err != nil || p.UID != pod.UID || p.DeletionTimestamp != nil
 }
 
+// nodeExists reports whether the node informer has the node.
+func (pl *Plugin) nodeExists(name string) bool {
+	_, err := pl.nodeLister.Get(name)
+	return err == nil
+}
+
 // goneReservation returns a node that a member of the gang's attempt in
 // flight reserved and that no longer exists, or "".
 func (pl *Plugin) goneReservation(key gang.Key) string {

@@ -6,8 +6,10 @@
 // (gang.Sources, shared with the other plugins) read both into one gang
 // model, and nothing after them knows which API a gang came from.
 //
-// The package is the plugin: its files follow the extension points, and
-// what it promised each gang (reservations, claims, the head hold, lessons,
+// The package is the plugin: its files follow the extension points and
+// the plugin's informer handlers, each a short call into the packages
+// below. Planning a gang is package core's (core.Planner); what the plugin
+// promised each gang (reservations, claims, the head hold, lessons,
 // preemptions) is kept in package ledger, which knows nothing of the
 // framework. A gang moves through the extension points like this:
 //   - queue.go: QueueSort keeps a gang's members next to each other, in
@@ -15,13 +17,14 @@
 //     has minMember members, so no scheduling cycle is spent on a gang
 //     without quorum.
 //   - prefilter.go: PreFilter of the first member runs the capacity
-//     pre-check (plan.go): it plans the whole gang, node by node, in free
-//     capacity less what other gangs hold, on nodes every Filter plugin of
-//     the profile accepts (package eligibility, verification.go), in the
-//     gang's segments and with members that share a claim on one node
-//     (segments.go), and holds the plan's capacity in the ledger. A gang that does not fit holds nothing
-//     (explain.go says why), except the head of the queue, for a bounded
-//     time (hold.go).
+//     pre-check (core.Planner.PlanGang): it plans the whole gang, node by
+//     node, in free capacity less what other gangs hold, on nodes every
+//     Filter plugin of the profile accepts (package eligibility), in the
+//     gang's segments and with members that share a claim on one node, and
+//     holds the plan's capacity in the ledger. A gang that does not fit
+//     holds nothing (core says why), except the head of the queue, for a
+//     bounded time (core's head hold). planning.go is what core asks of
+//     the plugin.
 //   - filter.go: Filter keeps other pods out of held capacity.
 //   - postfilter.go: PostFilter learns from a member that Filter turned
 //     away where its plan put it; package preempt (preempt.go is its
@@ -46,7 +49,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +67,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
-	"github.com/gpu-gang/gpu-gang/pkg/computedomain"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
@@ -104,17 +107,13 @@ type Plugin struct {
 	// ahead of a cycle's snapshot.
 	nodeLister corelisters.NodeLister
 	podLister  corelisters.PodLister
-	planner    placement.Planner
-	// levels are the topology levels of the plugin's args, tightest
-	// first, against which segments are checked.
-	levels []scheduling.Level
-	// eligibility runs the profile's PreFilter and Filter plugins for the
-	// templates of members being planned, and keeps their verdicts.
-	eligibility *eligibility.Runner
+	// core plans gangs (package core): demand, eligibility, the request,
+	// verification, explanations and the head hold.
+	core *core.Planner
 	// ledger is the plugin's memory of gangs: what it promised each one.
 	ledger *ledger.Ledger
 	// devices reads capacity published through Dynamic Resource
-	// Allocation (devices.go); nil when the framework has no DRA manager.
+	// Allocation (package dra); nil when the framework has no DRA manager.
 	devices *dra.DeviceSource
 	// claims are the allocations the plugin writes for members that
 	// share a claim (dra.GangClaims), their writes and their releases.
@@ -130,19 +129,8 @@ type Plugin struct {
 	// (package preempt, preempt.go).
 	preempter *preempt.Preempter
 	pdbLister policylisters.PodDisruptionBudgetLister
-	// computeDomains remembers the ComputeDomain of each gang that joins
-	// one (computedomain.go).
-	computeDomains *computedomain.Registry[gang.Key]
-	// nodeGeneration changes whenever a node is added or deleted or its
-	// labels change, so planners may cache what they derive from labels.
-	nodeGeneration atomic.Uint64
-	// snapshot keeps what plans read of each node between plans.
-	snapshot eligibility.Snapshot
 	// nominations are the nodes that may have a nominated pod.
 	nominations eligibility.Nominations
-	// noPrune makes every plan run Filter on every node first
-	// (eligibility.Runner.RoomyFirst); tests set it to compare the two.
-	noPrune bool
 	// logger is for work that outlives a scheduling cycle (timers).
 	logger klog.Logger
 }
@@ -193,24 +181,20 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		return nil, err
 	}
 	pl := &Plugin{
-		levels:  levels,
 		handle:  handle,
 		args:    args,
 		clock:   c,
 		sources: sources,
-		planner: planner,
 		ledger:  ledger.New(c),
 		devices: dra.NewDeviceSource(ctx, handle),
 		events:  newEventRecorder(handle.EventRecorder(), c),
 		logger:  klog.FromContext(ctx).WithValues("plugin", Name),
 	}
-	pl.computeDomains = computedomain.NewRegistry[gang.Key](levels)
 	claimsOpts := dra.AllocationsOptions(handle, pl.devices, pl.logger)
 	claimsOpts.Clock, claimsOpts.Done = c, pl.claimsDone
 	pl.claims = dra.NewAllocations(ctx, claimsOpts)
 	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), claimGangs{pl}, pl.logger)
-	pl.eligibility = eligibility.NewRunner(handle, Name, pl.devices)
 	if pl.devices != nil {
 		// A member's claim deleted while it waits in Permit fails its
 		// gang's attempt, as the member's own deletion does.
@@ -225,6 +209,23 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	pl.pdbLister = handle.SharedInformerFactory().Policy().V1().PodDisruptionBudgets().Lister()
 	pl.nodeLister = handle.SharedInformerFactory().Core().V1().Nodes().Lister()
 	pl.podLister = handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	pl.core = core.New(core.Config{
+		Framework:      handle,
+		Gangs:          planningAdapter{pl},
+		Queue:          planningAdapter{pl},
+		Reporter:       planningAdapter{pl},
+		Placement:      planner,
+		Levels:         levels,
+		Eligibility:    eligibility.NewRunner(handle, Name, pl.devices),
+		Ledger:         pl.ledger,
+		Devices:        pl.devices,
+		Claims:         pl.gangClaims,
+		Nodes:          pl.nodeLister,
+		Nominations:    &pl.nominations,
+		Clock:          c,
+		DefaultTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
+		Logger:         pl.logger,
+	})
 	podInformer := handle.SharedInformerFactory().Core().V1().Pods().Informer()
 	// Members are looked up by gang on every PreEnqueue and PreFilter; an
 	// index keeps that from scanning the whole namespace. The plugins of
@@ -256,16 +257,16 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	}
 	pl.finished = finished
 	nodeHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(interface{}) { pl.nodeGeneration.Add(1) },
+		AddFunc: func(interface{}) { pl.core.NodesChanged() },
 		DeleteFunc: func(obj interface{}) {
-			pl.nodeGeneration.Add(1)
+			pl.core.NodesChanged()
 			pl.onNodeDelete(obj)
 		},
 		UpdateFunc: func(oldObj, newObj interface{}) {
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
 			if !ok1 || !ok2 || !maps.Equal(o.Labels, n.Labels) {
-				pl.nodeGeneration.Add(1)
+				pl.core.NodesChanged()
 			}
 		},
 	}
@@ -347,7 +348,7 @@ func (pl *Plugin) gangDeleted(key gang.Key) {
 	// to end; what it wrote goes all the same.
 	pl.claims.Abandon(key, "its PodGroup was deleted")
 	pl.ledger.ForgetGang(key)
-	pl.computeDomains.Set(key, nil)
+	pl.core.ForgetGang(key)
 	pl.activateBlocked()
 	pl.activate(key)
 }

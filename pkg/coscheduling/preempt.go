@@ -9,9 +9,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/gpu-gang/gpu-gang/pkg/capacity"
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
-	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/ledger"
@@ -34,7 +32,7 @@ func (pl *Plugin) newPreempter(d preempt.Decider) *preempt.Preempter {
 		PluginName:  Name,
 		Framework:   pl.handle,
 		Gangs:       a,
-		Planning:    a,
+		Planning:    pl.core,
 		Holds:       a,
 		Reporter:    a,
 		Decider:     d,
@@ -76,13 +74,13 @@ func (pl *Plugin) preemptorOf(s *cycleState, pod *v1.Pod) (*preempt.Preemptor, b
 	return p, true
 }
 
-// preemptAdapter gives package preempt the plugin's gangs, planning, holds
-// and Events (preempt.Gangs, Planning, Holds, Reporter).
+// preemptAdapter gives package preempt the plugin's gangs, holds and
+// Events (preempt.Gangs, Holds, Reporter); its planning is the core
+// planner's (core.Planner is a preempt.Planning).
 type preemptAdapter struct{ pl *Plugin }
 
 var (
 	_ preempt.Gangs    = preemptAdapter{}
-	_ preempt.Planning = preemptAdapter{}
 	_ preempt.Holds    = preemptAdapter{}
 	_ preempt.Reporter = preemptAdapter{}
 )
@@ -100,32 +98,13 @@ func (a preemptAdapter) Unit(key gang.Key) (gang.Unit, gang.View, error) {
 	return u, a.pl.viewOf(key), err
 }
 
-func (a preemptAdapter) LiveNodes(nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
-	return a.pl.liveNodes(nodeInfos)
-}
-
-func (a preemptAdapter) Demand(ctx context.Context, spec *gang.Spec, members []*v1.Pod, nodes []fwk.NodeInfo, eligible []bool) (preempt.Demand, *fwk.Status) {
-	d, status := a.pl.demandOf(ctx, spec, members, 0)
-	if status != nil {
-		return nil, status
-	}
-	templates, of := eligibility.TemplatesOf(members, d.Requests)
-	markCounted(d, templates, of)
-	if spec != nil {
-		a.pl.gangEligibility(ctx, spec, members, templates, nodes) // a bad gang leaves no node eligible
-	} else {
-		templates[0].Eligible = eligible
-	}
-	return &preemptDemand{pl: a.pl, spec: spec, members: members, nodes: nodes, d: d, templates: templates, of: of}, nil
-}
-
 func (a preemptAdapter) HoldPlan(spec *gang.Spec, members []*v1.Pod, slots []ledger.Slot, until time.Time, plan *placement.Plan, req *placement.Request) {
-	if wasHead := a.pl.ledger.HoldPlan(spec.Key, slots, until, plan, fingerprint(members, plan, req)); wasHead {
+	if wasHead := a.pl.ledger.HoldPlan(spec.Key, slots, until, plan, core.Fingerprint(members, plan, req)); wasHead {
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
 }
 
-func (a preemptAdapter) Timeout(spec *gang.Spec) time.Duration { return a.pl.timeout(spec) }
+func (a preemptAdapter) Timeout(spec *gang.Spec) time.Duration { return a.pl.core.Timeout(spec) }
 func (a preemptAdapter) Nominate(uid types.UID, node string)   { a.pl.nominations.Nominate(uid, node) }
 func (a preemptAdapter) FailGang(ctx context.Context, key gang.Key, reason, why string, penalize bool) {
 	a.pl.failGang(ctx, key, reason, why, penalize)
@@ -149,59 +128,4 @@ func (a preemptAdapter) Preempted(byGang bool, victims int) {
 
 func (a preemptAdapter) PreemptorBound(sinceCreated time.Duration) {
 	preemptorTimeToBound.Observe(sinceCreated.Seconds())
-}
-
-// preemptDemand is a preemptor's demand as one planning pass reads it
-// (demandOf), with its members' templates and eligibility.
-type preemptDemand struct {
-	pl        *Plugin
-	spec      *gang.Spec
-	members   []*v1.Pod
-	nodes     []fwk.NodeInfo
-	d         *dra.PassDemand
-	templates []*eligibility.Template
-	of        []int
-}
-
-func (pd *preemptDemand) Unplaceable() *v1.Pod {
-	for _, t := range pd.templates {
-		if !anyTrue(t.Eligible) {
-			return t.Pod
-		}
-	}
-	return nil
-}
-
-func (pd *preemptDemand) Request(ctx context.Context, key gang.Key, taken map[string]capacity.Amounts) (*placement.Request, *fwk.Status) {
-	req := pd.pl.buildRequest(ctx, key, pd.members, pd.d, pd.nodes, taken, pd.templates, pd.of)
-	if pd.spec != nil {
-		if status := pd.pl.shapeRequest(pd.spec, pd.members, pd.d, req, pd.nodes); status != nil {
-			return nil, status
-		}
-	}
-	return req, nil
-}
-
-func (pd *preemptDemand) PerMember() []capacity.Amounts { return pd.d.Requests }
-
-func (pd *preemptDemand) VictimCounter(dims []v1.ResourceName) preempt.VictimCounter {
-	d := pd.d
-	cols := d.Columns(dims)
-	return func(ctx context.Context, victim *v1.Pod, requests capacity.Amounts, ni fwk.NodeInfo) (placement.Vector, int64) {
-		freed := toVector(dims, requests)
-		if d.Devices == nil || ni == nil {
-			return freed, 0
-		}
-		taken := pd.pl.devices.AllocatedPositions(d.Devices, victim.Spec.NodeName, []*v1.Pod{victim})
-		for c := range cols {
-			if cols[c].MayUseDevices && cols[c].Devices.ServedByDevices(ctx, dra.NodeCapacity{Info: ni}) {
-				freed[c] = cols[c].Devices.Counted(ctx, dra.NodeCapacity{Info: ni}, taken)
-			}
-		}
-		return freed, int64(taken.Count())
-	}
-}
-
-func (pd *preemptDemand) Explain(req *placement.Request, text string) string {
-	return pd.d.DescribeText(req, text)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/contract"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 )
 
@@ -63,9 +64,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	if pl.running(key, q) {
 		batch, err := u.Joining(view, pod)
 		if err != nil {
-			return nil, unitStatus(err)
+			return nil, core.UnitStatus(err)
 		}
-		if status := pl.planGang(ctx, spec, batch, s.held); !status.IsSuccess() {
+		if status := pl.core.PlanGang(ctx, spec, batch, s.held); !status.IsSuccess() {
 			s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
 			return nil, status
 		}
@@ -79,9 +80,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		if !planned {
 			batch, err := u.NextBatch(view, q)
 			if err != nil {
-				return nil, unitStatus(err)
+				return nil, core.UnitStatus(err)
 			}
-			if status := pl.planGang(ctx, spec, batch, s.held); !status.IsSuccess() {
+			if status := pl.core.PlanGang(ctx, spec, batch, s.held); !status.IsSuccess() {
 				s.unplaced, s.spec, s.unplacedStatus = batch, spec, status
 				return nil, status
 			}

@@ -60,7 +60,7 @@ func TestRoomyFirstPlansAsTheFullScan(t *testing.T) {
 			key := gang.Key{Namespace: testNS, Name: "job"}
 			attempt := func(noPrune bool) (status string, plan []string) {
 				env.ledger().ForgetGang(key)
-				env.pl.noPrune = noPrune
+				env.pl.core.SetFullScan(noPrune)
 				_, s, _ := env.fh.RunPreFilterPlugins(env.ctx, framework.NewCycleState(), job[0])
 				for _, p := range job {
 					nodes, _ := env.ledger().Reservations.PlanSlots(key, p.UID, nil)

@@ -45,7 +45,7 @@ func TestKeptVerdictsFollowNodeChanges(t *testing.T) {
 			env := newTestEnv(t, nodes, append(append(running, jobs[0]...), jobs[1]...), pgs, withShippedProfile(t))
 			list, err := env.snapshot.NodeInfos().List()
 			require.NoError(t, err)
-			sorted := env.pl.snapshot.Live(list, env.pl.nodeGeneration.Load(), env.pl.liveNodes)
+			sorted := env.pl.core.Snapshot().Live(list, env.pl.core.NodeGeneration(), env.pl.core.LiveNodes)
 			used := 0
 			for round := range 60 {
 				job := jobs[r.IntN(len(jobs))]
@@ -79,24 +79,24 @@ func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeI
 		reqs[i] = capacity.PodAmounts(p)
 	}
 	templates, _ := eligibility.TemplatesOf(job, reqs)
-	env.pl.eligibility.PreFilter(env.ctx, templates, sorted, ledger.LessonView{})
+	env.pl.core.Eligibility().PreFilter(env.ctx, templates, sorted, ledger.LessonView{})
 	keyed := true
 	if kept {
 		for _, tmpl := range templates {
-			_, ok := env.pl.eligibility.Verdicts().KeyOf(tmpl)
+			_, ok := env.pl.core.Eligibility().Verdicts().KeyOf(tmpl)
 			keyed = keyed && ok
 		}
 		var gens []int64
 		if lent {
 			cols := []dra.Column{{Name: gpu}}
 			var release func()
-			_, gens, release = env.pl.snapshot.Nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
+			_, gens, release = env.pl.core.Snapshot().Nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
 			defer release()
 			require.Len(t, gens, len(sorted))
 		}
-		env.pl.eligibility.FilterKnown(env.ctx, templates, sorted, gens, nil)
+		env.pl.core.Eligibility().FilterKnown(env.ctx, templates, sorted, gens, nil)
 	} else {
-		env.pl.eligibility.Filter(env.ctx, templates, sorted, nil)
+		env.pl.core.Eligibility().Filter(env.ctx, templates, sorted, nil)
 	}
 	out := make([]filterPass, len(templates))
 	for i, tmpl := range templates {
@@ -157,9 +157,9 @@ func TestVerdictsKeptOnlyForStaticFilters(t *testing.T) {
 	require.NoError(t, err)
 	keyOf := func(p *v1.Pod) (eligibility.VerdictKey, bool) {
 		templates, _ := eligibility.TemplatesOf([]*v1.Pod{p}, []capacity.Amounts{capacity.PodAmounts(p)})
-		env.pl.eligibility.PreFilter(env.ctx, templates, list, ledger.LessonView{})
+		env.pl.core.Eligibility().PreFilter(env.ctx, templates, list, ledger.LessonView{})
 		require.True(t, templates[0].Pending, "%s: %v", p.Name, templates[0].Rejected)
-		return env.pl.eligibility.Verdicts().KeyOf(templates[0])
+		return env.pl.core.Eligibility().Verdicts().KeyOf(templates[0])
 	}
 	plainKey, ok := keyOf(plain[0])
 	require.True(t, ok, "a plain GPU member keeps its verdicts")

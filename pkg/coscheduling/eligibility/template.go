@@ -44,14 +44,14 @@ type Template struct {
 	// other or their siblings through Filter, so plans are verified.
 	Relational bool
 	// DevicesCounted is set when the capacity model counts the template's
-	// Devices exactly (markCounted): DynamicResources then judges
+	// Devices exactly (core.MarkCounted): DynamicResources then judges
 	// capacity alone for it, and is skipped as the resource fit is.
 	DevicesCounted bool
-	// Devices is what pod takes of devices (markCounted); nil when
+	// Devices is what pod takes of devices (core.MarkCounted); nil when
 	// it takes none or was not read.
 	Devices *capacity.PodDevices
 	// Pins are the allocated claims that keep the template's members on
-	// the nodes that reach their devices (markCounted); the
+	// the nodes that reach their devices (core.MarkCounted); the
 	// eligibility pass owns this rule (PinnedAway).
 	Pins []capacity.PinnedClaim
 	// PerNode is the cap on the template's members per node, 0 for none.

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"context"
@@ -25,8 +25,8 @@ import (
 // feasiblePlan plans until Filter accepts the plan: a plan whose members
 // exclude each other where it puts them teaches a lesson (see package
 // eligibility) and the planner plans again. It returns the plan and its
-// fingerprint. A plan that failed before is never returned again.
-func (pl *Plugin) feasiblePlan(ctx context.Context, key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo,
+// fingerprint (Fingerprint). A plan that failed before is never returned again.
+func (pl *Planner) feasiblePlan(ctx context.Context, key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo,
 	templates []*eligibility.Template, of []int) (*placement.Plan, uint64, error) {
 	verify := false
 	for _, t := range templates {
@@ -34,11 +34,11 @@ func (pl *Plugin) feasiblePlan(ctx context.Context, key gang.Key, members []*v1.
 	}
 	var last *failure
 	for range maxReplans + 1 {
-		plan, err := pl.planner.Plan(ctx, req)
+		plan, err := pl.placement.Plan(ctx, req)
 		if err != nil {
 			return nil, 0, err
 		}
-		fp := fingerprint(members, plan, req)
+		fp := Fingerprint(members, plan, req)
 		if pl.ledger.Lessons.View(key).Failed[fp] {
 			return nil, 0, pl.unfit(members, req, last, "the only plan the planner finds failed before")
 		}
@@ -60,7 +60,7 @@ func (pl *Plugin) feasiblePlan(ctx context.Context, key gang.Key, members []*v1.
 }
 
 // applyLessons narrows the request by what the gang's lessons say now.
-func (pl *Plugin) applyLessons(key gang.Key, req *placement.Request, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int) {
+func (pl *Planner) applyLessons(key gang.Key, req *placement.Request, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int) {
 	lv := pl.ledger.Lessons.View(key)
 	for _, t := range templates {
 		if n, ok := lv.PerNode[t.Sig]; ok && (t.PerNode == 0 || n < t.PerNode) {
@@ -79,7 +79,7 @@ func (pl *Plugin) applyLessons(key gang.Key, req *placement.Request, nodeInfos [
 	}
 }
 
-func (pl *Plugin) unfit(members []*v1.Pod, req *placement.Request, last *failure, why string) error {
+func (pl *Planner) unfit(members []*v1.Pod, req *placement.Request, last *failure, why string) error {
 	if last == nil {
 		return &unfitError{status: fwk.NewStatus(fwk.Unschedulable, why)}
 	}
@@ -106,7 +106,7 @@ type failure struct {
 // members Filter rejects where the plan puts them. Members placed earlier
 // are added to the copies of their nodes and to every template's PreFilter
 // state, as the scheduler's own preemption does when it simulates pods.
-func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement.Plan, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int) []failure {
+func (pl *Planner) verify(ctx context.Context, members []*v1.Pod, plan *placement.Plan, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int) []failure {
 	simCtx := contract.WithSimulation(ctx)
 	states := make([]fwk.CycleState, len(templates))
 	for i, t := range templates {
@@ -123,7 +123,7 @@ func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement
 			copies[n] = ni
 		}
 		t := of[i]
-		if s := pl.handle.RunFilterPlugins(simCtx, states[t], m, ni); !eligibility.Acceptable(s) {
+		if s := pl.framework.RunFilterPlugins(simCtx, states[t], m, ni); !eligibility.Acceptable(s) {
 			failures = append(failures, failure{member: i, node: n, status: s, beside: beside[[2]int{t, n}]})
 			continue
 		}
@@ -136,7 +136,7 @@ func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement
 		}
 		ni.AddPodInfo(pi)
 		for j, o := range templates {
-			if s := pl.handle.RunPreFilterExtensionAddPod(simCtx, states[j], o.Pod, pi, ni); !s.IsSuccess() {
+			if s := pl.framework.RunPreFilterExtensionAddPod(simCtx, states[j], o.Pod, pi, ni); !s.IsSuccess() {
 				klog.FromContext(ctx).V(4).Info("Could not add a planned member to a sibling's view", "member", klog.KObj(m), "status", s)
 			}
 		}
@@ -149,14 +149,14 @@ func (pl *Plugin) verify(ctx context.Context, members []*v1.Pod, plan *placement
 // the bare node but fails beside k of its template's siblings caps the
 // template at k per node; anything else excludes the node for the
 // template. It reports whether anything new was learned.
-func (pl *Plugin) learn(ctx context.Context, key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int, failures []failure) bool {
+func (pl *Planner) learn(ctx context.Context, key gang.Key, members []*v1.Pod, nodeInfos []fwk.NodeInfo, templates []*eligibility.Template, of []int, failures []failure) bool {
 	simCtx := contract.WithSimulation(ctx)
 	logger := klog.FromContext(ctx)
 	news := false
 	for _, f := range failures {
 		t := templates[of[f.member]]
 		node := nodeInfos[f.node].Node().Name
-		bare := pl.handle.RunFilterPlugins(simCtx, t.State, members[f.member], nodeInfos[f.node])
+		bare := pl.framework.RunFilterPlugins(simCtx, t.State, members[f.member], nodeInfos[f.node])
 		if f.beside > 0 && eligibility.Acceptable(bare) {
 			if pl.ledger.Lessons.LearnCap(key, t.Sig, f.beside) {
 				logger.V(3).Info("Members exclude each other on a node: capping them", "podGroup", key, "member", klog.KObj(members[f.member]),
@@ -174,8 +174,8 @@ func (pl *Plugin) learn(ctx context.Context, key gang.Key, members []*v1.Pod, no
 	return news
 }
 
-// fingerprint identifies a plan: which member goes where.
-func fingerprint(members []*v1.Pod, plan *placement.Plan, req *placement.Request) uint64 {
+// Fingerprint identifies a plan: which member goes where.
+func Fingerprint(members []*v1.Pod, plan *placement.Plan, req *placement.Request) uint64 {
 	h := fnv.New64a()
 	for i, m := range members {
 		fmt.Fprintf(h, "%s=%s;", m.UID, req.Nodes[plan.NodeOf[i]].Name)

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"fmt"
@@ -35,15 +35,15 @@ import (
 // or unset becomes the clique, required), unless no clique could hold the
 // gang and it may span cliques: then the user's looser required level, or
 // the clique preferred.
-func (pl *Plugin) policyOf(spec *gang.Spec, members []*v1.Pod) placement.Policy {
+func (pl *Planner) policyOf(spec *gang.Spec, members []*v1.Pod) placement.Policy {
 	return pl.computeDomains.Policy(spec.Key, gang.PolicyOf(spec, members))
 }
 
 // domainOfGang reads which ComputeDomain the members join, "" for none. A
 // gang whose members join two domains, or whose PodGroup sets
 // AnnotationComputeDomainShareClique to something other than a boolean,
-// is invalid. Claims not created yet are demandOf's to wait for.
-func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*computedomain.Pass, *fwk.Status) {
+// is invalid. Claims not created yet are DemandOf's to wait for.
+func (pl *Planner) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*computedomain.Pass, *fwk.Status) {
 	if pl.devices == nil {
 		return nil, nil
 	}
@@ -58,7 +58,7 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*computedoma
 		if domain != "" && d != domain {
 			msg := fmt.Sprintf("gang %s: member %s joins ComputeDomain %s and member %s joins %s; a gang runs in one NVLink clique, so its members join one ComputeDomain: split the gang or the workload's claims",
 				spec.Key, first, domain, p.Name, d)
-			pl.events.gang(spec, p, v1.EventTypeWarning, ReasonInvalidPodGroup, "%s", msg)
+			pl.reporter.GangEvent(spec, p, v1.EventTypeWarning, scheduling.ReasonInvalidPodGroup, "%s", msg)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 		}
 		domain, first = d, p.Name
@@ -73,7 +73,7 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*computedoma
 		if err != nil {
 			msg := fmt.Sprintf("gang %s: annotation %s=%q is not a boolean; write \"true\" to let its ComputeDomain share an NVLink clique with other domains, or remove it",
 				spec.Key, scheduling.AnnotationComputeDomainShareClique, v)
-			pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%s", msg)
+			pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonInvalidPodGroup, "%s", msg)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 		}
 		pass.ShareClique = share
@@ -82,7 +82,7 @@ func (pl *Plugin) domainOfGang(spec *gang.Spec, members []*v1.Pod) (*computedoma
 }
 
 // inComputeDomain reports whether some member joins a ComputeDomain.
-func (pl *Plugin) inComputeDomain(members []*v1.Pod) bool {
+func (pl *Planner) inComputeDomain(members []*v1.Pod) bool {
 	if pl.devices == nil {
 		return false
 	}

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"context"
@@ -15,21 +15,21 @@ import (
 )
 
 // The device counting lives in pkg/coscheduling/dra (DeviceSource,
-// PassDemand); what is left here ties it to the plugin: the gang's Events
-// for bad claims and the templates the eligibility pass keeps.
+// PassDemand); what is left here ties it to a planning pass: the gang's
+// Events for bad claims and the templates the eligibility pass keeps.
 
-// demandOf reads what members ask for (dra.DeviceSource.Demand). alt
+// DemandOf reads what members ask for (dra.DeviceSource.Demand). alt
 // chooses the firstAvailable alternative to plan with. A claim that does
 // not exist yet or names an unknown class fails the pass with a status
 // (and, for bad input, an Event on the gang).
-func (pl *Plugin) demandOf(ctx context.Context, spec *gang.Spec, members []*v1.Pod, alt int) (*dra.PassDemand, *fwk.Status) {
+func (pl *Planner) DemandOf(ctx context.Context, spec *gang.Spec, members []*v1.Pod, alt int) (*dra.PassDemand, *fwk.Status) {
 	return pl.devices.Demand(ctx, members, alt, demandReports{pl: pl, spec: spec})
 }
 
 // demandReports tells a gang what reading its pass found wrong with its
 // members' claims.
 type demandReports struct {
-	pl   *Plugin
+	pl   *Planner
 	spec *gang.Spec
 }
 
@@ -54,18 +54,18 @@ func (r demandReports) ClaimUnreadable(pod *v1.Pod, err error) *fwk.Status {
 	case errors.As(err, &missing):
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s waits for %v", spec.Key, missing))
 	case errors.As(err, &class):
-		r.pl.events.gang(spec, pod, v1.EventTypeWarning, ReasonInvalidResourceClaim, "member %s: %v", pod.Name, class)
+		r.pl.reporter.GangEvent(spec, pod, v1.EventTypeWarning, dra.ReasonInvalidResourceClaim, "member %s: %v", pod.Name, class)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", spec.Key, class))
 	}
 	return fwk.AsStatus(fmt.Errorf("reading the device claims of %s/%s: %w", pod.Namespace, pod.Name, err))
 }
 
-// markCounted notes on each template what the pass knows of its members'
+// MarkCounted notes on each template what the pass knows of its members'
 // devices (dra.PassDemand.ForTemplate): whether the model counts them
 // exactly, so that DynamicResources' Filter may be skipped, and the
 // allocated claims that pin the members, which the eligibility pass
 // enforces either way.
-func markCounted(d *dra.PassDemand, templates []*eligibility.Template, _ []int) {
+func MarkCounted(d *dra.PassDemand, templates []*eligibility.Template, _ []int) {
 	for _, t := range templates {
 		td := d.ForTemplate(t.Members)
 		t.DevicesCounted, t.Devices, t.Pins = td.Counted, td.Devices, td.Pins

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"slices"
@@ -10,13 +10,13 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 )
 
-// withNominated adds to held what plain pods nominated to each node ask for,
+// WithNominated adds to held what plain pods nominated to each node ask for,
 // when their priority is at least priority (see preempt.NominatedRoom): the
 // plan then keeps out of a preemptor's freed room, as kube-scheduler's
 // Filter does. It asks only about the live nodes (nodeInfos, in name order)
 // that may have a nominated pod (every node until the set is known), and
 // copies held rather than write it.
-func (pl *Plugin) withNominated(held map[string]capacity.Amounts, nodeInfos []fwk.NodeInfo, priority int32) map[string]capacity.Amounts {
+func (pl *Planner) WithNominated(held map[string]capacity.Amounts, nodeInfos []fwk.NodeInfo, priority int32) map[string]capacity.Amounts {
 	names, known := pl.nominations.Nodes()
 	if !known {
 		names = make([]string, len(nodeInfos))
@@ -31,7 +31,7 @@ func (pl *Plugin) withNominated(held map[string]capacity.Amounts, nodeInfos []fw
 		}); !live {
 			continue
 		}
-		a := preempt.NominatedRoom(pl.handle, name, priority, "")
+		a := preempt.NominatedRoom(pl.framework, name, priority, "")
 		if a == nil {
 			continue
 		}

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// The head hold as the plugin drives it. The model (one turn at a time,
+// The head hold as planning drives it. The model (one turn at a time,
 // never renewed, a yield after a turn that ran out) is ledger.Head's; the
-// plugin picks the part of a plan that is free now, takes the turn, says
+// planner picks the part of a plan that is free now, takes the turn, says
 // so, and ends the turn with a timer.
 
 // holdAsHead lets a gang that would fit once running jobs finish, but does
@@ -24,7 +24,7 @@ import (
 // and, as waiting places, those that running pods still use, so that what
 // frees up there stays the gang's even when another gang is tried before
 // it plans again.
-func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, reqs []capacity.Amounts, eventual *placement.Plan) {
+func (pl *Planner) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, reqs []capacity.Amounts, eventual *placement.Plan) {
 	free := make([]placement.Vector, len(req.Nodes))
 	slots := make([]ledger.Slot, 0, len(members))
 	var freeSlots int
@@ -52,20 +52,20 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 	// Otherwise a later gang of which a part happens to fit would hold
 	// instead and keep absorbing what frees up, and the first gang would
 	// starve.
-	turn := pl.timeout(spec)
-	holds, since := pl.ledger.Head.Take(spec.Key, pl.queueOrderOf(members[0]), slots, turn)
+	turn := pl.Timeout(spec)
+	holds, since := pl.ledger.Head.Take(spec.Key, pl.gangs.QueueOrderOf(members[0]), slots, turn)
 	if !holds || since.IsZero() {
 		return
 	}
-	holdsTaken.Inc()
+	pl.reporter.HoldTaken()
 	klog.FromContext(ctx).V(3).Info("Gang holds its plan's places while it waits for room",
 		"podGroup", spec.Key, "free", freeSlots, "members", len(members), "waitingOnNodes", len(waitingOn), "turn", turn)
 	if freeSlots == 0 {
-		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
+		pl.reporter.GangEvent(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
 			"first in the queue, the gang takes its turn at the head for up to %s: nothing is free for it yet; what frees up on the %d nodes its plan waits for is held for it as running jobs finish, and gangs and pods queued behind it stay out",
 			turn, len(waitingOn))
 	} else {
-		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
+		pl.reporter.GangEvent(spec, nil, v1.EventTypeNormal, ReasonGangHolding,
 			"first in the queue, the gang holds the free places of %d of its %d members (%s) for up to %s, and what frees up on the %d nodes its plan waits for as running jobs finish; gangs and pods queued behind it stay out of them",
 			freeSlots, len(members), heldTotal.Describe(), turn, len(waitingOn))
 	}
@@ -76,18 +76,18 @@ func (pl *Plugin) holdAsHead(ctx context.Context, spec *gang.Spec, members []*v1
 // endHeadTurn ends a head turn that ran out of time: the gang yields for as
 // long as it held, so the gangs behind it can use the capacity (backfill),
 // and it is tried again when the yield ends.
-func (pl *Plugin) endHeadTurn(key gang.Key, since time.Time) {
+func (pl *Planner) endHeadTurn(key gang.Key, since time.Time) {
 	yield, ok := pl.ledger.Head.EndTurn(key, since)
 	if !ok {
 		return
 	}
-	holdsEnded.WithLabelValues(holdExpired).Inc()
+	pl.reporter.HoldEnded(false)
 	pl.logger.V(3).Info("Head hold expired: the gangs behind it may use the capacity", "podGroup", key, "yield", yield)
-	if spec, ok := pl.lookup(key); ok {
-		pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonHoldExpired,
+	if spec, ok := pl.gangs.Spec(key); ok {
+		pl.reporter.GangEvent(spec, nil, v1.EventTypeNormal, ReasonHoldExpired,
 			"held its places for %s without room for the whole gang; they are released for %s so the gangs queued behind it can run (backfill), then it may hold again",
 			yield, yield)
 	}
-	pl.activateBlocked()
-	pl.ledger.Timers.After(key, ledger.YieldEndTimer, yield, func() { pl.activate(key) })
+	pl.queue.ActivateBlocked()
+	pl.ledger.Timers.After(key, ledger.YieldEndTimer, yield, func() { pl.queue.Activate(key) })
 }

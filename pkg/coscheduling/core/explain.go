@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"context"
@@ -24,16 +24,16 @@ import (
 // explainIneligible fails a gang some of whose members no node accepts at
 // all, naming the Filter plugins that turned them away, instead of letting
 // the planner report it as a lack of room.
-func (pl *Plugin) explainIneligible(spec *gang.Spec, templates []*eligibility.Template, nodes int) *fwk.Status {
+func (pl *Planner) explainIneligible(spec *gang.Spec, templates []*eligibility.Template, nodes int) *fwk.Status {
 	for _, t := range templates {
 		if t.Rejected != nil {
 			msg := fmt.Sprintf("gang %s: member %s is rejected before any node is tried by %s: %s", spec.Key, t.Pod.Name, t.Rejected.Plugin(), t.Rejected.Message())
-			pl.events.gang(spec, t.Pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s", msg)
+			pl.reporter.GangEvent(spec, t.Pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s", msg)
 			return fwk.NewStatus(t.Rejected.Code(), msg)
 		}
 		if nodes > 0 && !anyTrue(t.Eligible) {
 			msg := fmt.Sprintf("gang %s: no node accepts member %s%s", spec.Key, t.Pod.Name, t.Why())
-			pl.events.gang(spec, t.Pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s; it is tried again when nodes or pods change", msg)
+			pl.reporter.GangEvent(spec, t.Pod, v1.EventTypeWarning, ReasonNoFeasibleNodes, "%s; it is tried again when nodes or pods change", msg)
 			return fwk.NewStatus(fwk.Unschedulable, msg)
 		}
 	}
@@ -54,24 +54,24 @@ func anyTrue(b []bool) bool {
 // cluster, to tell "not now" from "not while long-running pods stay" from
 // "never". Only a gang that would fit once running jobs finish may hold
 // capacity as the head of the queue.
-func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, d *dra.PassDemand,
+func (pl *Planner) explainNoFit(ctx context.Context, spec *gang.Spec, members []*v1.Pod, req *placement.Request, d *dra.PassDemand,
 	fitErr *placement.FitError, othersHold bool) *fwk.Status {
 	key := spec.Key
 	demand := describeDemand(req, d)
 	fitErr = d.DescribeFit(req, fitErr)
-	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	nodeInfos, err := pl.framework.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
 	topologyUnsatisfied := func() {
 		if req.Policy.Required {
-			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied,
+			pl.reporter.GangEvent(spec, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied,
 				"waiting: no single domain of level %s has room for the gang now (%s); it starts when one does%s",
 				req.Policy.Level, fitErr.Reason, pl.topologyAdvice(spec))
 		}
 	}
 	eventual := withFree(req, pl.eventualFree(ctx, req, nodeInfos, d))
-	if plan, err := pl.planner.Plan(ctx, eventual); err == nil {
+	if plan, err := pl.placement.Plan(ctx, eventual); err == nil {
 		msg := fmt.Sprintf("gang %s needs %s; free capacity fits %d of its %d members now (%s); it fits once running jobs finish",
 			key, demand, fitErr.Placed, fitErr.Wanted, fitErr.Reason)
 		topologyUnsatisfied()
@@ -82,7 +82,7 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 		return fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	empty := withFree(req, nil)
-	if _, err := pl.planner.Plan(ctx, empty); err != nil {
+	if _, err := pl.placement.Plan(ctx, empty); err != nil {
 		var never *placement.FitError
 		if !errors.As(err, &never) {
 			return fwk.AsStatus(fmt.Errorf("planning gang %s on an empty cluster: %w", key, err))
@@ -99,14 +99,14 @@ func (pl *Plugin) explainNoFit(ctx context.Context, spec *gang.Spec, members []*
 		}
 		msg := fmt.Sprintf("gang %s needs %s, but even with all %d nodes empty only %d of its %d members would fit (%s)",
 			key, demand, len(req.Nodes), never.Placed, never.Wanted, never.Reason)
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge,
+		pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge,
 			"%s: lower spec.minMember or the members' requests, or add capacity", msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	topologyUnsatisfied()
 	msg := fmt.Sprintf("gang %s needs %s; it would fit an empty cluster, but pods that do not finish on their own (services, DaemonSets: restartPolicy Always, outside any gang) leave room for too little of it even once every job finishes (%s)",
 		key, demand, fitErr.Reason)
-	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonPermanentPodsInTheWay,
+	pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, ReasonPermanentPodsInTheWay,
 		"%s; it waits without holding capacity, so other gangs run meanwhile; free capacity or add nodes", msg)
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
@@ -133,7 +133,7 @@ func withFree(req *placement.Request, free []placement.Vector) *placement.Reques
 // their claims hold. Pods stay when they are outside any gang and restart
 // always (services, DaemonSets, static pods); gang members and batch pods
 // finish.
-func (pl *Plugin) eventualFree(ctx context.Context, req *placement.Request, nodeInfos []fwk.NodeInfo, d *dra.PassDemand) []placement.Vector {
+func (pl *Planner) eventualFree(ctx context.Context, req *placement.Request, nodeInfos []fwk.NodeInfo, d *dra.PassDemand) []placement.Vector {
 	byName := make(map[string]fwk.NodeInfo, len(nodeInfos))
 	for _, ni := range nodeInfos {
 		byName[ni.Node().Name] = ni
@@ -187,7 +187,7 @@ func stays(p *v1.Pod) bool {
 // still misses: the declared total, less what its placed members request,
 // must fit in the cluster's free capacity (less what other gangs hold), and
 // could ever fit in its allocatable.
-func (pl *Plugin) checkMinResources(ctx context.Context, spec *gang.Spec, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts, placed []*v1.Pod, d *dra.PassDemand) *fwk.Status {
+func (pl *Planner) checkMinResources(ctx context.Context, spec *gang.Spec, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts, placed []*v1.Pod, d *dra.PassDemand) *fwk.Status {
 	if len(spec.MinResources) == 0 {
 		return nil
 	}
@@ -215,7 +215,7 @@ func (pl *Plugin) checkMinResources(ctx context.Context, spec *gang.Spec, nodeIn
 		if total < want {
 			msg := fmt.Sprintf("gang %s: spec.minResources asks for %s %s, but the cluster has %s in all",
 				spec.Key, placement.FormatQuantity(string(name), want), name, placement.FormatQuantity(string(name), total))
-			pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge, "%s: lower spec.minResources or add capacity", msg)
+			pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge, "%s: lower spec.minResources or add capacity", msg)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 		}
 		if missing := want - have[name]; missing > free {

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // domain own: the driver's node labels, allocated channel and daemon
 // claims, and the nodes other domains' gangs have in flight
 // (computedomain.Sites says how they keep domains apart).
-func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *computedomain.Sites {
+func (pl *Planner) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *computedomain.Sites {
 	s := computedomain.NewSites(own)
 	cliqueOf := make(map[string]string, len(nodeInfos))
 	for _, ni := range nodeInfos {
@@ -61,7 +61,7 @@ func (pl *Plugin) sitesOf(self gang.Key, own string, nodeInfos []fwk.NodeInfo) *
 // its ComputeDomain allows (placeComputeDomain). A gang whose domain is
 // bad input gets a status, and no eligible node, so that a preemption pass
 // (which has reported nothing) evicts nobody for it.
-func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo) *fwk.Status {
+func (pl *Planner) gangEligibility(ctx context.Context, spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo) *fwk.Status {
 	pl.eligibility.Eligibility(ctx, templates, nodeInfos, pl.ledger.Lessons.View(spec.Key))
 	status := pl.placeComputeDomain(spec, members, templates, nodeInfos, nil)
 	if status != nil {
@@ -80,7 +80,7 @@ func (pl *Plugin) gangEligibility(ctx context.Context, spec *gang.Spec, members 
 // keeps the members to the cliques chooseCliques picks. req is the
 // request being planned, whose members share the templates' eligibility;
 // nil in a preemption pass, which chooses no cliques.
-func (pl *Plugin) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo, req *placement.Request) *fwk.Status {
+func (pl *Planner) placeComputeDomain(spec *gang.Spec, members []*v1.Pod, templates []*eligibility.Template, nodeInfos []fwk.NodeInfo, req *placement.Request) *fwk.Status {
 	pass, status := pl.domainOfGang(spec, members)
 	if prev := pl.computeDomains.Get(spec.Key); pass != nil && req == nil && prev != nil && prev.Domain == pass.Domain {
 		pass.Span = prev.Span
@@ -132,12 +132,12 @@ func reject(t *eligibility.Template, why string) {
 	if t.Rejections == nil {
 		t.Rejections = map[string]int{}
 	}
-	t.Rejections[Name+": "+why]++
+	t.Rejections[pluginName+": "+why]++
 }
 
 // topologyAdvice ends a TopologyUnsatisfied Event: how the user may relax
 // the gang's level, unless a ComputeDomain requires it.
-func (pl *Plugin) topologyAdvice(spec *gang.Spec) string {
+func (pl *Planner) topologyAdvice(spec *gang.Spec) string {
 	p := pl.computeDomains.Get(spec.Key)
 	switch {
 	case p == nil:
@@ -155,7 +155,7 @@ func (pl *Plugin) topologyAdvice(spec *gang.Spec) string {
 // must stay inside one clique, it is too large for any: a GangTooLarge
 // Event with the numbers. Nil for a gang that joins no
 // domain, and for one that may span cliques (explainNoFit's own message).
-func (pl *Plugin) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty *placement.Request, never *placement.FitError) *fwk.Status {
+func (pl *Planner) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty *placement.Request, never *placement.FitError) *fwk.Status {
 	pass := pl.computeDomains.Get(spec.Key)
 	if pass == nil {
 		return nil
@@ -168,7 +168,7 @@ func (pl *Plugin) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty
 				alone.Members[i].Eligible = pass.Before[i]
 			}
 		}
-		_, err := pl.planner.Plan(ctx, &alone)
+		_, err := pl.placement.Plan(ctx, &alone)
 		var fitErr *placement.FitError
 		if err != nil && !errors.As(err, &fitErr) {
 			return fwk.AsStatus(fmt.Errorf("planning gang %s without other ComputeDomains: %w", spec.Key, err))
@@ -180,7 +180,7 @@ func (pl *Plugin) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty
 			}
 			msg := fmt.Sprintf("gang %s of ComputeDomain %s waits: other ComputeDomains run on %d of the node(s) it could use, or in their NVLink cliques; %s",
 				spec.Key, pass.Domain, pass.Excluded.Len(), where)
-			pl.events.gang(spec, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied, "%s", msg)
+			pl.reporter.GangEvent(spec, nil, v1.EventTypeNormal, ReasonTopologyUnsatisfied, "%s", msg)
 			return fwk.NewStatus(fwk.Unschedulable, msg)
 		}
 	}
@@ -190,7 +190,7 @@ func (pl *Plugin) explainDomainNoFit(ctx context.Context, spec *gang.Spec, empty
 	largest, cliques := computedomain.LargestClique(empty.Nodes)
 	msg := fmt.Sprintf("gang %s of ComputeDomain %s must run inside one NVLink clique (%s), but even with all %d nodes empty no clique holds its %d members: the largest of %d clique(s) has %d node(s) (%s)",
 		spec.Key, pass.Domain, computedomain.CliqueLevel, len(empty.Nodes), never.Wanted, cliques, largest, never.Reason)
-	pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge,
+	pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, ReasonGangTooLarge,
 		"%s: lower spec.minMember or the members' requests so that the domain fits one clique, relax %s to let it span whole cliques, or split the workload into several ComputeDomains", msg, scheduling.AnnotationTopologyRequired)
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 }

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"fmt"
@@ -33,18 +33,18 @@ import (
 // (anchors), and its hierarchy, as the unit's kind shapes them
 // (gang.Unit.Shape): one tree for a composite (shapeTree), the gang's own
 // otherwise (shapeGang). members are the members req plans, in rank order.
-func (pl *Plugin) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
-	u, err := pl.readUnit(spec.Key)
+func (pl *Planner) shapeRequest(spec *gang.Spec, members []*v1.Pod, d *dra.PassDemand, req *placement.Request, nodeInfos []fwk.NodeInfo) *fwk.Status {
+	u, err := pl.gangs.Unit(spec.Key)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	return unitStatus(u.Shape(&requestShaper{pl: pl, spec: spec, all: u.Members(), members: members, d: d, req: req, nodeInfos: nodeInfos}))
+	return UnitStatus(u.Shape(&requestShaper{pl: pl, spec: spec, all: u.Members(), members: members, d: d, req: req, nodeInfos: nodeInfos}))
 }
 
 // requestShaper shapes one request (shapeRequest's arguments) as the
 // unit's kind asks (gang.Shaper).
 type requestShaper struct {
-	pl   *Plugin
+	pl   *Planner
 	spec *gang.Spec
 	// all are the unit's live members; members those req plans.
 	all, members []*v1.Pod
@@ -55,14 +55,14 @@ type requestShaper struct {
 
 var _ gang.Shaper = &requestShaper{}
 
-func (s *requestShaper) ShapeGang() error { return asError(s.pl.shapeGang(s)) }
+func (s *requestShaper) ShapeGang() error { return AsError(s.pl.shapeGang(s)) }
 
-func (s *requestShaper) ShapeTree(t *gang.Tree) error { return asError(s.pl.shapeTree(t, s)) }
+func (s *requestShaper) ShapeTree(t *gang.Tree) error { return AsError(s.pl.shapeTree(t, s)) }
 
 // shapeGang is shapeRequest for a PodGroup's unit. A gang whose segments
 // are invalid gets an InvalidPodGroup Event naming the fix, and the status
 // to reject with.
-func (pl *Plugin) shapeGang(s *requestShaper) *fwk.Status {
+func (pl *Planner) shapeGang(s *requestShaper) *fwk.Status {
 	spec, members, req := s.spec, s.members, s.req
 	req.Policy = pl.policyOf(spec, members)
 	all, anchorOf := pl.anchorRequest(spec.Key, s.all, members, req, s.nodeInfos)
@@ -72,7 +72,7 @@ func (pl *Plugin) shapeGang(s *requestShaper) *fwk.Status {
 	}
 	h, err := gangHierarchy(spec.Key.String(), seg, req.Policy, all, members, anchorOf, s.d)
 	if err != nil {
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "%v", err)
+		pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonInvalidPodGroup, "%v", err)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", spec.Key, err))
 	}
 	req.Hierarchy = h
@@ -83,7 +83,7 @@ func (pl *Plugin) shapeGang(s *requestShaper) *fwk.Status {
 // (anchors), and returns the unit's members (live, as the informer lists
 // them) with those being planned, in rank order (withMembers), and the
 // anchor of each placed member.
-func (pl *Plugin) anchorRequest(key gang.Key, live, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int) {
+func (pl *Planner) anchorRequest(key gang.Key, live, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo) ([]*v1.Pod, map[types.UID]int) {
 	var anchorOf map[types.UID]int
 	req.Anchors, anchorOf = anchors(nodeInfos, pl.placedMembers(key))
 	return withMembers(live, members), anchorOf
@@ -103,19 +103,27 @@ func withMembers(all, planned []*v1.Pod) []*v1.Pod {
 	return out
 }
 
+// SegmentsOf reads the gang's segments, as a plan of members (all of them,
+// in rank order) reads them: checked against its members and its policy
+// (policyOf). Invalid segments get an InvalidPodGroup Event and the status
+// to reject with.
+func (pl *Planner) SegmentsOf(spec *gang.Spec, members []*v1.Pod) (gang.Segments, *fwk.Status) {
+	return pl.segmentsOf(spec, members, pl.policyOf(spec, members))
+}
+
 // segmentsOf reads the gang's segments and checks them against its
 // members (all of them, in rank order) and its policy; gang.Segments owns
 // both rules, which members the segments cover (a launcher or master
 // beside sliced workers is outside them), and the messages. Invalid
 // segments get an InvalidPodGroup Event and the status to reject with: no
 // plan can honour them until someone changes the PodGroup or its pods.
-func (pl *Plugin) segmentsOf(spec *gang.Spec, all []*v1.Pod, policy placement.Policy) (gang.Segments, *fwk.Status) {
+func (pl *Planner) segmentsOf(spec *gang.Spec, all []*v1.Pod, policy placement.Policy) (gang.Segments, *fwk.Status) {
 	seg, err := gang.SegmentsOf(spec, all)
 	if err == nil {
 		err = seg.Validate(pl.levels, policy, all, spec.MinMember)
 	}
 	if err != nil {
-		pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup, "PodGroup %s has invalid segments: %v", spec.Key, err)
+		pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonInvalidPodGroup, "PodGroup %s has invalid segments: %v", spec.Key, err)
 		return gang.Segments{}, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s has invalid segments: %v", spec.Key, err))
 	}
 	return seg, nil

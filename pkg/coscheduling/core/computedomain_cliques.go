@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"fmt"
@@ -29,7 +29,7 @@ const (
 // the cliques computedomain.Choose picks, and records on pass the choice
 // and whether the gang spans cliques. Without a choice the members keep
 // their nodes: the planner then finds no plan and explainNoFit says why.
-func (pl *Plugin) chooseCliques(pass *computedomain.Pass, sites *computedomain.Sites, templates []*eligibility.Template, req *placement.Request) {
+func (pl *Planner) chooseCliques(pass *computedomain.Pass, sites *computedomain.Sites, templates []*eligibility.Template, req *placement.Request) {
 	var ms []int
 	kind := map[int]int{}
 	for k, t := range templates {
@@ -91,9 +91,9 @@ func (pl *Plugin) chooseCliques(pass *computedomain.Pass, sites *computedomain.S
 	}
 }
 
-// domainNote says, for the plan's summary (the GangScheduled Event), that
+// DomainNote says, for the plan's summary (the GangScheduled Event), that
 // the gang's ComputeDomain spans cliques and why; "" when it does not.
-func (pl *Plugin) domainNote(key gang.Key) string {
+func (pl *Planner) DomainNote(key gang.Key) string {
 	p := pl.computeDomains.Get(key)
 	if p == nil || p.Choice == nil || !p.Choice.Span {
 		return ""

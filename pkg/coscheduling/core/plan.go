@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/topology"
 )
 
-// planGang is the capacity pre-check. It plans members (the gang's next
+// PlanGang is the capacity pre-check. It plans members (the gang's next
 // members in rank order, or a running gang's replacement) node by node: in
 // the snapshot's free capacity less what other gangs hold, on nodes every
 // Filter plugin of the profile accepts, next to the gang's members that
@@ -33,17 +33,17 @@ import (
 // in queue order may hold its plan's places for a bounded time (see
 // hold.go). The status says why: Unschedulable if room can free up,
 // UnschedulableAndUnresolvable (with an Event) if the gang could never fit.
-func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.Pod, held map[string]capacity.Amounts) *fwk.Status {
+func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.Pod, held map[string]capacity.Amounts) *fwk.Status {
 	logger := klog.FromContext(ctx)
 	key := spec.Key
-	nodeInfos, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	nodeInfos, err := pl.framework.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
 	}
-	sorted := pl.snapshot.Live(nodeInfos, pl.nodeGeneration.Load(), pl.liveNodes)
-	held = pl.withNominated(held, sorted, corev1helpers.PodPriority(members[0]))
+	sorted := pl.snapshot.Live(nodeInfos, pl.nodeGeneration.Load(), pl.LiveNodes)
+	held = pl.WithNominated(held, sorted, corev1helpers.PodPriority(members[0]))
 	placed := pl.placedMembers(key)
-	d, status := pl.demandOf(ctx, spec, members, 0)
+	d, status := pl.DemandOf(ctx, spec, members, 0)
 	if status != nil {
 		return status
 	}
@@ -64,7 +64,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	// the gang does not fit with it are the next ones tried, in order.
 	for alt := 0; ; alt++ {
 		templates, of = eligibility.TemplatesOf(members, d.Requests)
-		markCounted(d, templates, of)
+		MarkCounted(d, templates, of)
 		pl.eligibility.PreFilter(ctx, templates, sorted, pl.ledger.Lessons.View(key))
 		// Members share their template's eligibility slice, which Filter
 		// fills in place (eligibility.Runner.RoomyFirst).
@@ -72,7 +72,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		req, gens, release = pl.lendRequest(ctx, key, members, d, sorted, held, templates, of, true)
 		releaseRoomy()
 		var rest func()
-		rest, releaseRoomy = pl.eligibility.RoomyFirst(ctx, &pl.snapshot, !pl.noPrune, templates, sorted, gens, req)
+		rest, releaseRoomy = pl.eligibility.RoomyFirst(ctx, &pl.snapshot, !pl.fullScan, templates, sorted, gens, req)
 		// A ComputeDomain's gang is placed on whole cliques apart from other
 		// domains (computedomain_apart.go), which needs every node filtered.
 		if rest != nil && (eligibility.SomeIneligible(templates) || pl.inComputeDomain(members)) {
@@ -97,7 +97,7 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		if err == nil || !errors.As(err, &fitErr) || alt+1 >= d.Alternatives {
 			break
 		}
-		if d, status = pl.demandOf(ctx, spec, members, alt+1); status != nil {
+		if d, status = pl.DemandOf(ctx, spec, members, alt+1); status != nil {
 			return status
 		}
 	}
@@ -106,11 +106,11 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 		var unfit *unfitError
 		switch {
 		case errors.Is(err, topology.ErrUnknownLevel):
-			pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonInvalidPodGroup,
+			pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonInvalidPodGroup,
 				"topology level %q is not one the scheduler is configured with: %v; name a configured level's label key or %s", req.Policy.Level, err, scheduling.HostnameKey)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %v", key, err))
 		case errors.As(err, &unfit):
-			pl.events.gang(spec, nil, v1.EventTypeWarning, ReasonFilterRejectsPlan,
+			pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, ReasonFilterRejectsPlan,
 				"no plan for %d member(s) passes the scheduler's filters: %v; it is tried again when the cluster changes", len(members), unfit)
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, unfit))
 		case errors.As(err, &fitErr):
@@ -120,13 +120,13 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	}
 	// The plan's Event (GangScheduled) says which firstAvailable
 	// alternatives it took.
-	plan.Summary += d.Chosen() + pl.domainNote(key)
+	plan.Summary += d.Chosen() + pl.DomainNote(key)
 	slots := make([]ledger.Slot, len(members))
 	for i, p := range members {
 		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.Requests[i]}
 	}
-	if wasHead := pl.ledger.HoldPlan(key, slots, pl.clock.Now().Add(pl.timeout(spec)), plan, fp); wasHead {
-		holdsEnded.WithLabelValues(holdFilled).Inc()
+	if wasHead := pl.ledger.HoldPlan(key, slots, pl.clock.Now().Add(pl.Timeout(spec)), plan, fp); wasHead {
+		pl.reporter.HoldEnded(true)
 	}
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
 	if status := pl.gangClaims.AllocateShared(ctx, spec, members, d, req, plan); status != nil {
@@ -135,14 +135,14 @@ func (pl *Plugin) planGang(ctx context.Context, spec *gang.Spec, members []*v1.P
 	// Members turned away before (for capacity, or while a sibling was
 	// gated) wait in the unschedulable queue, and a new plan is no cluster
 	// event: bring them back now that they have a place.
-	pl.activate(key)
+	pl.queue.Activate(key)
 	return nil
 }
 
-// liveNodes returns the snapshot's nodes in name order, less those the node
+// LiveNodes returns the snapshot's nodes in name order, less those the node
 // informer no longer has: a cycle's snapshot can lag behind a node's
 // deletion, and the API server binds pods to nodes that do not exist.
-func (pl *Plugin) liveNodes(nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
+func (pl *Planner) LiveNodes(nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 	type named struct {
 		name string
 		ni   fwk.NodeInfo
@@ -162,15 +162,15 @@ func (pl *Plugin) liveNodes(nodeInfos []fwk.NodeInfo) []fwk.NodeInfo {
 }
 
 // nodeExists reports whether the node informer has the node.
-func (pl *Plugin) nodeExists(name string) bool {
+func (pl *Planner) nodeExists(name string) bool {
 	_, err := pl.nodeLister.Get(name)
 	return err == nil
 }
 
 // placedMembers returns the gang's members that hold a node: bound ones,
 // and reserved ones with the node they reserved.
-func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
-	members, err := pl.members(key)
+func (pl *Planner) placedMembers(key gang.Key) []*v1.Pod {
+	members, err := pl.gangs.Members(key)
 	if err != nil {
 		return nil
 	}
@@ -191,9 +191,9 @@ func (pl *Plugin) placedMembers(key gang.Key) []*v1.Pod {
 }
 
 // buildRequest describes the members and the nodes to a planner. Nodes come
-// in name order; d holds the members' requests (demandOf). The request's
+// in name order; d holds the members' requests (DemandOf). The request's
 // nodes are its own.
-func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
+func (pl *Planner) buildRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*eligibility.Template, of []int) *placement.Request {
 	req, _, _ := pl.lendRequest(ctx, key, members, d, nodeInfos, held, templates, of, false)
 	return req
@@ -203,9 +203,9 @@ func (pl *Plugin) buildRequest(ctx context.Context, key gang.Key, members []*v1.
 // planning snapshot's own (eligibility.Snapshot.Nodes): the caller plans with the request and
 // calls release before the next plan, and does not keep it after. gens
 // are the nodes' generations when the view lent them, else nil.
-func (pl *Plugin) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
+func (pl *Planner) lendRequest(ctx context.Context, key gang.Key, members []*v1.Pod, d *dra.PassDemand, nodeInfos []fwk.NodeInfo, held map[string]capacity.Amounts,
 	templates []*eligibility.Template, of []int, lend bool) (*placement.Request, []int64, func()) {
-	dims := dimensions(d.Requests)
+	dims := Dimensions(d.Requests)
 	cols := d.Columns(dims)
 	nodes, gens, release := pl.snapshot.Nodes(ctx, nodeInfos, dims, cols, held, lend)
 	ms := make([]placement.Member, len(members))

@@ -1,4 +1,4 @@
-package coscheduling
+package core
 
 import (
 	"sort"
@@ -9,9 +9,9 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
-// dimensions are the vector dimensions for a gang: the resources any member
+// Dimensions are the vector dimensions for a gang: the resources any member
 // requests, in name order so that vectors are deterministic.
-func dimensions(members []capacity.Amounts) []v1.ResourceName {
+func Dimensions(members []capacity.Amounts) []v1.ResourceName {
 	seen := map[v1.ResourceName]bool{}
 	for _, m := range members {
 		for name, q := range m {
