@@ -58,7 +58,7 @@ func runChild(ctx context.Context, o *options, in *simulator.Input, klogFlags *f
 	// A profile whose scheduler runs in a process of its own logs it to a
 	// file of its own; an in-process scheduler logs with the rest.
 	var schedulerLog io.Writer
-	if p, err := simulator.LookupProfile(o.childProfile); err == nil && p.SchedulerProcess {
+	if p, err := simulator.LookupProfile(o.childProfile); err == nil && (p.SchedulerProcess || in.SchedulerProcess) {
 		f, err := os.Create(filepath.Join(o.out, o.childProfile+"-scheduler.log"))
 		if err != nil {
 			fmt.Fprintln(progressOut, err)
@@ -83,7 +83,7 @@ func runChild(ctx context.Context, o *options, in *simulator.Input, klogFlags *f
 		ProgressTTY:       isTerminal(os.Stderr),
 		KwokLog:           kwokLog,
 		ExtraFeatureGates: extraGates,
-		SchedulerCommand:  []string{self, schedulerCommand},
+		SchedulerCommand:  schedulerCommandLine(self, o),
 		SchedulerLog:      schedulerLog,
 		Preemption: func(s metrics.PreemptionSummary) {
 			if err := writeJSON(simulator.PreemptionFile(o.out, o.childProfile), s); err != nil {

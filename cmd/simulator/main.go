@@ -27,6 +27,7 @@ import (
 	"k8s.io/component-base/cli"
 	"k8s.io/klog/v2"
 
+	"github.com/gpu-gang/gpu-gang/pkg/peakheap"
 	"github.com/gpu-gang/gpu-gang/pkg/scheduler"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator"
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/scenario"
@@ -54,6 +55,7 @@ type options struct {
 	runs            int
 	gangLines       int
 	gpuGangGates    string
+	heapProfile     bool
 	rerender        string
 	childProfile    string
 	childResult     string
@@ -67,13 +69,55 @@ type options struct {
 // that no separate binary needs building.
 const schedulerCommand = "run-scheduler"
 
+// heapProfileArg, right after schedulerCommand, makes the scheduler process
+// write heap profiles at its RSS highs at the path prefix that follows
+// (package peakheap).
+const heapProfileArg = "--heap-profile-prefix="
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == schedulerCommand {
-		cmd := scheduler.NewCommand()
-		cmd.SetArgs(os.Args[2:])
-		os.Exit(cli.Run(cmd))
+		os.Exit(runScheduler(os.Args[2:]))
 	}
 	os.Exit(run())
+}
+
+// schedulerCommandLine is the command that runs a profile's scheduler in a
+// process of its own: this executable with schedulerCommand, and with
+// --heap-profile the path prefix of that profile's heap profiles.
+func schedulerCommandLine(self string, o *options) []string {
+	cmd := []string{self, schedulerCommand}
+	if o.heapProfile {
+		cmd = append(cmd, heapProfileArg+filepath.Join(o.out, o.childProfile+"-scheduler"))
+	}
+	return cmd
+}
+
+// splitSchedulerArgs takes the heap profiles' prefix, if given, off the
+// front of the scheduler command's arguments.
+func splitSchedulerArgs(args []string) (heapPrefix string, rest []string) {
+	if len(args) > 0 {
+		if p, ok := strings.CutPrefix(args[0], heapProfileArg); ok {
+			return p, args[1:]
+		}
+	}
+	return "", args
+}
+
+// runScheduler runs gpu-gang's scheduler command with args, writing heap
+// profiles at its RSS highs if the arguments start with heapProfileArg.
+func runScheduler(args []string) int {
+	heapPrefix, args := splitSchedulerArgs(args)
+	if heapPrefix != "" {
+		peakheap.SetProfileRate()
+		go func() {
+			if err := peakheap.Run(context.Background(), peakheap.Options{Prefix: heapPrefix}); err != nil {
+				fmt.Fprintf(os.Stderr, "heap profiles stopped: %v\n", err)
+			}
+		}()
+	}
+	cmd := scheduler.NewCommand()
+	cmd.SetArgs(args)
+	return cli.Run(cmd)
 }
 
 func run() int {
@@ -102,6 +146,8 @@ func run() int {
 	fs.IntVar(&o.runs, "runs", 1, "run every profile this many times, each run's output in <out>/run-<i>, and report each figure's median and range over the runs with the machine and date (in <out>/runs.txt)")
 	fs.IntVar(&o.gangLines, "gang-lines", 20, "per profile, print at most this many per-gang lines (where and when each gang landed)")
 	fs.StringVar(&o.gpuGangGates, "gpu-gang-feature-gates", "", "extra feature gates (Name=true,...) for the gpu-gang profile's kube-apiserver and kube-scheduler, to try the plugin under other gates")
+	fs.BoolVar(&o.heapProfile, "heap-profile", false,
+		"where a profile's scheduler runs in a process of its own (S11, or a scenario's schedulerProcess), have that process write a Go heap profile each time its RSS reaches a new high (4 MiB above the last), to <out>/<profile>-scheduler-heap.pb.gz, with its RSS and the Go runtime's memory classes at that moment in <out>/<profile>-scheduler-heap.txt and its goroutines in <out>/<profile>-scheduler-goroutines.txt; read the profile with go tool pprof -sample_index=inuse_space (sampled every 64 KiB)")
 	fs.StringVar(&o.rerender, "rerender", "", "render report.html and the summary again from this results.json, without running anything")
 	fs.StringVar(&o.childProfile, "child-profile", "", "internal: run this one profile in this process")
 	fs.StringVar(&o.childResult, "child-result", "", "internal: where the child writes its JSON result")

@@ -121,3 +121,23 @@ func mustPreset(t *testing.T, name string) []scheduling.Level {
 	require.True(t, ok, name)
 	return levels
 }
+
+// --heap-profile reaches the scheduler process: its command carries the
+// profile's path prefix in --out, which the process takes off its
+// arguments before kube-scheduler's flags; without the flag neither does.
+func TestHeapProfileWiring(t *testing.T) {
+	o := &options{out: "out/s11", childProfile: "gpu-gang", heapProfile: true}
+	cmd := schedulerCommandLine("/bin/sim", o)
+	require.Equal(t, []string{"/bin/sim", schedulerCommand, "--heap-profile-prefix=out/s11/gpu-gang-scheduler"}, cmd)
+	// As StartSchedulerProcess runs it: the command, then its flags.
+	prefix, rest := splitSchedulerArgs(append(cmd[1:], "--config=c.yaml", "--secure-port=0")[1:])
+	require.Equal(t, "out/s11/gpu-gang-scheduler", prefix)
+	require.Equal(t, []string{"--config=c.yaml", "--secure-port=0"}, rest)
+
+	o.heapProfile = false
+	cmd = schedulerCommandLine("/bin/sim", o)
+	require.Equal(t, []string{"/bin/sim", schedulerCommand}, cmd)
+	prefix, rest = splitSchedulerArgs([]string{"--config=c.yaml"})
+	require.Empty(t, prefix)
+	require.Equal(t, []string{"--config=c.yaml"}, rest)
+}
