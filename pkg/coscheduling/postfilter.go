@@ -18,11 +18,12 @@ import (
 // preempt pods of lower priority (preempt.go). A member that followed its
 // gang's plan and was turned away by a Filter plugin other than the
 // resource fit teaches the planner: its template is kept off those nodes,
-// and the gang gives back what it reserved and plans again at once. A member
-// turned away for capacity means the plan went stale: the gang gives back
-// its reservations and tries again after a backoff. A pod that held
-// capacity may have turned away is remembered, to be activated when the
-// hold ends.
+// and the gang gives back what it reserved and plans again at once. A
+// member turned away for capacity, or by a rejection that may have gone
+// stale within the cycle and no longer holds, means the plan went stale:
+// the gang gives back its reservations and tries again after a backoff. A
+// pod that held capacity may have turned away is remembered, to be
+// activated when the hold ends.
 func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(cs)
 	if err != nil {
@@ -46,14 +47,8 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	sig := eligibility.FilterSignature(pod, s.request)
 	learned := false
 	var why []string
-	for _, node := range s.planNodes {
+	for _, node := range pl.stillRejected(ctx, pod, s.planNodes, statuses) {
 		st := statuses.Get(node)
-		// Only a Filter plugin's verdict teaches: a node missing from the
-		// snapshot (deleted since the plan) has none, and a resource or
-		// held-capacity rejection means the plan went stale.
-		if st == nil || st.Plugin() == "" || eligibility.Acceptable(st) || st.Plugin() == Name {
-			continue
-		}
 		why = append(why, fmt.Sprintf("%s on %s: %s", st.Plugin(), node, st.Message()))
 		if pl.ledger.Lessons.LearnExclusion(key, sig, node) {
 			learned = true
@@ -72,4 +67,43 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 	}
 	pl.failGang(ctx, key, ReasonGangRejected, fmt.Sprintf("member %s could not be placed on any node of the gang's plan", pod.Name), true)
 	return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s gave back its reservations to try a new plan", key))
+}
+
+// stillRejected returns the planned nodes a Filter plugin turned the pod
+// away from that teach a lesson. Only a Filter plugin's verdict teaches: a
+// node missing from the snapshot (deleted since the plan) has none, and a
+// resource or held-capacity rejection means the plan went stale. So does a
+// rejection that may have gone stale within the cycle
+// (eligibility.MayBeStale) and no longer holds.
+func (pl *Plugin) stillRejected(ctx context.Context, pod *v1.Pod, planNodes []string, statuses fwk.NodeToStatusReader) []string {
+	var out, recheck []string
+	var infos []fwk.NodeInfo
+	for _, node := range planNodes {
+		st := statuses.Get(node)
+		if st == nil || st.Plugin() == "" || eligibility.Acceptable(st) || st.Plugin() == Name {
+			continue
+		}
+		if !eligibility.MayBeStale(st) {
+			out = append(out, node)
+			continue
+		}
+		if ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(node); err == nil {
+			recheck, infos = append(recheck, node), append(infos, ni)
+		}
+	}
+	if len(recheck) == 0 {
+		return out
+	}
+	still := pl.core.Eligibility().StillRejects(ctx, pod, infos)
+	for i, node := range recheck {
+		if still[i] {
+			out = append(out, node)
+			continue
+		}
+		st := statuses.Get(node)
+		klog.FromContext(ctx).V(3).Info("A Filter rejection of a planned node no longer holds: not learning from it",
+			"pod", klog.KObj(pod), "node", node, "plugin", st.Plugin(), "reason", st.Message())
+	}
+	slices.Sort(out)
+	return out
 }

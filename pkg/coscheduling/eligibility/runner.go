@@ -187,3 +187,36 @@ func (r *Runner) Filter(ctx context.Context, templates []*Template, nodeInfos []
 		}
 	}
 }
+
+// StillRejects tells, node by node, whether the profile's Filter plugins
+// turn pod away from nodeInfos now for a reason other than capacity, run
+// afresh as eligibility runs them. A rejection that MayBeStale teaches a
+// lesson only if it still holds. Without a PreFilter runner the runner
+// cannot tell, and says every node still rejects.
+func (r *Runner) StillRejects(ctx context.Context, pod *v1.Pod, nodeInfos []fwk.NodeInfo) []bool {
+	out := make([]bool, len(nodeInfos))
+	if r.preFilter == nil {
+		for i := range out {
+			out[i] = true
+		}
+		return out
+	}
+	simCtx := contract.WithSimulation(ctx)
+	state := framework.NewCycleState()
+	res, status, _ := r.preFilter.RunPreFilterPlugins(simCtx, state, pod)
+	if !status.IsSuccess() && !status.IsSkip() {
+		for i := range out {
+			out[i] = true
+		}
+		return out
+	}
+	state.SetSkipFilterPlugins(state.GetSkipFilterPlugins().Union(capacityFilters))
+	for i, ni := range nodeInfos {
+		if res != nil && !res.AllNodes() && !res.NodeNames.Has(ni.Node().Name) {
+			out[i] = true
+			continue
+		}
+		out[i] = !Acceptable(r.handle.RunFilterPlugins(simCtx, state, pod, ni))
+	}
+	return out
+}

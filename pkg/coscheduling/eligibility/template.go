@@ -255,6 +255,19 @@ func Acceptable(s *fwk.Status) bool {
 	return s.IsSuccess() || capacityFilters.Has(s.Plugin())
 }
 
+// readBeforePlan are the Filter plugins whose verdict in a scheduling
+// cycle rests on state their PreFilter read outside the cycle's node
+// snapshot, before the gang plugin's PreFilter planned: DynamicResources
+// reads the allocated devices from the claim tracker. A claim released in
+// between leaves such a plugin rejecting the node the plan chose from the
+// newer state.
+var readBeforePlan = sets.New(names.DynamicResources)
+
+// MayBeStale reports whether a Filter rejection seen in a scheduling cycle
+// may no longer hold once the cycle ends (readBeforePlan):
+// Runner.StillRejects tells.
+func MayBeStale(s *fwk.Status) bool { return readBeforePlan.Has(s.Plugin()) }
+
 var unschedulableTaint = v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule}
 
 // eligibleNodes tells, node by node, whether the pod may run there at all
