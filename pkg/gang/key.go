@@ -40,6 +40,42 @@ func (a API) String() string {
 	return "scheduling.x-k8s.io/v1alpha1"
 }
 
+// Resource names the API's gang resource as resource.group, the way
+// objects that point at a gang by name spell it
+// ("podgroups.scheduling.x-k8s.io").
+func (a API) Resource() string {
+	switch a {
+	case Native:
+		return "podgroups.scheduling.k8s.io"
+	case Composite:
+		return "compositepodgroups.scheduling.k8s.io"
+	}
+	return "podgroups.scheduling.x-k8s.io"
+}
+
+// allAPIs are the APIs a Key may name, composites included.
+var allAPIs = []API{XK8s, Native, Composite}
+
+// APIOfResource is the API whose Resource is resource.
+func APIOfResource(resource string) (API, bool) {
+	for _, a := range allAPIs {
+		if a.Resource() == resource {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+// Resources lists every API's Resource, for messages that say which are
+// known.
+func Resources() []string {
+	out := make([]string, len(allAPIs))
+	for i, a := range allAPIs {
+		out[i] = a.Resource()
+	}
+	return out
+}
+
 // Key names a gang: a PodGroup of one API in a namespace; or, with API
 // Composite, a CompositePodGroup.
 type Key struct {

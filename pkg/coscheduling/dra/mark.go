@@ -21,13 +21,6 @@ type Mark struct {
 	Attempt string
 }
 
-// Resources of the gang APIs, as a mark names them.
-const (
-	xk8sPodGroups   = "podgroups.scheduling.x-k8s.io"
-	nativePodGroups = "podgroups.scheduling.k8s.io"
-	compositeGroups = "compositepodgroups.scheduling.k8s.io"
-)
-
 // MarkOf reads the mark on claim. ok is false when the claim carries none
 // (gpu-gang did not write its allocation); err says why a mark it carries
 // cannot be read.
@@ -42,18 +35,12 @@ func MarkOf(claim *resourceapi.ResourceClaim) (m Mark, ok bool, err error) {
 		return Mark{}, true, fmt.Errorf("ResourceClaim %s/%s: annotations %s=%q and %s=%q do not name a gang and an attempt",
 			claim.Namespace, claim.Name, scheduling.AnnotationClaimAllocatedFor, owner, scheduling.AnnotationClaimAllocationAttempt, token)
 	}
-	key := gang.Key{Namespace: claim.Namespace, Name: name}
-	switch resource {
-	case xk8sPodGroups:
-		key.API = gang.XK8s
-	case nativePodGroups:
-		key.API = gang.Native
-	case compositeGroups:
-		key.API = gang.Composite
-	default:
-		return Mark{}, true, fmt.Errorf("ResourceClaim %s/%s: annotation %s=%q names no PodGroup resource (%s, %s or %s)",
-			claim.Namespace, claim.Name, scheduling.AnnotationClaimAllocatedFor, owner, xk8sPodGroups, nativePodGroups, compositeGroups)
+	api, known := gang.APIOfResource(resource)
+	if !known {
+		return Mark{}, true, fmt.Errorf("ResourceClaim %s/%s: annotation %s=%q names no PodGroup resource (%s)",
+			claim.Namespace, claim.Name, scheduling.AnnotationClaimAllocatedFor, owner, oneOf(gang.Resources()))
 	}
+	key := gang.Key{API: api, Namespace: claim.Namespace, Name: name}
 	return Mark{Gang: key, Attempt: token}, true, nil
 }
 
@@ -74,14 +61,14 @@ func Clear(claim *resourceapi.ResourceClaim) {
 	delete(claim.Annotations, scheduling.AnnotationClaimAllocationAttempt)
 }
 
-func (m Mark) owner() string {
-	resource := xk8sPodGroups
-	switch m.Gang.API {
-	case gang.Native:
-		resource = nativePodGroups
-	case gang.Composite:
-		// A hierarchy's attempt is its root's, which may be a composite.
-		resource = compositeGroups
+// owner names the gang in the mark. A hierarchy's attempt is its root's,
+// which may be a composite.
+func (m Mark) owner() string { return m.Gang.API.Resource() + "/" + m.Gang.Name }
+
+// oneOf lists names as "a, b or c".
+func oneOf(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
 	}
-	return resource + "/" + m.Gang.Name
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
