@@ -22,9 +22,11 @@ func TestSimulation(t *testing.T) {
 // fakeState stands for a plugin's own PreFilter state.
 type fakeState struct{ inputs string }
 
-func (s *fakeState) Clone() fwk.StateData                            { return s }
-func (s *fakeState) FilterInputs() any                               { return s.inputs }
-func (s *fakeState) NodeGroups(_ []placement.Node) *placement.Groups { return &placement.Groups{} }
+func (s *fakeState) Clone() fwk.StateData { return s }
+func (s *fakeState) FilterInputs() any    { return s.inputs }
+func (s *fakeState) NodeGroups(_ []placement.Node, _ uint64) *placement.Groups {
+	return &placement.Groups{}
+}
 
 func TestFilterInputs(t *testing.T) {
 	cs := framework.NewCycleState()

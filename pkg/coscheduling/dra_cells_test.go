@@ -71,7 +71,7 @@ func TestNodeViewReadsChangedDevices(t *testing.T) {
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
 		// Lent, as a plan has it; the lease ends with the check.
-		got, _, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, held, true)
+		got, _, _, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got, ignoreLabelsVersions), "round %d, dims %v (-fresh,+view)", round, dims)
 		release()
 		return sorted

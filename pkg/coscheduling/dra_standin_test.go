@@ -66,7 +66,7 @@ func TestStandInKeepsFleetDemand(t *testing.T) {
 			_, ok := env.pl.core.Eligibility().WithoutCountedClaims(templates[0], env.pl.core.Eligibility().ExtendedClaims())
 			require.True(t, ok, "the template pass must run on a stand-in")
 			env.pl.core.Eligibility().PreFilter(env.ctx, templates, env.pl.core.LiveNodes(snapshotNodes(t, env)), ledger.LessonView{})
-			env.pl.core.Eligibility().Filter(env.ctx, templates, env.pl.core.LiveNodes(snapshotNodes(t, env)), nil)
+			env.pl.core.Eligibility().Filter(env.ctx, templates, env.pl.core.LiveNodes(snapshotNodes(t, env)), eligibility.All)
 			require.Equal(t, []bool{false, false, true, true}, templates[0].Eligible)
 		})
 	}

@@ -54,7 +54,7 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 			held[sorted[r.IntN(len(sorted))].Node().Name] = capacity.Amounts{gpu: int64(1 + r.IntN(4)), v1.ResourceCPU: 500}
 		}
 		want := readFresh(env.ctx, sorted, cols, held)
-		got, gens, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, held, true)
+		got, gens, _, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, held, true)
 		require.Empty(t, cmp.Diff(want, got, ignoreLabelsVersions), "round %d (-fresh,+view)", round)
 		require.Len(t, gens, len(sorted), "round %d: a lent list comes with its generations", round)
 		for i, ni := range sorted {
@@ -67,7 +67,7 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 			// next lease must not miss.
 			land(sorted, fmt.Sprint("lent-", round))
 			other := map[string]capacity.Amounts{sorted[r.IntN(len(sorted))].Node().Name: {gpu: 2}}
-			again, againGens, rel := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, other, true)
+			again, againGens, _, rel := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, other, true)
 			require.NotSame(t, &got[0], &again[0], "round %d: a lent slice is not lent twice", round)
 			require.Nil(t, againGens, "round %d: a copy comes without generations", round)
 			require.Empty(t, cmp.Diff(readFresh(env.ctx, sorted, cols, other), again, ignoreLabelsVersions), "round %d: the copy (-fresh,+view)", round)
@@ -82,3 +82,43 @@ func TestNodeViewReadsWhatChanged(t *testing.T) {
 // ignoreLabelsVersions leaves out of a comparison the labels versions the view
 // gives its nodes, which a fresh read (unversioned) does not.
 var ignoreLabelsVersions = cmpopts.IgnoreFields(placement.Node{}, "LabelsVersion")
+
+// TestNodeViewLabelsEpoch checks the labels epoch the view gives its nodes:
+// kept while pods land (generations move, labels do not), new when a node's
+// labels change, and zero for nodes that are not the view's.
+func TestNodeViewLabelsEpoch(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	nodes, running := randomFleet(r, 16)
+	env := newTestEnv(t, nodes, running, nil)
+	list, err := env.snapshot.NodeInfos().List()
+	require.NoError(t, err)
+	dims := []v1.ResourceName{gpu}
+	cols := []dra.Column{{Name: gpu}}
+	sorted := env.pl.core.Snapshot().Live(list, env.pl.core.NodeGeneration(), env.pl.core.LiveNodes)
+	epochNow := func() uint64 {
+		_, _, epoch, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted, dims, cols, nil, true)
+		release()
+		return epoch
+	}
+	first := epochNow()
+	require.NotZero(t, first)
+	require.Equal(t, first, epochNow(), "nothing changed")
+
+	ni, ok := sorted[3].(*framework.NodeInfo)
+	require.True(t, ok)
+	pi, err := framework.NewPodInfo(st.MakePod().Namespace("other").Name("lands").UID("lands").Node(ni.Node().Name).Obj())
+	require.NoError(t, err)
+	ni.AddPodInfo(pi)
+	require.Equal(t, first, epochNow(), "a pod landed: the labels did not change")
+
+	relabelled := ni.Node().DeepCopy()
+	relabelled.Labels["gpu-gang.x-k8s.io/test"] = "moved"
+	ni.SetNode(relabelled)
+	second := epochNow()
+	require.NotEqual(t, first, second, "a node's labels changed")
+	require.Equal(t, second, epochNow())
+
+	_, _, epoch, release := env.pl.core.Snapshot().Nodes(env.ctx, sorted[1:], dims, cols, nil, true)
+	release()
+	require.Zero(t, epoch, "nodes other than the view's have no epoch")
+}

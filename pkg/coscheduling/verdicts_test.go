@@ -90,13 +90,13 @@ func eligibilityOf(t *testing.T, env *testEnv, job []*v1.Pod, sorted []fwk.NodeI
 		if lent {
 			cols := []dra.Column{{Name: gpu}}
 			var release func()
-			_, gens, release = env.pl.core.Snapshot().Nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
+			_, gens, _, release = env.pl.core.Snapshot().Nodes(env.ctx, sorted, []v1.ResourceName{gpu}, cols, nil, true)
 			defer release()
 			require.Len(t, gens, len(sorted))
 		}
-		env.pl.core.Eligibility().FilterKnown(env.ctx, templates, sorted, gens, nil)
+		env.pl.core.Eligibility().FilterKnown(env.ctx, templates, sorted, gens, eligibility.All)
 	} else {
-		env.pl.core.Eligibility().Filter(env.ctx, templates, sorted, nil)
+		env.pl.core.Eligibility().Filter(env.ctx, templates, sorted, eligibility.All)
 	}
 	out := make([]filterPass, len(templates))
 	for i, tmpl := range templates {

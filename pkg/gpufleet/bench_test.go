@@ -117,12 +117,12 @@ func BenchmarkNodeGroups(b *testing.B) {
 		b.Fatal(err)
 	}
 	pn := placementNodes(nodes)
-	if g := s.NodeGroups(pn); g == nil || len(g.Names) != 8 {
+	if g := s.NodeGroups(pn, 0); g == nil || len(g.Names) != 8 {
 		b.Fatalf("want 8 groups (2 products × 2 drivers × 2 capacity types), got %+v", g)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s.NodeGroups(pn)
+		s.NodeGroups(pn, 0)
 	}
 }

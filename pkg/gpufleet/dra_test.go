@@ -294,7 +294,7 @@ func TestNodeGroupsOnDRANodes(t *testing.T) {
 	env := newTestEnv(t, nodes, nil, nil, nil, withDRA(chartClass(), claimOf("gpus", scheduling.DeviceClassGPU, 8),
 		gpuSlice("dra-h100-a", eight(h100At124)...), gpuSlice("dra-a100", eight(a100At124)...),
 		gpuSlice("dra-h100-b", eight(h100At124)...), gpuSlice("dra-mixed", h100At124, a100At124)))
-	got := env.grouper(claimPod("p", "gpus").Obj()).NodeGroups(placementNodes(nodes))
+	got := env.grouper(claimPod("p", "gpus").Obj()).NodeGroups(placementNodes(nodes), 0)
 	require.NotNil(t, got)
 	want := []string{
 		"nvidia.com/gpu.product=" + h100 + ", driver 550.54, on-demand capacity",

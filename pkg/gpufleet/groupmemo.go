@@ -15,7 +15,9 @@ import (
 // node's key is read again only when its labels version moved or is
 // unknown (placement.Node.LabelsVersion), the devices are another set, or
 // the node at that position is another one; the groups are rebuilt only
-// when some key did change. Safe for concurrent use.
+// when some key did change. Nodes of the labels epoch the memo was last
+// checked at (placement.Request.LabelsEpoch) are not read at all. Safe for
+// concurrent use.
 type groupings struct {
 	mu sync.Mutex
 	// byPolicy holds one memo per grouping policy (fleet.Requirements'
@@ -35,6 +37,9 @@ type groupingMemo struct {
 	names    []string
 	versions []uint64 // each node's labels version (placement.Node.LabelsVersion)
 	keys     []fleet.GroupKey
+	// epoch is the labels epoch of the nodes names, versions and keys
+	// were last checked against; zero when unknown.
+	epoch uint64
 	// groups is what NodeGroups returned for keys, nil when trivial. Its
 	// slices are shared with every caller, which only read them.
 	groups *placement.Groups
@@ -62,10 +67,14 @@ func (g *groupings) memo(policy fleet.Requirements) *groupingMemo {
 
 // groups returns s's groups of nodes (see NodeGroups), from the memo where
 // the nodes did not change.
-func (g *groupings) groups(s *cycleState, nodes []placement.Node) *placement.Groups {
+func (g *groupings) groups(s *cycleState, nodes []placement.Node, epoch uint64) *placement.Groups {
 	m := g.memo(s.req.GroupPolicy())
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if epoch != 0 && m.epoch == epoch && m.devices == s.devices && len(m.keys) == len(nodes) {
+		return shallow(m.groups)
+	}
+	m.epoch = epoch
 	if m.devices != s.devices || len(m.keys) != len(nodes) {
 		m.devices = s.devices
 		m.names = make([]string, len(nodes))

@@ -18,7 +18,9 @@ import (
 // the scheduler does (a new labels map, with the same labels or others;
 // nodes that come and go; other policies in between), and checks after
 // each step that the memo's groups are those made from scratch. A memo that
-// misses a changed node, or keeps groups when a key moved, fails.
+// misses a changed node, or keeps groups when a key moved, fails. Every
+// step's nodes come with a labels epoch of their own, asked twice: the
+// second time from the memo alone.
 func TestGroupingsFollowNodeChanges(t *testing.T) {
 	opts := fleet.DefaultOptions()
 	policies := []fleet.Requirements{
@@ -58,9 +60,12 @@ func TestGroupingsFollowNodeChanges(t *testing.T) {
 				}
 				nodes = append([]placement.Node(nil), nodes...) // the caller builds a new slice each plan
 				req := policies[r.IntN(len(policies))]
-				got := (&cycleState{req: req, nodes: cache, groupings: memo}).NodeGroups(nodes)
-				want := (&cycleState{req: req, nodes: newNodeCache(&opts, nil), groupings: newGroupings()}).NodeGroups(nodes)
-				require.Empty(t, cmp.Diff(want, got), "step %d: groups from the memo differ from scratch (-want,+got)", step)
+				epoch := uint64(step + 1)
+				want := (&cycleState{req: req, nodes: newNodeCache(&opts, nil), groupings: newGroupings()}).NodeGroups(nodes, 0)
+				for range 2 {
+					got := (&cycleState{req: req, nodes: cache, groupings: memo}).NodeGroups(nodes, epoch)
+					require.Empty(t, cmp.Diff(want, got), "step %d: groups from the memo differ from scratch (-want,+got)", step)
+				}
 			}
 		})
 	}
@@ -75,10 +80,10 @@ func TestGroupingsShareNothingWritable(t *testing.T) {
 		{Name: "b", Labels: gfd(a100, "550.54.15", "12.4", "8.0")},
 	}
 	s := &cycleState{req: requirements(t, nil), nodes: newNodeCache(&opts, nil), groupings: newGroupings()}
-	first := s.NodeGroups(nodes)
+	first := s.NodeGroups(nodes, 0)
 	require.NotNil(t, first)
 	first.Rule = "changed by a caller"
-	require.NotEqual(t, first.Rule, s.NodeGroups(nodes).Rule)
+	require.NotEqual(t, first.Rule, s.NodeGroups(nodes, 0).Rule)
 }
 
 // requirements parses a gang's annotations.

@@ -20,11 +20,11 @@ var _ placement.Grouper = &cycleState{}
 // The plugin keeps the last grouping per policy and reads again only the
 // nodes that changed (groupmemo.go); each node's key comes from the node
 // cache, which keeps the last one per node.
-func (s *cycleState) NodeGroups(nodes []placement.Node) *placement.Groups {
+func (s *cycleState) NodeGroups(nodes []placement.Node, epoch uint64) *placement.Groups {
 	if s.req.Uniform.IsNone() && s.req.Capacity != fleet.CapacityPolicyUniform {
 		return nil
 	}
-	return s.groupings.groups(s, nodes)
+	return s.groupings.groups(s, nodes, epoch)
 }
 
 // groupRule says what the nodes of one group share, and which annotations

@@ -102,7 +102,7 @@ func TestNodeGroups(t *testing.T) {
 				pgs = append(pgs, tt.pg)
 			}
 			env := newTestEnv(t, nodes, nil, pgs, nil)
-			got := env.grouper(tt.pod).NodeGroups(placementNodes(nodes))
+			got := env.grouper(tt.pod).NodeGroups(placementNodes(nodes), 0)
 			if tt.wantOf == nil {
 				require.Nil(t, got)
 				return
@@ -120,7 +120,7 @@ func TestNodeGroups(t *testing.T) {
 func TestNodeGroupsOfAnUnlabelledCluster(t *testing.T) {
 	nodes := []*v1.Node{node("a"), node("b"), node("c")}
 	env := newTestEnv(t, nodes, nil, nil, nil)
-	require.Nil(t, env.grouper(pod("p", gpus("8")).Obj()).NodeGroups(placementNodes(nodes)))
+	require.Nil(t, env.grouper(pod("p", gpus("8")).Obj()).NodeGroups(placementNodes(nodes), 0))
 }
 
 func TestNodeCache(t *testing.T) {

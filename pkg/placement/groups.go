@@ -56,8 +56,10 @@ func (g *Groups) Validate(n int) error {
 // the gang plugin (contract.NodeGroupsStateKey).
 type Grouper interface {
 	// NodeGroups returns the groups of nodes, or nil when the policy does
-	// not split them. It only reads names and labels.
-	NodeGroups(nodes []Node) *Groups
+	// not split them. It only reads names and labels. epoch is the nodes'
+	// Request.LabelsEpoch (zero when unknown): a Grouper may answer from
+	// what it derived from the same non-zero epoch before.
+	NodeGroups(nodes []Node, epoch uint64) *Groups
 }
 
 // AnchorGroup is the group that holds most of req's anchors (the lowest

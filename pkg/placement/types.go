@@ -157,6 +157,14 @@ type Request struct {
 	// changed the generation. They must not cache anything derived from
 	// Free, unless StableFree is set.
 	NodeGeneration uint64
+	// LabelsEpoch, when not zero, versions Nodes' names, order and labels
+	// as a whole: two requests with the same non-zero LabelsEpoch carry
+	// the same nodes in the same order, each with the same labels and
+	// LabelsVersion, so what a planner derived from them holds without
+	// reading them node by node. Zero says nothing. Whoever builds the
+	// nodes (the gang plugin's planning snapshot) moves it only when a
+	// node comes, goes or changes labels.
+	LabelsEpoch uint64
 	// StableFree says that no Free vector of Nodes is written once a
 	// planner has seen it: a node whose free capacity changes comes with a
 	// new vector. Planners may then keep what they derive from a node's

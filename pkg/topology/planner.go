@@ -38,6 +38,10 @@ type Planner struct {
 	// tree is the tree of the last node set seen; guarded by mu. A Tree is
 	// immutable, so callers keep using one after unlocking.
 	tree *Tree
+	// treeEpoch is the labels epoch (placement.Request.LabelsEpoch) of
+	// nodes tree was last found to match, zero when unknown; guarded by
+	// mu.
+	treeEpoch uint64
 
 	// packers recycles the exact packer's buffers across calls.
 	packers sync.Pool
@@ -58,14 +62,17 @@ func NewPlanner(levels []scheduling.Level) (*Planner, error) {
 }
 
 // Tree returns the tree of req's nodes: the cached one when req.NodeGeneration
-// and the node names match the last request's, a new one otherwise.
+// and the node names match the last request's, a new one otherwise. Nodes
+// of the labels epoch the tree last matched are not compared again.
 func (p *Planner) Tree(req *placement.Request) *Tree {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t := p.tree; t != nil && t.generation == req.NodeGeneration && t.matches(req.Nodes) {
+	if t := p.tree; t != nil && t.generation == req.NodeGeneration &&
+		(req.LabelsEpoch != 0 && req.LabelsEpoch == p.treeEpoch || t.matches(req.Nodes)) {
+		p.treeEpoch = req.LabelsEpoch
 		return t
 	}
-	p.tree = buildTree(p.levels, req.Nodes, req.NodeGeneration)
+	p.tree, p.treeEpoch = buildTree(p.levels, req.Nodes, req.NodeGeneration), req.LabelsEpoch
 	return p.tree
 }
 

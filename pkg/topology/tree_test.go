@@ -222,4 +222,14 @@ func TestPlannerCachesTree(t *testing.T) {
 
 	req.Nodes = req.Nodes[1:]
 	require.NotSame(t, third, p.Tree(req), "different nodes under one generation must rebuild")
+
+	// A labels epoch stands for the nodes it was first seen with: the
+	// nodes it comes with again are not compared, and another epoch's
+	// nodes are.
+	epochReq := &placement.Request{Nodes: relabelled, NodeGeneration: 8, LabelsEpoch: 41}
+	fourth := p.Tree(epochReq)
+	require.Same(t, fourth, p.Tree(&placement.Request{Nodes: relabelled[:1], NodeGeneration: 8, LabelsEpoch: 41}),
+		"nodes of the epoch the tree matched are taken as read")
+	require.NotSame(t, fourth, p.Tree(&placement.Request{Nodes: replaced, NodeGeneration: 8, LabelsEpoch: 42}), "another epoch's nodes are compared")
+	require.NotSame(t, fourth, p.Tree(&placement.Request{Nodes: relabelled, NodeGeneration: 9, LabelsEpoch: 41}), "a new generation rebuilds whatever the epoch")
 }

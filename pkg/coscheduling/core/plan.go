@@ -207,7 +207,7 @@ func (pl *Planner) lendRequest(ctx context.Context, key gang.Key, members []*v1.
 	templates []*eligibility.Template, of []int, lend bool) (*placement.Request, []int64, func()) {
 	dims := Dimensions(d.Requests)
 	cols := d.Columns(dims)
-	nodes, gens, release := pl.snapshot.Nodes(ctx, nodeInfos, dims, cols, held, lend)
+	nodes, gens, epoch, release := pl.snapshot.Nodes(ctx, nodeInfos, dims, cols, held, lend)
 	ms := make([]placement.Member, len(members))
 	accelerated := make([]bool, len(members))
 	for i, p := range members {
@@ -227,11 +227,12 @@ func (pl *Planner) lendRequest(ctx context.Context, key gang.Key, members []*v1.
 		Resources:      dimNames(dims),
 		Nodes:          nodes,
 		NodeGeneration: pl.nodeGeneration.Load(),
+		LabelsEpoch:    epoch,
 		// The view's vectors are never written (nodeVectors), and held
 		// nodes get fresh ones per plan.
 		StableFree: lend,
 		Members:    ms,
-		Groups:     gangGroups(templates, of, accelerated, nodes),
+		Groups:     gangGroups(templates, of, accelerated, nodes, epoch),
 	}, gens, release
 }
 
@@ -242,7 +243,7 @@ func (pl *Planner) lendRequest(ctx context.Context, key gang.Key, members []*v1.
 // ran the profile's PreFilter plugins for each template, so the state of
 // the gang's first accelerated member holds it. Nil when no plugin does,
 // or when the framework could not run PreFilter plugins for the plugin.
-func gangGroups(templates []*eligibility.Template, of []int, accelerated []bool, nodes []placement.Node) *placement.Groups {
+func gangGroups(templates []*eligibility.Template, of []int, accelerated []bool, nodes []placement.Node, epoch uint64) *placement.Groups {
 	for i, acc := range accelerated {
 		if !acc {
 			continue
@@ -255,7 +256,7 @@ func gangGroups(templates []*eligibility.Template, of []int, accelerated []bool,
 		if err != nil {
 			return nil // no plugin groups this member's nodes
 		}
-		return g.NodeGroups(nodes)
+		return g.NodeGroups(nodes, epoch)
 	}
 	return nil
 }

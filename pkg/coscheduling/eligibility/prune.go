@@ -39,7 +39,7 @@ import (
 // it no longer calls rest.
 func (r *Runner) RoomyFirst(ctx context.Context, snapshot *Snapshot, prune bool, templates []*Template, nodeInfos []fwk.NodeInfo, gens []int64, req *placement.Request) (rest, done func()) {
 	if !prune || !prunable(templates) {
-		r.FilterKnown(ctx, templates, nodeInfos, gens, nil)
+		r.FilterKnown(ctx, templates, nodeInfos, gens, All)
 		return nil, func() {}
 	}
 	room, done := snapshot.Roomy(req)
@@ -50,12 +50,12 @@ func (r *Runner) RoomyFirst(ctx context.Context, snapshot *Snapshot, prune bool,
 		}
 	}
 	if spare == 0 {
-		r.FilterKnown(ctx, templates, nodeInfos, gens, nil)
+		r.FilterKnown(ctx, templates, nodeInfos, gens, All)
 		return nil, done
 	}
-	r.FilterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return room[i] })
+	r.FilterKnown(ctx, templates, nodeInfos, gens, Where(room, true))
 	return func() {
-		r.FilterKnown(ctx, templates, nodeInfos, gens, func(i int) bool { return !room[i] })
+		r.FilterKnown(ctx, templates, nodeInfos, gens, Where(room, false))
 	}, done
 }
 

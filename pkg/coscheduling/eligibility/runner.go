@@ -40,6 +40,22 @@ import (
 //     plan that failed is never tried again, and a Filter rejection in a
 //     real scheduling cycle (PostFilter) teaches the same way.
 
+// Selection picks nodes by their position in a plan's node list: every
+// node (All), or those whose entry in a mask is a given value (Where).
+type Selection struct {
+	mask []bool
+	want bool
+}
+
+// All selects every node.
+var All = Selection{}
+
+// Where selects the nodes whose entry in mask is want.
+func Where(mask []bool, want bool) Selection { return Selection{mask: mask, want: want} }
+
+// Has reports whether the node at position i is selected.
+func (s Selection) Has(i int) bool { return s.mask == nil || s.mask[i] == s.want }
+
 // preFilterRunner runs the profile's PreFilter plugins. The scheduling
 // framework that hands out the plugin's Handle (kube-scheduler's
 // frameworkImpl, in pkg/scheduler/framework/runtime) implements it: the
@@ -90,7 +106,7 @@ func (r *Runner) RunsPlugins() bool { return r.preFilter != nil }
 // Without a PreFilter runner it falls back to eligibleNodes.
 func (r *Runner) Eligibility(ctx context.Context, templates []*Template, nodeInfos []fwk.NodeInfo, lv ledger.LessonView) {
 	r.PreFilter(ctx, templates, nodeInfos, lv)
-	r.Filter(ctx, templates, nodeInfos, nil)
+	r.Filter(ctx, templates, nodeInfos, All)
 }
 
 // PreFilter readies each template for Filter: its cap from the
@@ -145,11 +161,11 @@ func (r *Runner) PreFilter(ctx context.Context, templates []*Template, nodeInfos
 	}
 }
 
-// Filter runs each template's Filter plugins on the nodes i for
-// which only(i) holds (every node for a nil only) and fills eligible and
+// Filter runs each template's Filter plugins on the nodes only selects
+// and fills eligible and
 // rejections there. A node is Filtered once per template: callers split
 // the nodes between calls, never overlap them (see RoomyFirst).
-func (r *Runner) Filter(ctx context.Context, templates []*Template, nodeInfos []fwk.NodeInfo, only func(i int) bool) {
+func (r *Runner) Filter(ctx context.Context, templates []*Template, nodeInfos []fwk.NodeInfo, only Selection) {
 	simCtx := contract.WithSimulation(ctx)
 	for _, t := range templates {
 		if !t.Pending {
@@ -157,7 +173,7 @@ func (r *Runner) Filter(ctx context.Context, templates []*Template, nodeInfos []
 		}
 		statuses := make([]*fwk.Status, len(nodeInfos))
 		r.handle.Parallelizer().Until(ctx, len(nodeInfos), func(i int) {
-			if only != nil && !only(i) {
+			if !only.Has(i) {
 				return
 			}
 			ni := nodeInfos[i]

@@ -45,8 +45,10 @@ import (
 type Snapshot struct {
 	mu sync.Mutex
 	// input is the snapshot list sorted was made from, gen the plugin's
-	// nodeGeneration then; sorted is the live nodes in name order.
+	// nodeGeneration then; sorted is the live nodes in name order. given
+	// is the caller's list input was copied from (see Live).
 	input  []fwk.NodeInfo
+	given  []fwk.NodeInfo
 	gen    uint64
 	sorted []fwk.NodeInfo
 	// dims are the dimensions vecs hold; vecs[i] is sorted[i]'s, and
@@ -77,6 +79,11 @@ type Snapshot struct {
 	// lists), so that a node's labels version moves only when its labels
 	// do.
 	labels []labelsRead
+	// epoch is the labels epoch of base and lent
+	// (placement.Request.LabelsEpoch): a new one whenever sorted is
+	// rebuilt or some node's labels version moves, zero until Nodes has
+	// read them.
+	epoch uint64
 	// cells are the device columns vecs were read with.
 	cells deviceCells
 	// room keeps which nodes can take a member (Roomy).
@@ -107,28 +114,35 @@ var labelsVersions atomic.Uint64
 
 // labelsOf returns the labels version of node n, read at generation gen
 // in position i: the one last given while the node's generation or labels
-// did not move, a new one otherwise. Locked.
-func (v *Snapshot) labelsOf(i int, n *v1.Node, gen int64) uint64 {
+// did not move, a new one otherwise (moved). Locked.
+func (v *Snapshot) labelsOf(i int, n *v1.Node, gen int64) (version uint64, moved bool) {
 	r := &v.labels[i]
 	if r.version != 0 && r.name == n.Name && (r.gen == gen || maps.Equal(r.labels, n.Labels)) {
 		r.gen, r.labels = gen, n.Labels
-		return r.version
+		return r.version, false
 	}
 	*r = labelsRead{name: n.Name, gen: gen, labels: n.Labels, version: labelsVersions.Add(1)}
-	return r.version
+	return r.version, true
 }
 
 // Live returns the scheduler's nodes in name order, less those the node
 // informer no longer has (liveNodes sorts and filters them), from the
 // snapshot while nodeInfos is the list it was built from and the node
 // informer's generation is still gen.
+//
+// kube-scheduler's snapshot makes a new node list whenever nodes come or
+// go, and never writes one it handed out (the cache's
+// updateNodeInfoSnapshotList): the very list given last time holds the
+// same nodes, which is one comparison, not one per node. Another list is
+// compared node by node.
 func (v *Snapshot) Live(nodeInfos []fwk.NodeInfo, gen uint64, liveNodes func([]fwk.NodeInfo) []fwk.NodeInfo) []fwk.NodeInfo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.sorted != nil && gen == v.gen && slices.Equal(nodeInfos, v.input) {
+	if v.sorted != nil && gen == v.gen && (sameList(nodeInfos, v.given) || slices.Equal(nodeInfos, v.input)) {
+		v.given = nodeInfos
 		return v.sorted
 	}
-	v.input, v.gen = slices.Clone(nodeInfos), gen
+	v.input, v.given, v.gen = slices.Clone(nodeInfos), nodeInfos, gen
 	v.sorted = liveNodes(nodeInfos)
 	// Nodes that stay keep their labels versions.
 	byName := make(map[string]labelsRead, len(v.labels))
@@ -139,7 +153,7 @@ func (v *Snapshot) Live(nodeInfos []fwk.NodeInfo, gen uint64, liveNodes func([]f
 	for i, ni := range v.sorted {
 		v.labels[i] = byName[ni.Node().Name]
 	}
-	v.dims, v.vecs, v.base, v.cells = nil, nil, nil, deviceCells{}
+	v.dims, v.vecs, v.base, v.cells, v.epoch = nil, nil, nil, deviceCells{}, 0
 	v.lent, v.lentGen, v.gens, v.patched, v.stale = nil, nil, nil, nil, false
 	return v.sorted
 }
@@ -162,8 +176,11 @@ func (v *Snapshot) Live(nodeInfos []fwk.NodeInfo, gen uint64, liveNodes func([]f
 // (gens[i] is nodeInfos[i].GetGeneration() now), lent with the nodes: a
 // caller that checks kept state per node reads them in one array rather
 // than loading every NodeInfo again. Only lent nodes come with them.
+//
+// epoch is the nodes' labels epoch (placement.Request.LabelsEpoch), zero
+// for nodes other than the view's.
 func (v *Snapshot) Nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v1.ResourceName, cols []dra.Column,
-	held map[string]capacity.Amounts, lend bool) (out []placement.Node, gens []int64, release func()) {
+	held map[string]capacity.Amounts, lend bool) (out []placement.Node, gens []int64, epoch uint64, release func()) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	cached := len(nodeInfos) > 0 && len(nodeInfos) == len(v.sorted) && &nodeInfos[0] == &v.sorted[0]
@@ -177,7 +194,7 @@ func (v *Snapshot) Nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 				out[i].Free[c] = cols[c].Free(ctx, ni, held[n.Name])
 			}
 		}
-		return out, nil, func() {}
+		return out, nil, 0, func() {}
 	}
 	cells, same := v.cells.next(cols)
 	if v.vecs == nil || !slices.Equal(dims, v.dims) || !same {
@@ -210,6 +227,7 @@ func (v *Snapshot) Nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 		seen = v.gens
 	}
 	readGenerations(nodeInfos, seen)
+	labelsMoved := false
 	for i, ni := range nodeInfos {
 		if everywhere && v.vecGen[i] == seen[i] {
 			// vecs[i] was read at this generation, from ni itself: vecs
@@ -227,13 +245,18 @@ func (v *Snapshot) Nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			nv.free[c] = cols[c].Free(ctx, ni, nil)
 		}
 		n := ni.Node()
-		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free, LabelsVersion: v.labelsOf(i, n, seen[i])}
+		version, moved := v.labelsOf(i, n, seen[i])
+		labelsMoved = labelsMoved || moved
+		v.base[i] = placement.Node{Name: n.Name, Labels: n.Labels, Allocatable: nv.alloc, Free: nv.free, LabelsVersion: version}
 		if lease {
 			v.lent[i] = v.base[i]
 		} else {
 			// lent keeps its old vectors; the next lease puts every node back.
 			v.stale = true
 		}
+	}
+	if labelsMoved || v.epoch == 0 {
+		v.epoch = labelsVersions.Add(1)
 	}
 	if lease {
 		if v.stale {
@@ -270,7 +293,13 @@ func (v *Snapshot) Nodes(ctx context.Context, nodeInfos []fwk.NodeInfo, dims []v
 			v.patched = append(v.patched, i)
 		}
 	}
-	return out, gens, release
+	return out, gens, v.epoch, release
+}
+
+// sameList reports whether a and b are one list: the same elements of the
+// same array.
+func sameList(a, b []fwk.NodeInfo) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // unread marks a node whose vectors the snapshot has not read (vecGen): no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
@@ -106,7 +107,7 @@ func (r *Runner) Verdicts() *VerdictCache {
 // nil, are nodeInfos' generations as the node view read them in this
 // cycle (Snapshot.Nodes): the kept verdicts are checked against them, not
 // against every NodeInfo loaded again.
-func (r *Runner) FilterKnown(ctx context.Context, templates []*Template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) {
+func (r *Runner) FilterKnown(ctx context.Context, templates []*Template, nodeInfos []fwk.NodeInfo, gens []int64, only Selection) {
 	for _, t := range templates {
 		if !t.Pending {
 			continue
@@ -119,60 +120,61 @@ func (r *Runner) FilterKnown(ctx context.Context, templates []*Template, nodeInf
 		}
 		// When every selected node is known, as between plans where nothing
 		// changed, there is nothing to Filter or keep.
-		known, need := vs.known(key, t, nodeInfos, gens, only)
+		unknown, need := vs.known(key, t, nodeInfos, gens, only)
 		if !need {
 			continue
 		}
-		unknown := func(i int) bool { return (only == nil || only(i)) && !known[i] }
-		r.Filter(ctx, []*Template{t}, nodeInfos, unknown)
-		vs.keep(key, t, nodeInfos, unknown)
+		r.Filter(ctx, []*Template{t}, nodeInfos, Where(unknown, true))
+		vs.keep(key, t, nodeInfos, Where(unknown, true))
 	}
 }
 
 // known marks eligible for t the selected nodes on which its kept verdict
-// holds, and returns which they are, and whether some selected node is not
-// among them (need: Filter must run). Nodes the gang's lessons exclude, or
-// a PreFilter plugin left out, are never known: Filter says why.
-// gens are nodeInfos' generations now, or nil to read them.
-func (v *VerdictCache) known(key VerdictKey, t *Template, nodeInfos []fwk.NodeInfo, gens []int64, only func(i int) bool) (out []bool, need bool) {
-	out = make([]bool, len(nodeInfos))
+// holds, and returns the selected nodes on which none does (unknown), and
+// whether there are any (need: Filter must run). Nodes the gang's lessons
+// exclude, or a PreFilter plugin left out, are never known: Filter says
+// why. gens are nodeInfos' generations now, or nil to read them.
+//
+// It runs on every node of every plan: the loop reads each node's stamp and
+// generation, and calls out only where the template's lessons, its PreFilter
+// nodes or its pins concern the node.
+func (v *VerdictCache) known(key VerdictKey, t *Template, nodeInfos []fwk.NodeInfo, gens []int64, only Selection) (unknown []bool, need bool) {
+	unknown = make([]bool, len(nodeInfos))
+	if gens == nil {
+		gens = make([]int64, len(nodeInfos))
+		readGenerations(nodeInfos, gens)
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	stamps := v.byKey[key]
 	kept := len(stamps) == len(nodeInfos)
+	plain := t.Excluded.Len() == 0 && t.Nodes == nil && len(t.Pins) == 0
 	for i, ni := range nodeInfos {
-		if only != nil && !only(i) {
+		if !only.Has(i) {
 			continue
 		}
-		if !kept || !v.holds(stamps[i], t, ni, gens, i) {
-			need = true
+		if !kept || stamps[i].gen != gens[i] || stamps[i].ni != ni || !plain && !t.keepsVerdict(ni.Node()) {
+			unknown[i], need = true, true
 			continue
 		}
-		out[i], t.Eligible[i] = true, true
+		t.Eligible[i] = true
 	}
-	return out, need
+	return unknown, need
 }
 
-// holds reports whether stamp s, kept for t on node i (ni), still holds:
-// the NodeInfo and its generation (gens[i], or read when gens is nil) are
-// those it was stamped with, and neither the gang's lessons, a PreFilter
-// plugin nor an allocated claim (Template.PinnedAway) leave the node out.
-func (v *VerdictCache) holds(s stamp, t *Template, ni fwk.NodeInfo, gens []int64, i int) bool {
-	if s.ni != ni || gens != nil && s.gen != gens[i] || gens == nil && s.gen != ni.GetGeneration() {
+// keepsVerdict reports whether a kept verdict on node may stand for t:
+// neither the gang's lessons, a PreFilter plugin nor an allocated claim
+// (Template.PinnedAway) leave the node out.
+func (t *Template) keepsVerdict(node *v1.Node) bool {
+	if t.Excluded.Has(node.Name) || (t.Nodes != nil && !t.Nodes.Has(node.Name)) {
 		return false
 	}
-	if t.Excluded.Len() > 0 || t.Nodes != nil {
-		name := ni.Node().Name
-		if t.Excluded.Has(name) || (t.Nodes != nil && !t.Nodes.Has(name)) {
-			return false
-		}
-	}
-	return len(t.Pins) == 0 || t.PinnedAway(ni.Node()) == nil
+	return len(t.Pins) == 0 || t.PinnedAway(node) == nil
 }
 
 // keep stamps the nodes filtered now (ran) with t's verdict: a pass is
 // kept, anything else forgotten.
-func (v *VerdictCache) keep(key VerdictKey, t *Template, nodeInfos []fwk.NodeInfo, ran func(i int) bool) {
+func (v *VerdictCache) keep(key VerdictKey, t *Template, nodeInfos []fwk.NodeInfo, ran Selection) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	stamps := v.byKey[key]
@@ -184,7 +186,7 @@ func (v *VerdictCache) keep(key VerdictKey, t *Template, nodeInfos []fwk.NodeInf
 		v.byKey[key] = stamps
 	}
 	for i, ni := range nodeInfos {
-		if !ran(i) {
+		if !ran.Has(i) {
 			continue
 		}
 		if t.Eligible[i] {
