@@ -354,3 +354,27 @@ func compareNatural(a, b string) int {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// compareFit orders domains a and b of level l by best fit: least room
+// first. Between domains with equal room, the one inside the fuller parent
+// wins, then the fuller grandparent and so on below level end, so that
+// small gangs fill up what is already broken into and whole domains stay
+// whole higher up too. Tree order breaks what is left. room(m, k) is the
+// room for the gang in domain k of level m. It is the one domain order: the
+// planner's and the hierarchy search's.
+func (t *Tree) compareFit(l int, a, b int32, end int, room func(m int, k int32) int64) int {
+	if c := cmp.Compare(room(l, a), room(l, b)); c != 0 {
+		return c
+	}
+	pa, pb := t.dom[l][a].lo, t.dom[l][b].lo
+	for m := l + 1; m < end; m++ {
+		ka, kb := t.anc[m][pa], t.anc[m][pb]
+		if ka == kb {
+			break
+		}
+		if c := cmp.Compare(room(m, ka), room(m, kb)); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a, b)
+}
