@@ -130,8 +130,9 @@ func (r *Runner) FilterKnown(ctx context.Context, templates []*Template, nodeInf
 }
 
 // known marks eligible for t the selected nodes on which its kept verdict
-// holds, and returns the selected nodes on which none does (unknown), and
-// whether there are any (need: Filter must run). Nodes the gang's lessons
+// holds, and returns the selected nodes on which none does (unknown, nil
+// when every one is known), and whether there are any (need: Filter must
+// run). Nodes the gang's lessons
 // exclude, or a PreFilter plugin left out, are never known: Filter says
 // why. gens are nodeInfos' generations now, or nil to read them.
 //
@@ -139,7 +140,6 @@ func (r *Runner) FilterKnown(ctx context.Context, templates []*Template, nodeInf
 // generation, and calls out only where the template's lessons, its PreFilter
 // nodes or its pins concern the node.
 func (v *VerdictCache) known(key VerdictKey, t *Template, nodeInfos []fwk.NodeInfo, gens []int64, only Selection) (unknown []bool, need bool) {
-	unknown = make([]bool, len(nodeInfos))
 	if gens == nil {
 		gens = make([]int64, len(nodeInfos))
 		readGenerations(nodeInfos, gens)
@@ -154,6 +154,9 @@ func (v *VerdictCache) known(key VerdictKey, t *Template, nodeInfos []fwk.NodeIn
 			continue
 		}
 		if !kept || stamps[i].gen != gens[i] || stamps[i].ni != ni || !plain && !t.keepsVerdict(ni.Node()) {
+			if unknown == nil {
+				unknown = make([]bool, len(nodeInfos))
+			}
 			unknown[i], need = true, true
 			continue
 		}
