@@ -162,9 +162,9 @@ func (r *Runner) PreFilter(ctx context.Context, templates []*Template, nodeInfos
 }
 
 // Filter runs each template's Filter plugins on the nodes only selects
-// and fills eligible and
-// rejections there. A node is Filtered once per template: callers split
-// the nodes between calls, never overlap them (see RoomyFirst).
+// and fills eligible and rejections there. A node is Filtered once per
+// template: callers split the nodes between calls, never overlap them (see
+// RoomyFirst).
 func (r *Runner) Filter(ctx context.Context, templates []*Template, nodeInfos []fwk.NodeInfo, only Selection) {
 	simCtx := contract.WithSimulation(ctx)
 	for _, t := range templates {
@@ -211,20 +211,20 @@ func (r *Runner) Filter(ctx context.Context, templates []*Template, nodeInfos []
 // cannot tell, and says every node still rejects.
 func (r *Runner) StillRejects(ctx context.Context, pod *v1.Pod, nodeInfos []fwk.NodeInfo) []bool {
 	out := make([]bool, len(nodeInfos))
-	if r.preFilter == nil {
+	everywhere := func() []bool {
 		for i := range out {
 			out[i] = true
 		}
 		return out
 	}
+	if r.preFilter == nil {
+		return everywhere()
+	}
 	simCtx := contract.WithSimulation(ctx)
 	state := framework.NewCycleState()
 	res, status, _ := r.preFilter.RunPreFilterPlugins(simCtx, state, pod)
 	if !status.IsSuccess() && !status.IsSkip() {
-		for i := range out {
-			out[i] = true
-		}
-		return out
+		return everywhere()
 	}
 	state.SetSkipFilterPlugins(state.GetSkipFilterPlugins().Union(capacityFilters))
 	for i, ni := range nodeInfos {

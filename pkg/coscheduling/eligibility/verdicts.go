@@ -132,9 +132,9 @@ func (r *Runner) FilterKnown(ctx context.Context, templates []*Template, nodeInf
 // known marks eligible for t the selected nodes on which its kept verdict
 // holds, and returns the selected nodes on which none does (unknown, nil
 // when every one is known), and whether there are any (need: Filter must
-// run). Nodes the gang's lessons
-// exclude, or a PreFilter plugin left out, are never known: Filter says
-// why. gens are nodeInfos' generations now, or nil to read them.
+// run). Nodes the gang's lessons exclude, or a PreFilter plugin left out,
+// are never known: Filter says why. gens are nodeInfos' generations now,
+// or nil to read them.
 //
 // It runs on every node of every plan: the loop reads each node's stamp and
 // generation, and calls out only where the template's lessons, its PreFilter
