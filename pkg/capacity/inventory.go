@@ -55,6 +55,8 @@ type position struct {
 type NodeDevices struct {
 	Node    string
 	Devices []Device
+	// rails are the devices' rails (rails.go).
+	rails nodeRails
 }
 
 // Device is one device of a node-local pool.
@@ -144,6 +146,7 @@ func BuildInventory(list []*resourceapi.ResourceSlice) *Inventory {
 		for i := range nd.Devices {
 			inv.where[nd.Devices[i].ID] = position{node: nd, index: i}
 		}
+		nd.rails = readRails(nd)
 	}
 	return inv
 }

@@ -88,3 +88,22 @@ const (
 	// LabelSpine names the spine switch above that leaf.
 	LabelSpine = "network.topology.nvidia.com/spine"
 )
+
+// AnnotationRailAlignment on a PodGroup says whether the members that take
+// part of a node through DRA claims must use the same rails (the same NICs'
+// leaf switches, each GPU with the NIC on its PCIe root): RailAlignmentRequired
+// waits rather than misaligns, RailAlignmentPreferred (the default) aligns
+// when some rail set holds the gang and places it anyway otherwise,
+// RailAlignmentNone leaves the devices to kube-scheduler's allocator.
+const AnnotationRailAlignment = "gpu-gang.x-k8s.io/rail-alignment"
+
+// The values of AnnotationRailAlignment.
+const (
+	RailAlignmentRequired  = "required"
+	RailAlignmentPreferred = "preferred"
+	RailAlignmentNone      = "none"
+)
+
+// ReasonRailsNotFree: a gang that requires rail alignment waits because no
+// set of rails is free on enough nodes.
+const ReasonRailsNotFree = "RailsNotFree"

@@ -60,6 +60,7 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 	var fp uint64
 	var templates []*eligibility.Template
 	var of []int
+	var rails *railPass
 	// A firstAvailable request plans with its first alternative; only when
 	// the gang does not fit with it are the next ones tried, in order.
 	for alt := 0; ; alt++ {
@@ -88,10 +89,14 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 		if status := pl.shapeRequest(spec, members, d, req, sorted); status != nil {
 			return status
 		}
-		plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+		if rails, status = pl.railsOf(ctx, spec, d, req); status != nil {
+			return status
+		}
+		planner := rails.planner(pl.placement)
+		plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of, planner)
 		if err != nil && rest != nil {
 			rest()
-			plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of)
+			plan, fp, err = pl.feasiblePlan(ctx, key, members, req, sorted, templates, of, planner)
 		}
 		var fitErr *placement.FitError
 		if err == nil || !errors.As(err, &fitErr) || alt+1 >= d.Alternatives {
@@ -113,6 +118,8 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 			pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, ReasonFilterRejectsPlan,
 				"no plan for %d member(s) passes the scheduler's filters: %v; it is tried again when the cluster changes", len(members), unfit)
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("gang %s: %v", key, unfit))
+		case errors.As(err, &fitErr) && rails.blocks(ctx, pl.placement, req):
+			return pl.explainRails(spec, rails, req)
 		case errors.As(err, &fitErr):
 			return pl.explainNoFit(ctx, spec, members, req, d, fitErr, len(held) > 0)
 		}
@@ -120,7 +127,7 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 	}
 	// The plan's Event (GangScheduled) says which firstAvailable
 	// alternatives it took.
-	plan.Summary += d.Chosen() + pl.DomainNote(key)
+	plan.Summary += d.Chosen() + pl.DomainNote(key) + rails.note()
 	slots := make([]ledger.Slot, len(members))
 	for i, p := range members {
 		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.Requests[i]}
@@ -130,6 +137,9 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 	}
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
 	if status := pl.gangClaims.AllocateShared(ctx, spec, members, d, req, plan); status != nil {
+		return status
+	}
+	if status := pl.gangClaims.AllocateAligned(ctx, spec, members, d, req, plan, rails.aligned()); status != nil {
 		return status
 	}
 	// Members turned away before (for capacity, or while a sibling was

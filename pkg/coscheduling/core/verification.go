@@ -27,14 +27,14 @@ import (
 // eligibility) and the planner plans again. It returns the plan and its
 // fingerprint (Fingerprint). A plan that failed before is never returned again.
 func (pl *Planner) feasiblePlan(ctx context.Context, key gang.Key, members []*v1.Pod, req *placement.Request, nodeInfos []fwk.NodeInfo,
-	templates []*eligibility.Template, of []int) (*placement.Plan, uint64, error) {
+	templates []*eligibility.Template, of []int, planner placement.Planner) (*placement.Plan, uint64, error) {
 	verify := false
 	for _, t := range templates {
 		verify = verify || (t.Relational && pl.eligibility.RunsPlugins())
 	}
 	var last *failure
 	for range maxReplans + 1 {
-		plan, err := pl.placement.Plan(ctx, req)
+		plan, err := planner.Plan(ctx, req)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -46,32 +47,69 @@ const gatherTries = 20
 // (the tracker kept refusing the read of allocated devices) is Transient;
 // ErrNoFit means the node cannot hold the claim.
 func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claim *resourceapi.ResourceClaim) (*resourceapi.AllocationResult, error) {
+	results, err := a.AllocateAmong(ctx, node, []*resourceapi.ResourceClaim{claim}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &results[0], nil
+}
+
+// AllocateAmong allocates claims together on node, as one pod's claims are
+// allocated, without the node's devices in excluded: the allocator sees
+// the node's slices without them. The results are in claims' order.
+func (a *Allocator) AllocateAmong(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim, excluded sets.Set[structured.DeviceID]) ([]resourceapi.AllocationResult, error) {
 	state, err := a.gather(ctx)
 	if err != nil {
 		return nil, err
 	}
-	slices, err := a.DRA.ResourceSlices().ListWithDeviceTaintRules()
+	list, err := a.DRA.ResourceSlices().ListWithDeviceTaintRules()
 	if err != nil {
 		return nil, err
 	}
-	allocator, err := structured.NewAllocator(ctx, a.Features, *state, a.DRA.DeviceClasses(), slices, a.CEL)
+	if excluded.Len() > 0 {
+		list = withoutDevices(list, node.Name, excluded)
+	}
+	allocator, err := structured.NewAllocator(ctx, a.Features, *state, a.DRA.DeviceClasses(), list, a.CEL)
 	if err != nil {
 		return nil, err
 	}
-	results, err := allocator.Allocate(ctx, node, []*resourceapi.ResourceClaim{claim})
+	results, err := allocator.Allocate(ctx, node, claims)
 	if err != nil {
 		return nil, err
 	}
-	if len(results) != 1 {
+	if len(results) != len(claims) {
 		return nil, ErrNoFit
 	}
 	// DynamicResources stamps an allocation it made with its time when
 	// device binding conditions are on, and an allocation cannot change
 	// once written: stamp it here, as it would.
-	if results[0].AllocationTimestamp == nil {
-		results[0].AllocationTimestamp = &metav1.Time{Time: a.Clock.Now()}
+	for i := range results {
+		if results[i].AllocationTimestamp == nil {
+			results[i].AllocationTimestamp = &metav1.Time{Time: a.Clock.Now()}
+		}
 	}
-	return &results[0], nil
+	return results, nil
+}
+
+// withoutDevices returns list with the excluded devices left out of the
+// slices of node's own pools; the slices are copied, never written.
+func withoutDevices(list []*resourceapi.ResourceSlice, node string, excluded sets.Set[structured.DeviceID]) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, 0, len(list))
+	for _, s := range list {
+		if s.Spec.NodeName == nil || *s.Spec.NodeName != node {
+			out = append(out, s)
+			continue
+		}
+		c := *s
+		c.Spec.Devices = make([]resourceapi.Device, 0, len(s.Spec.Devices))
+		for _, d := range s.Spec.Devices {
+			if !excluded.Has(structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, d.Name)) {
+				c.Spec.Devices = append(c.Spec.Devices, d)
+			}
+		}
+		out = append(out, &c)
+	}
+	return out
 }
 
 // gather reads the allocated devices. The tracker refuses a read that

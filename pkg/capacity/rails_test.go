@@ -1,0 +1,93 @@
+package capacity
+
+import (
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+)
+
+// railNode publishes 8 GPUs and 8 RDMA NICs for node: GPU k and the NIC
+// at PCI bus nicBus[k] share PCIe root k. NIC names follow nicName, so
+// that name order and PCI order can differ.
+func railNode(node string, nicBus []int, nicName func(k int) string) []*resourceapi.ResourceSlice {
+	var gpusOut, nics []resourceapi.Device
+	for k := range 8 {
+		root := fmt.Sprintf("pci0000:%02x", 0x10*(k+1))
+		g := gpuDevice(fmt.Sprintf("gpu-%d", k), "H100")
+		g.Attributes[PCIeRootAttribute] = resourceapi.DeviceAttribute{StringValue: ptr.To(root)}
+		g.Attributes["resource.kubernetes.io/pciBusID"] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("0000:%02x:00.0", 0x10*(k+1)+1))}
+		gpusOut = append(gpusOut, g)
+		nics = append(nics, resourceapi.Device{Name: nicName(k), Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			"dra.net/rdma":       {BoolValue: ptr.To(true)},
+			"dra.net/pciAddress": {StringValue: ptr.To(fmt.Sprintf("0000:%02x:00.0", nicBus[k]))},
+			PCIeRootAttribute:    {StringValue: ptr.To(root)},
+		}})
+	}
+	nicSlice := sliceOf(node, nics...)
+	nicSlice.Name += "-nics"
+	nicSlice.Spec.Driver = "dra.net"
+	return []*resourceapi.ResourceSlice{sliceOf(node, gpusOut...), nicSlice}
+}
+
+// TestRailsFollowPCIOrderNotNames checks the rail rules: rail k is the
+// k-th NIC in PCI address order whatever the NICs are called, and each
+// GPU takes the rail of the NIC on its PCIe root.
+func TestRailsFollowPCIOrderNotNames(t *testing.T) {
+	// NIC on root k sits at bus 0x10*(k+1)+2, so PCI order is root order;
+	// names run backwards.
+	var bus []int
+	for k := range 8 {
+		bus = append(bus, 0x10*(k+1)+2)
+	}
+	inv := BuildInventory(railNode("n1", bus, func(k int) string { return fmt.Sprintf("mlx5_%d", 7-k) }))
+	for k := range 8 {
+		if got := inv.RailOf("n1", fmt.Sprintf("gpu-%d", k), gpuDriver, "n1"); got != k {
+			t.Errorf("gpu-%d on rail %d, want %d", k, got, k)
+		}
+		if got := inv.RailOf("n1", fmt.Sprintf("mlx5_%d", 7-k), "dra.net", "n1"); got != k {
+			t.Errorf("mlx5_%d on rail %d, want %d", 7-k, got, k)
+		}
+	}
+}
+
+// TestRailsWithoutNICs checks that a node publishing no NICs numbers its
+// GPUs' rails by PCI address.
+func TestRailsWithoutNICs(t *testing.T) {
+	var devs []resourceapi.Device
+	for k := range 4 {
+		g := gpuDevice(fmt.Sprintf("gpu-%d", k), "H100")
+		g.Attributes[PCIeRootAttribute] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("pci0000:%02x", k))}
+		// gpu-0 has the highest address: it is rail 3.
+		g.Attributes["resource.kubernetes.io/pciBusID"] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("0000:%02x:00.0", 0x40-0x10*k))}
+		devs = append(devs, g)
+	}
+	inv := BuildInventory([]*resourceapi.ResourceSlice{sliceOf("n1", devs...)})
+	for k := range 4 {
+		if got := inv.RailOf("n1", fmt.Sprintf("gpu-%d", k), gpuDriver, "n1"); got != 3-k {
+			t.Errorf("gpu-%d on rail %d, want %d", k, got, 3-k)
+		}
+	}
+}
+
+// TestRailSetSlots checks the counting the planner uses.
+func TestRailSetSlots(t *testing.T) {
+	var c RailCounts
+	c[0], c[1], c[2], c[5] = 2, 1, 2, 1
+	if got := c.Free(); got != 0b100111 {
+		t.Fatalf("free %v", got)
+	}
+	if got := c.Slots(0b101); got != 2 {
+		t.Fatalf("slots on rails 0,2: %d, want 2", got)
+	}
+	if got := c.Slots(0b11); got != 1 {
+		t.Fatalf("slots on rails 0,1: %d, want 1", got)
+	}
+	if got := c.Slots(0b1000); got != 0 {
+		t.Fatalf("slots on rail 3: %d, want 0", got)
+	}
+	if got := RailSet(0b11110100).String(); got != "2,4-7" {
+		t.Fatalf("String %q", got)
+	}
+}

@@ -1,0 +1,316 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/rails"
+)
+
+// railPass is a pass of a gang bound by rails: how it reads the nodes'
+// rails, and what the plan chose.
+type railPass struct {
+	mode gang.RailAlignment
+	gang *rails.Gang
+	dims []v1.ResourceName
+	// planned is the rail set of the last plan, 0 for a plan that is not
+	// aligned; why says why a preferred gang went unaligned.
+	planned capacity.RailSet
+	why     string
+}
+
+// railsOf reads the gang's rails for a pass: nil when no member is bound
+// by them. Members are bound when they take part of a node's railed
+// devices through their own claims, two or more alike; those that take a
+// whole node's are aligned by construction.
+func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDemand, req *placement.Request) (*railPass, *fwk.Status) {
+	if d.Devices == nil || d.Gang == nil {
+		return nil, nil
+	}
+	mode, err := gang.RailAlignmentOf(spec)
+	if err != nil {
+		msg := fmt.Sprintf("gang %s: %v", spec.Key, err)
+		pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonInvalidPodGroup, "%s", msg)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	if mode == scheduling.RailAlignmentNone {
+		return nil, nil
+	}
+	if groups, _ := d.Sharers(); len(groups) > 0 {
+		return nil, nil // members sharing a claim are placed together already
+	}
+	shape, ok := pl.railShape(ctx, d, req)
+	if !ok {
+		return nil, nil
+	}
+	p := &railPass{mode: mode, dims: shape.dims}
+	g := &rails.Gang{Size: shape.size, Aligned: make([]bool, len(req.Members))}
+	aligned := 0
+	for i := range req.Members {
+		if i < len(d.Gang.Extra) && sameShape(d.Gang.Extra[i], shape) {
+			g.Aligned[i] = true
+			aligned++
+		}
+	}
+	// One member alone is aligned with nobody, unless its siblings run.
+	if aligned == 0 {
+		return nil, nil
+	}
+	if g.Pinned = pl.runningRails(spec.Key, d.Devices, shape); aligned < 2 && g.Pinned == 0 {
+		return nil, nil
+	}
+	// Nodes read alike are kept once: most are wholly free or alike.
+	g.Free = make([]capacity.RailSet, len(req.Nodes))
+	g.Used = make([]bool, len(req.Nodes))
+	counts := make([]int32, len(req.Nodes))
+	distinct := []capacity.RailCounts{{}}
+	index := map[capacity.RailCounts]int32{{}: 0}
+	for n := range req.Nodes {
+		c, used, ok := nodeRailCounts(ctx, d.Devices, req.Nodes[n].Name, shape)
+		if !ok {
+			continue
+		}
+		k, seen := index[c]
+		if !seen {
+			k = int32(len(distinct))
+			distinct = append(distinct, c)
+			index[c] = k
+		}
+		counts[n] = k
+		g.Free[n] = c.Free()
+		g.Used[n] = used
+	}
+	g.Slots = func(n int, s capacity.RailSet) int { return distinct[counts[n]].Slots(s) }
+	p.gang = g
+	return p, nil
+}
+
+// runningRails is the rail set the gang's placed members use, so that a
+// replacement joins its siblings' rails; 0 when none uses one of the
+// shape's size.
+func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape railShape) capacity.RailSet {
+	if pl.devices == nil {
+		return 0
+	}
+	inv := devices.Matcher().Inventory()
+	for _, p := range pl.placedMembers(key) {
+		var set capacity.RailSet
+		for i := range p.Spec.ResourceClaims {
+			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
+			if err != nil || name == nil {
+				continue
+			}
+			claim, err := pl.devices.Manager().ResourceClaims().Get(p.Namespace, *name)
+			if err != nil || claim.Status.Allocation == nil {
+				continue
+			}
+			for _, r := range claim.Status.Allocation.Devices.Results {
+				if rail := inv.RailOf(p.Spec.NodeName, r.Device, r.Driver, r.Pool); rail >= 0 {
+					set |= 1 << rail
+				}
+			}
+		}
+		if set.Len() == shape.size {
+			return set
+		}
+	}
+	return 0
+}
+
+// railShape is what an aligned member takes: size rails, one device of
+// each of dims per rail.
+type railShape struct {
+	size int
+	dims []v1.ResourceName
+	// rails is how many rails a node of these devices has.
+	rails int
+}
+
+// railShape finds the pass's aligned shape from its first member that
+// takes railed devices: the dimension of its most devices that sit on
+// rails (its GPUs) sets the size, and every railed dimension it takes as
+// many of joins (its NICs). It is not ok when no member takes railed
+// devices, or when they take a node's every rail.
+func (pl *Planner) railShape(ctx context.Context, d *dra.PassDemand, req *placement.Request) (railShape, bool) {
+	for _, extra := range d.Gang.Extra {
+		var dims []v1.ResourceName
+		for _, dim := range extra.Names() {
+			if extra[dim] > 0 && capacity.IsDeviceDimension(dim) && !d.IsUnion(dim) {
+				dims = append(dims, dim)
+			}
+		}
+		if len(dims) == 0 {
+			continue
+		}
+		var out railShape
+		type railed struct {
+			dim   v1.ResourceName
+			count int64
+			nics  bool
+		}
+		var found []railed
+		for _, dim := range dims {
+			for n := range req.Nodes {
+				if r, ok := d.Devices.Rails(ctx, req.Nodes[n].Name, dim); ok {
+					found = append(found, railed{dim, extra[dim], r.NICs})
+					out.rails = max(out.rails, r.Rails)
+					break
+				}
+			}
+		}
+		for _, f := range found {
+			if !f.nics || out.size == 0 {
+				out.size = max(out.size, int(f.count))
+			}
+		}
+		for _, f := range found {
+			if int(f.count) == out.size {
+				out.dims = append(out.dims, f.dim)
+			}
+		}
+		if out.size == 0 || out.size >= out.rails {
+			return railShape{}, false
+		}
+		return out, true
+	}
+	return railShape{}, false
+}
+
+// sameShape reports whether a member asks for shape: size devices of
+// each of its dimensions.
+func sameShape(extra capacity.Amounts, shape railShape) bool {
+	for _, dim := range shape.dims {
+		if extra[dim] != int64(shape.size) {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeRailCounts counts, per rail of node, the aligned members' devices
+// free in every dimension of shape; used is set when some are taken.
+func nodeRailCounts(ctx context.Context, devices *capacity.Devices, node string, shape railShape) (c capacity.RailCounts, used, ok bool) {
+	for k, dim := range shape.dims {
+		r, has := devices.Rails(ctx, node, dim)
+		if !has {
+			return capacity.RailCounts{}, false, false
+		}
+		used = used || r.Free != r.Total
+		if k == 0 {
+			c = r.Free
+			continue
+		}
+		for x := range c {
+			c[x] = min(c[x], r.Free[x])
+		}
+	}
+	return c, used, true
+}
+
+// Plan is placement.Planner for a pass bound by rails: the aligned plan
+// with the best rail set; a preferred gang that no set holds is planned
+// without rails, with the reason kept for its Event.
+func (p *railPass) Plan(ctx context.Context, inner placement.Planner, req *placement.Request) (*placement.Plan, error) {
+	plan, set, err := p.gang.Plan(ctx, inner, req)
+	var fit *placement.FitError
+	if err == nil || !errors.As(err, &fit) || p.mode == scheduling.RailAlignmentRequired {
+		p.planned, p.why = set, ""
+		return plan, err
+	}
+	p.planned, p.why = 0, fit.Reason
+	return inner.Plan(ctx, req)
+}
+
+// planner returns the planner a pass plans with.
+func (p *railPass) planner(inner placement.Planner) placement.Planner {
+	if p == nil {
+		return inner
+	}
+	return railPlanner{p, inner}
+}
+
+type railPlanner struct {
+	pass  *railPass
+	inner placement.Planner
+}
+
+func (r railPlanner) Plan(ctx context.Context, req *placement.Request) (*placement.Plan, error) {
+	return r.pass.Plan(ctx, r.inner, req)
+}
+
+// aligned is what the allocation of the plan needs; nil when the plan is
+// not aligned.
+func (p *railPass) aligned() *dra.Aligned {
+	if p == nil || p.planned == 0 {
+		return nil
+	}
+	return &dra.Aligned{Set: p.planned, Dims: p.dims, Members: p.gang.Aligned}
+}
+
+// note is what the plan's Event says of its rails.
+func (p *railPass) note() string {
+	switch {
+	case p == nil:
+		return ""
+	case p.planned != 0:
+		return fmt.Sprintf("; rail-aligned on rails %s", p.planned)
+	}
+	return fmt.Sprintf("; not rail-aligned (%s=%s): %s", scheduling.AnnotationRailAlignment, p.mode, p.why)
+}
+
+// explainRails records why a gang that requires rail alignment waits:
+// which nodes have which rails free.
+func (pl *Planner) explainRails(spec *gang.Spec, p *railPass, req *placement.Request) *fwk.Status {
+	const shown = 8
+	var free, none []string
+	for n, s := range p.gang.Free {
+		switch {
+		case s.Len() >= p.gang.Size:
+			free = append(free, fmt.Sprintf("%s (rails %s)", req.Nodes[n].Name, s))
+		default:
+			none = append(none, req.Nodes[n].Name)
+		}
+	}
+	list := func(l []string) string {
+		if len(l) > shown {
+			return strings.Join(l[:shown], ", ") + fmt.Sprintf(" and %d more", len(l)-shown)
+		}
+		if len(l) == 0 {
+			return "none"
+		}
+		return strings.Join(l, ", ")
+	}
+	want := 0
+	for _, a := range p.gang.Aligned {
+		if a {
+			want++
+		}
+	}
+	slices.Sort(none)
+	msg := fmt.Sprintf("gang %s requires rail alignment (%s=%s): its %d members need %d free rails each, the same on every node, and no set of %d rails is free on enough nodes; nodes with %d or more rails free: %s; nodes without: %s. It starts when such a set frees up",
+		spec.Key, scheduling.AnnotationRailAlignment, p.mode, want, p.gang.Size, p.gang.Size, p.gang.Size, list(free), list(none))
+	pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonRailsNotFree, "%s", msg)
+	return fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// blocks reports whether the rails alone keep a gang that requires them
+// from a plan: without them, req would plan.
+func (p *railPass) blocks(ctx context.Context, inner placement.Planner, req *placement.Request) bool {
+	if p == nil || p.mode != scheduling.RailAlignmentRequired {
+		return false
+	}
+	_, err := inner.Plan(ctx, req)
+	return err == nil
+}

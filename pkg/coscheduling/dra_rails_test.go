@@ -1,0 +1,148 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
+)
+
+// railSlices are node's GPU slice, its GPUs on PCIe roots, and a dra.net
+// slice of 8 RDMA NICs, NIC k (in PCI order: rail k) on the root of
+// GPU gpuOfRail[k].
+func railSlices(node string, gpuOfRail []int) []runtime.Object {
+	gpus := gpuSlice(node, "H100", "H100", "H100", "H100", "H100", "H100", "H100", "H100")
+	nics := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-dra.net"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   "dra.net",
+			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			NodeName: ptr.To(node),
+		},
+	}
+	for rail, g := range gpuOfRail {
+		root := fmt.Sprintf("pci0000:%02x", 0x10*(g+1))
+		gpus.Spec.Devices[g].Attributes[capacity.PCIeRootAttribute] = resourceapi.DeviceAttribute{StringValue: ptr.To(root)}
+		nics.Spec.Devices = append(nics.Spec.Devices, resourceapi.Device{
+			Name: fmt.Sprintf("nic-%d", g),
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+				"dra.net/rdma":             {BoolValue: ptr.To(true)},
+				"dra.net/pciAddress":       {StringValue: ptr.To(fmt.Sprintf("0000:%02x:00.0", 0x10*(rail+1)))},
+				capacity.PCIeRootAttribute: {StringValue: ptr.To(root)},
+			},
+		})
+	}
+	return []runtime.Object{gpus, nics}
+}
+
+// railOfGPU inverts gpuOfRail.
+func railOfGPU(gpuOfRail []int, gpu int) int { return slices.Index(gpuOfRail, gpu) }
+
+// A gang whose members take half a node each is planned on one rail set
+// and gpu-gang writes each member's claim on those rails, though the free
+// halves of the nodes sit on different rails and the GPUs' names do not
+// follow their rails: node-0 has rails 4-7 free, node-1 rails 0-3, node-2
+// and node-3 are free. The members' claims are allocated, marked, on the
+// same rails.
+func TestRailAlignedGangWritesItsMembersOnOneRailSet(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	reversed := []int{7, 6, 5, 4, 3, 2, 1, 0} // gpu-7 is on rail 0
+	layout := map[string][]int{"node-0": reversed, "node-1": straight, "node-2": reversed, "node-3": straight}
+	objs := []runtime.Object{nvidiaClass()}
+	var nodes []*v1.Node
+	for _, n := range []string{"node-0", "node-1", "node-2", "node-3"} {
+		nodes = append(nodes, draNode(n))
+		objs = append(objs, railSlices(n, layout[n])...)
+	}
+	// node-0: rails 0-3 busy (gpu-7..4); node-1: rails 4-7 busy (gpu-4..7).
+	objs = append(objs, allocatedClaim(testNS, "busy-0", "node-0", "gpu-7", "gpu-6", "gpu-5", "gpu-4"),
+		allocatedClaim(testNS, "busy-1", "node-1", "gpu-4", "gpu-5", "gpu-6", "gpu-7"))
+	tmpl := claimTemplate(testNS, "half", gpuClaimSpec(scheduling.DeviceClassGPU, 4, ""))
+	objs = append(objs, tmpl)
+	job := members("rl", 2, "")
+	for _, p := range job {
+		objs = append(objs, claimFromTemplate(p, "gpus", tmpl))
+	}
+	env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{gangtest.MakePodGroup("rl", testNS).MinMember(2).Obj()},
+		withDRA(), withObjects(objs...))
+
+	_, status := env.schedule(job[0])
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "status: %v", status)
+	require.Contains(t, status.Message(), dra.ErrReasonClaimsWriting)
+
+	railsOf := func(c *resourceapi.ResourceClaim) (string, []int) {
+		node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
+		var rails []int
+		for _, r := range c.Status.Allocation.Devices.Results {
+			var gpu int
+			_, err := fmt.Sscanf(r.Device, "gpu-%d", &gpu)
+			require.NoError(t, err)
+			rails = append(rails, railOfGPU(layout[node], gpu))
+		}
+		slices.Sort(rails)
+		return node, rails
+	}
+	var got [][]int
+	var on []string
+	for _, p := range job {
+		name := p.Name + "-gpus"
+		var c *resourceapi.ResourceClaim
+		err := wait.PollUntilContextTimeout(env.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			c, err = env.client.ResourceV1().ResourceClaims(testNS).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && c.Status.Allocation != nil, nil
+		})
+		require.NoError(t, err, "claim %s is never allocated", name)
+		_, marked, _ := dra.MarkOf(c)
+		require.True(t, marked, "claim %s carries gpu-gang's mark", name)
+		node, rails := railsOf(c)
+		got = append(got, rails)
+		on = append(on, node)
+	}
+	require.NotEqual(t, on[0], on[1], "one member per node: each takes half of one")
+	require.Equal(t, got[0], got[1], "both members on the same rails (nodes %v)", on)
+	require.Len(t, got[0], 4)
+}
+
+// A gang whose annotation says "none" is left to DynamicResources: gpu-gang
+// writes none of its members' claims.
+func TestRailAlignmentNoneLeavesClaimsToDynamicResources(t *testing.T) {
+	objs := []runtime.Object{nvidiaClass()}
+	var nodes []*v1.Node
+	for _, n := range []string{"node-0", "node-1"} {
+		nodes = append(nodes, draNode(n))
+		objs = append(objs, railSlices(n, []int{0, 1, 2, 3, 4, 5, 6, 7})...)
+	}
+	tmpl := claimTemplate(testNS, "half", gpuClaimSpec(scheduling.DeviceClassGPU, 4, ""))
+	objs = append(objs, tmpl)
+	job := members("rl", 2, "")
+	for _, p := range job {
+		objs = append(objs, claimFromTemplate(p, "gpus", tmpl))
+	}
+	pg := gangtest.MakePodGroup("rl", testNS).MinMember(2).Obj()
+	pg.Annotations = map[string]string{scheduling.AnnotationRailAlignment: scheduling.RailAlignmentNone}
+	env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, withDRA(), withObjects(objs...))
+	node, status := env.schedule(job[0])
+	require.NotEmpty(t, node, "status: %v", status)
+	c, err := env.client.ResourceV1().ResourceClaims(testNS).Get(env.ctx, job[0].Name+"-gpus", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, marked, _ := dra.MarkOf(c)
+	require.False(t, marked, "gpu-gang wrote nothing")
+}

@@ -1,0 +1,272 @@
+// Package rails plans rail-aligned gangs: every member that uses part of a
+// node takes its devices on the same set of rails, so that the k-th GPU of
+// one member talks to the k-th GPU of another through one leaf switch.
+//
+// capacity reads the rails (which NIC is rail k, which GPU sits with it);
+// this package chooses the rail set a gang uses and narrows a placement
+// request to the nodes that have that set free, so that the planner's
+// domain choice, best fit and backtracking count rail-aligned slots the
+// way they count GPUs.
+package rails
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math/bits"
+	"slices"
+
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+)
+
+// Gang is what the planner knows of a gang's rails in one pass.
+type Gang struct {
+	// Size is how many rails each aligned member uses: one device of
+	// each aligned dimension per rail.
+	Size int
+	// Aligned[i] is set for members bound by rails (Request.Members[i]).
+	Aligned []bool
+	// Slots[n][s] is not stored: Slots(n, s) says how many aligned members
+	// node n (an index into Request.Nodes) can take on rail set s now.
+	Slots func(n int, s capacity.RailSet) int
+	// Free[n] are the rails of node n where every aligned dimension has a
+	// free device.
+	Free []capacity.RailSet
+	// Used[n] is set when some of node n's railed devices are taken: a
+	// gang on its free rails keeps other nodes whole.
+	Used []bool
+	// Pinned, when not zero, is the only rail set the gang may use: the
+	// one its running members use.
+	Pinned capacity.RailSet
+}
+
+// maxEnumerated bounds the rail sets enumerated from the rails every node
+// has; past it, only the sets some node has free are tried.
+const maxEnumerated = 512
+
+// Candidate is a rail set and what the nodes offer on it.
+type Candidate struct {
+	Set capacity.RailSet
+	// Slots is how many aligned members the nodes can take on Set.
+	Slots int
+	// UsedNodes is how many nodes already in use offer Set.
+	UsedNodes int
+}
+
+// Candidates lists the rail sets on which eligible nodes (nil: every
+// node) could take want aligned members, best first: the set most nodes
+// already in use offer (other gangs' complementary rails, so that
+// alignment does not cost whole nodes), then the set with the fewest
+// slots (the tightest fit), then the lowest rails.
+func (g *Gang) Candidates(eligible func(n int) bool, want int) []Candidate {
+	if g.Size <= 0 {
+		return nil
+	}
+	var sets []capacity.RailSet
+	if g.Pinned != 0 {
+		sets = []capacity.RailSet{g.Pinned}
+	} else {
+		sets = g.sets(eligible)
+	}
+	// Nodes grouped by free set: most share one (all free, one half
+	// free), so each candidate costs a pass over the groups.
+	type group struct {
+		free        capacity.RailSet
+		nodes, used []int
+	}
+	byFree := map[capacity.RailSet]*group{}
+	var groups []*group
+	for n, f := range g.Free {
+		if f == 0 || eligible != nil && !eligible(n) {
+			continue
+		}
+		gr := byFree[f]
+		if gr == nil {
+			gr = &group{free: f}
+			byFree[f] = gr
+			groups = append(groups, gr)
+		}
+		gr.nodes = append(gr.nodes, n)
+	}
+	var out []Candidate
+	for _, s := range sets {
+		c := Candidate{Set: s}
+		for _, gr := range groups {
+			if !gr.free.Contains(s) {
+				continue
+			}
+			for _, n := range gr.nodes {
+				c.Slots += g.Slots(n, s)
+				if g.Used != nil && g.Used[n] {
+					c.UsedNodes++
+				}
+			}
+		}
+		if c.Slots >= want && c.Slots > 0 {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Candidate) int {
+		return cmp.Or(cmp.Compare(b.UsedNodes, a.UsedNodes), cmp.Compare(a.Slots, b.Slots), compareSets(a.Set, b.Set))
+	})
+	return out
+}
+
+// compareSets orders rail sets by their lowest rails first.
+func compareSets(a, b capacity.RailSet) int {
+	return cmp.Compare(bits.Reverse64(uint64(b)), bits.Reverse64(uint64(a)))
+}
+
+// sets are the rail sets of g.Size rails worth trying: every such subset
+// of the rails the eligible nodes have free while they are few, else the
+// lowest and the highest g.Size rails of each distinct free set.
+func (g *Gang) sets(eligible func(n int) bool) []capacity.RailSet {
+	var all capacity.RailSet
+	distinct := map[capacity.RailSet]bool{}
+	for n, f := range g.Free {
+		if f.Len() < g.Size || eligible != nil && !eligible(n) {
+			continue
+		}
+		all |= f
+		distinct[f] = true
+	}
+	rails := all.Rails()
+	if binomial(len(rails), g.Size) <= maxEnumerated {
+		var out []capacity.RailSet
+		combinations(rails, g.Size, func(s capacity.RailSet) { out = append(out, s) })
+		return out
+	}
+	seen := map[capacity.RailSet]bool{}
+	var out []capacity.RailSet
+	for f := range distinct {
+		r := f.Rails()
+		for _, pick := range [][]int{r[:g.Size], r[len(r)-g.Size:]} {
+			var s capacity.RailSet
+			for _, x := range pick {
+				s |= 1 << x
+			}
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	slices.SortFunc(out, compareSets)
+	return out
+}
+
+func binomial(n, k int) int {
+	if k < 0 || k > n {
+		return 0
+	}
+	r := 1
+	for i := 1; i <= k; i++ {
+		r = r * (n - k + i) / i
+		if r > 1<<20 {
+			return r
+		}
+	}
+	return r
+}
+
+// combinations calls f with every k-subset of rails, lowest first.
+func combinations(rails []int, k int, f func(capacity.RailSet)) {
+	var rec func(start int, k int, s capacity.RailSet)
+	rec = func(start, k int, s capacity.RailSet) {
+		if k == 0 {
+			f(s)
+			return
+		}
+		for i := start; i <= len(rails)-k; i++ {
+			rec(i+1, k-1, s|1<<rails[i])
+		}
+	}
+	rec(0, k, 0)
+}
+
+// Narrow returns a copy of req in which every aligned member may go only
+// to nodes with rail set s free, at most as many per node as the fewest
+// slots such a node has. req is not written; the copy shares its nodes.
+func (g *Gang) Narrow(req *placement.Request, s capacity.RailSet) *placement.Request {
+	out := *req
+	out.Members = slices.Clone(req.Members)
+	narrowed := map[*bool][]bool{}
+	var all []bool
+	perNode := 0
+	offers := make([]bool, len(req.Nodes))
+	for n := range req.Nodes {
+		if g.Free[n].Contains(s) {
+			if k := g.Slots(n, s); k > 0 {
+				offers[n] = true
+				if perNode == 0 || k < perNode {
+					perNode = k
+				}
+			}
+		}
+	}
+	for i := range out.Members {
+		if !g.Aligned[i] {
+			continue
+		}
+		m := &out.Members[i]
+		switch {
+		case m.Eligible == nil:
+			if all == nil {
+				all = offers
+			}
+			m.Eligible = all
+		case len(m.Eligible) > 0:
+			e, ok := narrowed[&m.Eligible[0]]
+			if !ok {
+				e = make([]bool, len(m.Eligible))
+				for n := range e {
+					e[n] = m.Eligible[n] && offers[n]
+				}
+				narrowed[&m.Eligible[0]] = e
+			}
+			m.Eligible = e
+		}
+		if perNode > 0 && (m.MaxPerNode == 0 || perNode < m.MaxPerNode) {
+			m.MaxPerNode = perNode
+		}
+	}
+	return &out
+}
+
+// Plan plans req with the gang's aligned members on one rail set, trying
+// the candidates in order; it returns the plan and its set. When no set
+// holds the gang it returns the last candidate's error, or a FitError
+// that places nobody when there was no candidate at all.
+func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, capacity.RailSet, error) {
+	want := 0
+	var eligible func(n int) bool
+	for i, a := range g.Aligned {
+		if !a {
+			continue
+		}
+		want++
+		if e := req.Members[i].Eligible; e != nil && eligible == nil {
+			eligible = func(n int) bool { return e[n] }
+		}
+	}
+	var last error
+	for _, c := range g.Candidates(eligible, want) {
+		plan, err := planner.Plan(ctx, g.Narrow(req, c.Set))
+		if err == nil {
+			return plan, c.Set, nil
+		}
+		var fit *placement.FitError
+		if !errors.As(err, &fit) {
+			return nil, 0, err
+		}
+		last = err
+	}
+	if last == nil {
+		last = &placement.FitError{Wanted: len(req.Members), Reason: ErrNoRailSet.Error()}
+	}
+	return nil, 0, last
+}
+
+// ErrNoRailSet says that no rail set is free on enough nodes.
+var ErrNoRailSet = errors.New("no set of rails is free on enough nodes for every member to use the same rails")

@@ -1,0 +1,191 @@
+package rails
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/capacity"
+	"github.com/gpu-gang/gpu-gang/pkg/placement"
+	"github.com/gpu-gang/gpu-gang/pkg/placement/placementtest"
+	"github.com/gpu-gang/gpu-gang/pkg/topology"
+)
+
+// fabric is a small cluster whose nodes have one GPU per rail, some of
+// them taken.
+type fabric struct {
+	nodes []placement.Node
+	free  []capacity.RailSet
+	rails int
+}
+
+// randomFabric builds spines×leaves×nodes nodes of rails GPUs (one per
+// rail), each rail free with probability 1/2 (whole nodes free a third of
+// the time), from seed.
+func randomFabric(seed uint64, spines, leaves, perLeaf, rails int) fabric {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	f := fabric{rails: rails, nodes: placementtest.MakeFabric().Spines(spines).LeavesPerSpine(leaves).NodesPerLeaf(perLeaf).Obj()}
+	for i := range f.nodes {
+		var s capacity.RailSet
+		whole := rng.IntN(3) == 0
+		for r := range rails {
+			if whole || rng.IntN(2) == 0 {
+				s |= 1 << r
+			}
+		}
+		f.free = append(f.free, s)
+		f.nodes[i].Allocatable = placement.Vector{64000, int64(rails)}
+		f.nodes[i].Free = placement.Vector{64000, int64(s.Len())}
+	}
+	return f
+}
+
+func (f fabric) gang(size int) *Gang {
+	used := make([]bool, len(f.free))
+	for i, s := range f.free {
+		used[i] = s.Len() < f.rails
+	}
+	return &Gang{
+		Size: size,
+		Free: f.free,
+		Used: used,
+		Slots: func(n int, s capacity.RailSet) int {
+			if f.free[n].Contains(s) {
+				return 1
+			}
+			return 0
+		},
+	}
+}
+
+func request(f fabric, members, size int, policy placement.Policy) *placement.Request {
+	req := &placement.Request{Gang: "default/g", Resources: placementtest.Resources, Nodes: f.nodes, Policy: policy}
+	for i := range members {
+		req.Members = append(req.Members, placement.Member{
+			Name: fmt.Sprintf("default/g-%d", i), Rank: i, Request: placement.Vector{1000, int64(size)}, Accelerated: true,
+		})
+	}
+	return req
+}
+
+// alignedExists is the oracle: some rail set of size rails is free on at
+// least members nodes (one aligned member per node, one GPU per rail), all
+// in one domain of level when it is not empty.
+func alignedExists(f fabric, members, size int, level string) bool {
+	found := false
+	var all []int
+	for r := range f.rails {
+		all = append(all, r)
+	}
+	combinations(all, size, func(s capacity.RailSet) {
+		byDomain := map[string]int{}
+		for n, free := range f.free {
+			if free.Contains(s) {
+				d := ""
+				if level != "" {
+					d = f.nodes[n].Labels[level]
+				}
+				byDomain[d]++
+			}
+		}
+		for _, c := range byDomain {
+			found = found || c >= members
+		}
+	})
+	return found
+}
+
+// TestPlanFindsAnAlignedPlacementWheneverOneExists checks the planner
+// against an exhaustive oracle on small random fabrics: whenever some rail
+// set is free on enough nodes (in one leaf when the gang requires it), the
+// plan exists, puts every member on a node with that set free, at most one
+// per node, and keeps the topology policy; when none exists, it fails.
+func TestPlanFindsAnAlignedPlacementWheneverOneExists(t *testing.T) {
+	planner, err := topology.NewPlanner(mustPreset(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	found, cases := 0, 0
+	for seed := range uint64(400) {
+		rails := []int{4, 8}[seed%2]
+		f := randomFabric(seed, 1+int(seed%2), 2, 3, rails)
+		size := 1 + int(seed/2)%(rails/2)
+		members := 2 + int(seed/3)%4
+		var policy placement.Policy
+		if seed%3 == 0 {
+			policy = placement.Policy{Level: scheduling.LabelLeaf, Required: true}
+		}
+		required := ""
+		if policy.Required {
+			required = policy.Level
+		}
+		want := alignedExists(f, members, size, required)
+		g := f.gang(size)
+		g.Aligned = make([]bool, members)
+		for i := range g.Aligned {
+			g.Aligned[i] = true
+		}
+		req := request(f, members, size, policy)
+		plan, set, err := g.Plan(ctx, planner, req)
+		cases++
+		if !want {
+			if err == nil {
+				t.Fatalf("seed %d: planned on rails %v though no aligned placement exists: %v", seed, set, plan.NodeOf)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("seed %d: %d members of %d rails: an aligned placement exists, the planner found none: %v", seed, members, size, err)
+		}
+		found++
+		if set.Len() != size {
+			t.Fatalf("seed %d: rail set %v, want %d rails", seed, set, size)
+		}
+		perNode := map[int]int{}
+		domains := map[string]bool{}
+		for i, n := range plan.NodeOf {
+			if !f.free[n].Contains(set) {
+				t.Fatalf("seed %d: member %d on node %s whose free rails %v lack %v", seed, i, f.nodes[n].Name, f.free[n], set)
+			}
+			perNode[n]++
+			if perNode[n] > 1 {
+				t.Fatalf("seed %d: two members on node %s, which has one GPU per rail", seed, f.nodes[n].Name)
+			}
+			if required != "" {
+				domains[f.nodes[n].Labels[required]] = true
+			}
+		}
+		if len(domains) > 1 {
+			t.Fatalf("seed %d: required %s spans %v", seed, required, domains)
+		}
+	}
+	if found < cases/4 {
+		t.Fatalf("only %d of %d cases had an aligned placement: the fabrics test too little", found, cases)
+	}
+}
+
+// TestCandidatesPreferRailsOfUsedNodes checks that a gang goes to the
+// free rails of nodes already in use, leaving whole nodes whole.
+func TestCandidatesPreferRailsOfUsedNodes(t *testing.T) {
+	f := fabric{rails: 8, free: []capacity.RailSet{0xF0, 0xF0, 0xFF, 0xFF}}
+	g := f.gang(4)
+	got := g.Candidates(nil, 2)
+	if len(got) == 0 || got[0].Set != 0xF0 {
+		t.Fatalf("first candidate %v, want rails 4-7 of the half-used nodes", got)
+	}
+	if got[0].UsedNodes != 2 || got[0].Slots != 4 {
+		t.Fatalf("candidate %+v, want 2 used nodes and 4 slots", got[0])
+	}
+}
+
+func mustPreset(t *testing.T) []scheduling.Level {
+	t.Helper()
+	levels, ok := scheduling.Preset(scheduling.DefaultPreset)
+	if !ok {
+		t.Fatal("no default preset")
+	}
+	return levels
+}
