@@ -27,19 +27,29 @@ type Gang struct {
 	Size int
 	// Aligned[i] is set for members bound by rails (Request.Members[i]).
 	Aligned []bool
-	// Slots[n][s] is not stored: Slots(n, s) says how many aligned members
-	// node n (an index into Request.Nodes) can take on rail set s now.
-	Slots func(n int, s capacity.RailSet) int
-	// Free[n] are the rails of node n where every aligned dimension has a
-	// free device.
-	Free []capacity.RailSet
-	// Used[n] is set when some of node n's railed devices are taken: a
-	// gang on its free rails keeps other nodes whole.
-	Used []bool
+	// Class[n] is the class of node n (an index into Request.Nodes):
+	// an index into Classes. Nodes of one class read alike, so most of
+	// the work is done once per class: a fleet has few.
+	Class []int32
+	// Classes are the distinct ways nodes read; class 0 is conventionally
+	// a node without rails.
+	Classes []Class
 	// Pinned, when not zero, is the only rail set the gang may use: the
 	// one its running members use.
 	Pinned capacity.RailSet
 }
+
+// Class is how the nodes of one class read.
+type Class struct {
+	// Free counts, per rail, the devices free in every aligned dimension.
+	Free capacity.RailCounts
+	// Used is set when some of the nodes' railed devices are taken: a
+	// gang on their free rails keeps other nodes whole.
+	Used bool
+}
+
+// free is the rail set class c has free.
+func (g *Gang) free(c int32) capacity.RailSet { return g.Classes[c].Free.Free() }
 
 // maxEnumerated bounds the rail sets enumerated from the rails every node
 // has; past it, only the sets some node has free are tried.
@@ -63,44 +73,36 @@ func (g *Gang) Candidates(eligible func(n int) bool, want int) []Candidate {
 	if g.Size <= 0 {
 		return nil
 	}
+	// Nodes counted by class, once; each candidate then costs a pass over
+	// the classes.
+	nodes := make([]int, len(g.Classes))
+	for n, c := range g.Class {
+		if eligible == nil || eligible(n) {
+			nodes[c]++
+		}
+	}
+	free := make([]capacity.RailSet, len(g.Classes))
+	for c := range g.Classes {
+		if nodes[c] > 0 {
+			free[c] = g.free(int32(c))
+		}
+	}
 	var sets []capacity.RailSet
 	if g.Pinned != 0 {
 		sets = []capacity.RailSet{g.Pinned}
 	} else {
-		sets = g.sets(eligible)
-	}
-	// Nodes grouped by free set: most share one (all free, one half
-	// free), so each candidate costs a pass over the groups.
-	type group struct {
-		free        capacity.RailSet
-		nodes, used []int
-	}
-	byFree := map[capacity.RailSet]*group{}
-	var groups []*group
-	for n, f := range g.Free {
-		if f == 0 || eligible != nil && !eligible(n) {
-			continue
-		}
-		gr := byFree[f]
-		if gr == nil {
-			gr = &group{free: f}
-			byFree[f] = gr
-			groups = append(groups, gr)
-		}
-		gr.nodes = append(gr.nodes, n)
+		sets = g.sets(free)
 	}
 	var out []Candidate
 	for _, s := range sets {
 		c := Candidate{Set: s}
-		for _, gr := range groups {
-			if !gr.free.Contains(s) {
+		for k, f := range free {
+			if nodes[k] == 0 || !f.Contains(s) {
 				continue
 			}
-			for _, n := range gr.nodes {
-				c.Slots += g.Slots(n, s)
-				if g.Used != nil && g.Used[n] {
-					c.UsedNodes++
-				}
+			c.Slots += nodes[k] * g.Classes[k].Free.Slots(s)
+			if g.Classes[k].Used {
+				c.UsedNodes += nodes[k]
 			}
 		}
 		if c.Slots >= want && c.Slots > 0 {
@@ -119,17 +121,14 @@ func compareSets(a, b capacity.RailSet) int {
 }
 
 // sets are the rail sets of g.Size rails worth trying: every such subset
-// of the rails the eligible nodes have free while they are few, else the
-// lowest and the highest g.Size rails of each distinct free set.
-func (g *Gang) sets(eligible func(n int) bool) []capacity.RailSet {
+// of the rails some class has free while they are few, else the lowest and
+// the highest g.Size rails of each class's free set.
+func (g *Gang) sets(free []capacity.RailSet) []capacity.RailSet {
 	var all capacity.RailSet
-	distinct := map[capacity.RailSet]bool{}
-	for n, f := range g.Free {
-		if f.Len() < g.Size || eligible != nil && !eligible(n) {
-			continue
+	for _, f := range free {
+		if f.Len() >= g.Size {
+			all |= f
 		}
-		all |= f
-		distinct[f] = true
 	}
 	rails := all.Rails()
 	if binomial(len(rails), g.Size) <= maxEnumerated {
@@ -139,7 +138,10 @@ func (g *Gang) sets(eligible func(n int) bool) []capacity.RailSet {
 	}
 	seen := map[capacity.RailSet]bool{}
 	var out []capacity.RailSet
-	for f := range distinct {
+	for _, f := range free {
+		if f.Len() < g.Size {
+			continue
+		}
 		r := f.Rails()
 		for _, pick := range [][]int{r[:g.Size], r[len(r)-g.Size:]} {
 			var s capacity.RailSet
@@ -193,15 +195,20 @@ func (g *Gang) Narrow(req *placement.Request, s capacity.RailSet) *placement.Req
 	out.Members = slices.Clone(req.Members)
 	narrowed := map[*bool][]bool{}
 	var all []bool
+	// slots per class on s, and the fewest of a class that has any.
+	slots := make([]int, len(g.Classes))
 	perNode := 0
+	for c := range g.Classes {
+		if g.free(int32(c)).Contains(s) {
+			slots[c] = g.Classes[c].Free.Slots(s)
+		}
+	}
 	offers := make([]bool, len(req.Nodes))
 	for n := range req.Nodes {
-		if g.Free[n].Contains(s) {
-			if k := g.Slots(n, s); k > 0 {
-				offers[n] = true
-				if perNode == 0 || k < perNode {
-					perNode = k
-				}
+		if k := slots[g.Class[n]]; k > 0 {
+			offers[n] = true
+			if perNode == 0 || k < perNode {
+				perNode = k
 			}
 		}
 	}

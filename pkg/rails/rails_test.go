@@ -43,21 +43,25 @@ func randomFabric(seed uint64, spines, leaves, perLeaf, rails int) fabric {
 }
 
 func (f fabric) gang(size int) *Gang {
-	used := make([]bool, len(f.free))
-	for i, s := range f.free {
-		used[i] = s.Len() < f.rails
-	}
-	return &Gang{
-		Size: size,
-		Free: f.free,
-		Used: used,
-		Slots: func(n int, s capacity.RailSet) int {
-			if f.free[n].Contains(s) {
-				return 1
+	g := &Gang{Size: size, Class: make([]int32, len(f.free))}
+	index := map[Class]int32{}
+	for n, s := range f.free {
+		var c Class
+		for r := range f.rails {
+			if s.Has(r) {
+				c.Free[r] = 1
 			}
-			return 0
-		},
+		}
+		c.Used = s.Len() < f.rails
+		k, ok := index[c]
+		if !ok {
+			k = int32(len(g.Classes))
+			g.Classes = append(g.Classes, c)
+			index[c] = k
+		}
+		g.Class[n] = k
 	}
+	return g
 }
 
 func request(f fabric, members, size int, policy placement.Policy) *placement.Request {
@@ -181,7 +185,7 @@ func TestCandidatesPreferRailsOfUsedNodes(t *testing.T) {
 	}
 }
 
-func mustPreset(t *testing.T) []scheduling.Level {
+func mustPreset(t testing.TB) []scheduling.Level {
 	t.Helper()
 	levels, ok := scheduling.Preset(scheduling.DefaultPreset)
 	if !ok {

@@ -72,27 +72,22 @@ func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDema
 		return nil, nil
 	}
 	// Nodes read alike are kept once: most are wholly free or alike.
-	g.Free = make([]capacity.RailSet, len(req.Nodes))
-	g.Used = make([]bool, len(req.Nodes))
-	counts := make([]int32, len(req.Nodes))
-	distinct := []capacity.RailCounts{{}}
-	index := map[capacity.RailCounts]int32{{}: 0}
+	g.Class = make([]int32, len(req.Nodes))
+	g.Classes = []rails.Class{{}}
+	index := map[rails.Class]int32{{}: 0}
 	for n := range req.Nodes {
-		c, used, ok := nodeRailCounts(ctx, d.Devices, req.Nodes[n].Name, shape)
+		c, ok := nodeRailClass(ctx, d.Devices, req.Nodes[n].Name, shape)
 		if !ok {
 			continue
 		}
 		k, seen := index[c]
 		if !seen {
-			k = int32(len(distinct))
-			distinct = append(distinct, c)
+			k = int32(len(g.Classes))
+			g.Classes = append(g.Classes, c)
 			index[c] = k
 		}
-		counts[n] = k
-		g.Free[n] = c.Free()
-		g.Used[n] = used
+		g.Class[n] = k
 	}
-	g.Slots = func(n int, s capacity.RailSet) int { return distinct[counts[n]].Slots(s) }
 	p.gang = g
 	return p, nil
 }
@@ -199,24 +194,24 @@ func sameShape(extra capacity.Amounts, shape railShape) bool {
 	return true
 }
 
-// nodeRailCounts counts, per rail of node, the aligned members' devices
-// free in every dimension of shape; used is set when some are taken.
-func nodeRailCounts(ctx context.Context, devices *capacity.Devices, node string, shape railShape) (c capacity.RailCounts, used, ok bool) {
+// nodeRailClass counts, per rail of node, the aligned members' devices
+// free in every dimension of shape; the class is used when some are taken.
+func nodeRailClass(ctx context.Context, devices *capacity.Devices, node string, shape railShape) (c rails.Class, ok bool) {
 	for k, dim := range shape.dims {
 		r, has := devices.Rails(ctx, node, dim)
 		if !has {
-			return capacity.RailCounts{}, false, false
+			return rails.Class{}, false
 		}
-		used = used || r.Free != r.Total
+		c.Used = c.Used || r.Free != r.Total
 		if k == 0 {
-			c = r.Free
+			c.Free = r.Free
 			continue
 		}
-		for x := range c {
-			c[x] = min(c[x], r.Free[x])
+		for x := range c.Free {
+			c.Free[x] = min(c.Free[x], r.Free[x])
 		}
 	}
-	return c, used, true
+	return c, true
 }
 
 // Plan is placement.Planner for a pass bound by rails: the aligned plan
@@ -275,8 +270,8 @@ func (p *railPass) note() string {
 func (pl *Planner) explainRails(spec *gang.Spec, p *railPass, req *placement.Request) *fwk.Status {
 	const shown = 8
 	var free, none []string
-	for n, s := range p.gang.Free {
-		switch {
+	for n, c := range p.gang.Class {
+		switch s := p.gang.Classes[c].Free.Free(); {
 		case s.Len() >= p.gang.Size:
 			free = append(free, fmt.Sprintf("%s (rails %s)", req.Nodes[n].Name, s))
 		default:
