@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +146,62 @@ func TestRailAlignmentNoneLeavesClaimsToDynamicResources(t *testing.T) {
 	require.NoError(t, err)
 	_, marked, _ := dra.MarkOf(c)
 	require.False(t, marked, "gpu-gang wrote nothing")
+}
+
+// A gang that requires rail alignment waits while only halves on different
+// rails are free, with a RailsNotFree Event naming the nodes and their free
+// rails, and writes nothing; once an aligned set is free it is planned.
+func TestRailAlignmentRequiredWaitsForAnAlignedSet(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	objs := []runtime.Object{nvidiaClass()}
+	var nodes []*v1.Node
+	for _, n := range []string{"node-0", "node-1"} {
+		nodes = append(nodes, draNode(n))
+		objs = append(objs, railSlices(n, straight)...)
+	}
+	busy1 := allocatedClaim(testNS, "busy-1", "node-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3")
+	objs = append(objs, allocatedClaim(testNS, "busy-0", "node-0", "gpu-4", "gpu-5", "gpu-6", "gpu-7"), busy1)
+	tmpl := claimTemplate(testNS, "half", gpuClaimSpec(scheduling.DeviceClassGPU, 4, ""))
+	objs = append(objs, tmpl)
+	job := members("rl", 2, "")
+	for _, p := range job {
+		objs = append(objs, claimFromTemplate(p, "gpus", tmpl))
+	}
+	pg := gangtest.MakePodGroup("rl", testNS).MinMember(2).Obj()
+	pg.Annotations = map[string]string{scheduling.AnnotationRailAlignment: scheduling.RailAlignmentRequired}
+	env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, withDRA(), withObjects(objs...))
+
+	_, status := env.schedule(job[0])
+	require.Equal(t, fwk.Unschedulable, status.Code(), "status: %v", status)
+	require.Contains(t, status.Message(), "requires rail alignment")
+	var events []string
+	require.Eventually(t, func() bool {
+		events = append(events, env.recorded()...)
+		return hasEvent(events, scheduling.ReasonRailsNotFree, "node-0 (rails 0-3), node-1 (rails 4-7)")
+	}, 10*time.Second, 10*time.Millisecond, "a RailsNotFree Event names the nodes and their free rails: %q", events)
+	for _, p := range job {
+		c, err := env.client.ResourceV1().ResourceClaims(testNS).Get(env.ctx, p.Name+"-gpus", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, c.Status.Allocation, "nothing is written while the gang waits")
+	}
+
+	// node-1's busy claim goes: rails 0-3 are free on both nodes.
+	require.NoError(t, env.client.ResourceV1().ResourceClaims(testNS).Delete(env.ctx, busy1.Name, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, status := env.schedule(job[0])
+		return status != nil && strings.Contains(status.Message(), dra.ErrReasonClaimsWriting)
+	}, 10*time.Second, 50*time.Millisecond, "the gang is planned once an aligned set is free")
+}
+
+// A gang that asks for rail alignment on device-plugin nodes is scheduled
+// at once, and its GangScheduled Event says, once, that the kubelet picks
+// the GPUs.
+func TestRailAlignmentOnDevicePluginNodesIsSaidNotAwaited(t *testing.T) {
+	job := members("dp", 2, "4")
+	pg := gangtest.MakePodGroup("dp", testNS).MinMember(2).Obj()
+	pg.Annotations = map[string]string{scheduling.AnnotationRailAlignment: scheduling.RailAlignmentRequired}
+	env := newTestEnv(t, gpuNodes(2), job, []*v1alpha1.PodGroup{pg})
+	env.runGang(job)
+	events := env.recorded()
+	require.True(t, hasEvent(events, ReasonGangScheduled, "not rail-aligned: the device plugin on node"), "events: %q", events)
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -133,6 +134,9 @@ type Planner struct {
 	// computeDomains remembers the ComputeDomain of each gang that joins
 	// one (computedomain.go).
 	computeDomains *computedomain.Registry[gang.Key]
+	// railNoted are the gangs told that the kubelet picks their GPUs, so
+	// that no rails can be aligned (rails.go).
+	railNoted sync.Map
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -183,7 +187,10 @@ func (pl *Planner) NodeGeneration() uint64 { return pl.nodeGeneration.Load() }
 
 // ForgetGang forgets the ComputeDomain the gang's last pass found: its
 // PodGroup is gone.
-func (pl *Planner) ForgetGang(key gang.Key) { pl.computeDomains.Set(key, nil) }
+func (pl *Planner) ForgetGang(key gang.Key) {
+	pl.computeDomains.Set(key, nil)
+	pl.railNoted.Delete(key)
+}
 
 // Snapshot is the planning snapshot: what plans read of each node, kept
 // between plans.

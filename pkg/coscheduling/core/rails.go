@@ -309,3 +309,39 @@ func (p *railPass) blocks(ctx context.Context, inner placement.Planner, req *pla
 	_, err := inner.Plan(ctx, req)
 	return err == nil
 }
+
+// kubeletNote is what the plan's Event says, once per gang, of a gang that
+// asks for rail alignment (the annotation set) while some member takes part
+// of a device-plugin node's GPUs: the kubelet picks them after scheduling,
+// so no scheduler can align them, and nothing waits for it.
+func (pl *Planner) kubeletNote(spec *gang.Spec, d *dra.PassDemand, req *placement.Request, plan *placement.Plan) string {
+	mode, err := gang.RailAlignmentOf(spec)
+	if _, set := spec.Annotations[scheduling.AnnotationRailAlignment]; !set || err != nil || mode == scheduling.RailAlignmentNone {
+		return ""
+	}
+	dim := slices.Index(req.Resources, scheduling.ResourceGPU)
+	if dim < 0 {
+		return ""
+	}
+	for i, n := range plan.NodeOf {
+		asks := d.Requests[i][scheduling.ResourceGPU]
+		if node := req.Nodes[n]; asks > 0 && node.Allocatable[dim] > asks && pl.advertises(node.Name, scheduling.ResourceGPU) {
+			if _, told := pl.railNoted.LoadOrStore(spec.Key, true); told {
+				return ""
+			}
+			return fmt.Sprintf("; not rail-aligned: the device plugin on node %s picks the GPUs when the pod starts, after scheduling", node.Name)
+		}
+	}
+	return ""
+}
+
+// advertises reports whether node advertises resource itself (a device
+// plugin), rather than through a DeviceClass's mapping.
+func (pl *Planner) advertises(name string, resource v1.ResourceName) bool {
+	node, err := pl.nodeLister.Get(name)
+	if err != nil {
+		return false
+	}
+	q, ok := node.Status.Allocatable[resource]
+	return ok && !q.IsZero()
+}
