@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -29,6 +30,8 @@ import (
 type Inventories struct {
 	list func() ([]*resourceapi.ResourceSlice, error)
 	cel  *cel.Cache
+	// railAttributes name NICs' rails (BuildInventoryWith); guarded by mu.
+	railAttributes []resourceapi.QualifiedName
 
 	mu sync.Mutex
 	// fingerprint identifies the slices matcher was built from, and held
@@ -54,6 +57,15 @@ type Inventories struct {
 // slices with device taint rules applied).
 func NewInventories(list func() ([]*resourceapi.ResourceSlice, error), celCache *cel.Cache) *Inventories {
 	return &Inventories{list: list, cel: celCache}
+}
+
+// SetRailAttributes names the device attributes that give a NIC's rail
+// (BuildInventoryWith); the next Current reads the slices again.
+func (c *Inventories) SetRailAttributes(names []resourceapi.QualifiedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.railAttributes = slices.Clone(names)
+	c.matcher = nil
 }
 
 // Current returns the matcher of the current slices, building it when they
@@ -82,7 +94,7 @@ func (c *Inventories) Current() (*Matcher, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.matcher == nil || c.fingerprint != fp {
-		c.matcher = NewMatcher(BuildInventory(slices), c.cel)
+		c.matcher = NewMatcher(BuildInventoryWith(slices, c.railAttributes), c.cel)
 		c.fingerprint, c.held = fp, slices
 	}
 	// The list is the informer's objects the watch knew, and no rule can

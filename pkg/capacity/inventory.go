@@ -76,8 +76,15 @@ type Device struct {
 	Partial bool
 }
 
-// BuildInventory reads slices (in any order) into an Inventory.
+// BuildInventory reads slices (in any order) into an Inventory, with the
+// NICs' rails by PCI order (rails.go).
 func BuildInventory(list []*resourceapi.ResourceSlice) *Inventory {
+	return BuildInventoryWith(list, nil)
+}
+
+// BuildInventoryWith is BuildInventory with NICs' rails named by the
+// first of railAttributes they carry, where they carry one (rails.go).
+func BuildInventoryWith(list []*resourceapi.ResourceSlice, railAttributes []resourceapi.QualifiedName) *Inventory {
 	type pool struct {
 		id         PoolID
 		generation int64
@@ -146,7 +153,10 @@ func BuildInventory(list []*resourceapi.ResourceSlice) *Inventory {
 		for i := range nd.Devices {
 			inv.where[nd.Devices[i].ID] = position{node: nd, index: i}
 		}
-		nd.rails = readRails(nd)
+	}
+	named := namedRails(inv.nodes, railAttributes)
+	for _, nd := range inv.nodes {
+		nd.rails = readRails(nd, named)
 	}
 	return inv
 }

@@ -21,7 +21,10 @@ import (
 //     (dranet's dra.net/rdma, or the same name in another driver's domain);
 //   - the NIC's rail is its position among the node's NICs in PCI address
 //     order (attribute pciBusID or pciAddress), which is how such fabrics
-//     are cabled: rail k is the k-th NIC;
+//     are cabled: rail k is the k-th NIC; unless the scheduler is
+//     configured with attributes that name a NIC's rail (a rail index, the
+//     NIC's subnet) and every NIC of the node carries one: then rails are
+//     those values, numbered in their order over the whole cluster;
 //   - any other device on a PCIe root (resource.kubernetes.io/pcieRoot)
 //     takes the rail of the NIC on the same root, the nearest by PCI bus
 //     when several share it;
@@ -98,16 +101,93 @@ type nodeRails struct {
 	count int
 }
 
-// readRails assigns rails to nd's devices (see the package's rail rules).
-func readRails(nd *NodeDevices) nodeRails {
+// pciDevice is a device of a node on the PCI bus: its position, address
+// and root.
+type pciDevice struct {
+	pos  int
+	addr pciAddress
+	root string
+}
+
+// railNames number the configured rail names over the cluster.
+type railNames struct {
+	attrs []resourceapi.QualifiedName
+	ids   map[railName]int
+}
+
+// railName is the value of a configured rail attribute.
+type railName struct {
+	isInt bool
+	i     int64
+	s     string
+}
+
+func compareRailNames(a, b railName) int {
+	if a.isInt != b.isInt {
+		if a.isInt {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(a.i, b.i), strings.Compare(a.s, b.s))
+}
+
+// railNameOf returns the first of attrs d carries, as a rail's name.
+func railNameOf(d *Device, attrs []resourceapi.QualifiedName) (railName, bool) {
+	for _, a := range attrs {
+		v, ok := d.Attributes[a]
+		switch {
+		case !ok:
+			continue
+		case v.IntValue != nil:
+			return railName{isInt: true, i: *v.IntValue}, true
+		case v.StringValue != nil:
+			return railName{s: *v.StringValue}, true
+		case v.VersionValue != nil:
+			return railName{s: *v.VersionValue}, true
+		}
+	}
+	return railName{}, false
+}
+
+// namedRails numbers the rail names the NICs of nodes carry, in their
+// order, so that a rail is the same on every node; nil without attributes
+// or when there are more names than MaxRails.
+func namedRails(nodes map[string]*NodeDevices, attrs []resourceapi.QualifiedName) *railNames {
+	if len(attrs) == 0 {
+		return nil
+	}
+	seen := map[railName]bool{}
+	var names []railName
+	for _, nd := range nodes {
+		for i := range nd.Devices {
+			d := &nd.Devices[i]
+			if !isRDMA(d) {
+				continue
+			}
+			if n, ok := railNameOf(d, attrs); ok && !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 || len(names) > MaxRails {
+		return nil
+	}
+	slices.SortFunc(names, compareRailNames)
+	out := &railNames{attrs: attrs, ids: make(map[railName]int, len(names))}
+	for k, n := range names {
+		out.ids[n] = k
+	}
+	return out
+}
+
+// readRails assigns rails to nd's devices (see the package's rail rules);
+// named numbers configured rail names (namedRails).
+func readRails(nd *NodeDevices, named *railNames) nodeRails {
 	out := nodeRails{of: make([]int8, len(nd.Devices))}
 	for i := range out.of {
 		out.of[i] = -1
-	}
-	type pciDevice struct {
-		pos  int
-		addr pciAddress
-		root string
 	}
 	var nics, others []pciDevice
 	for i := range nd.Devices {
@@ -127,18 +207,26 @@ func readRails(nd *NodeDevices) nodeRails {
 	}
 	if len(nics) > 0 {
 		slices.SortFunc(nics, byAddress)
-		for k, n := range nics[:min(len(nics), MaxRails)] {
-			out.of[n.pos] = int8(k)
+		nics = nics[:min(len(nics), MaxRails)]
+		rail := make([]int, len(nics))
+		for k := range nics {
+			rail[k] = k
 		}
-		out.count = min(len(nics), MaxRails)
+		if byName, ok := nicRailsByName(nd, nics, named); ok {
+			rail = byName
+		}
+		for k, n := range nics {
+			out.of[n.pos] = int8(rail[k])
+			out.count = max(out.count, rail[k]+1)
+		}
 		for _, o := range others {
 			best, bestDist := -1, uint64(0)
-			for k, n := range nics[:out.count] {
+			for k, n := range nics {
 				if n.root == "" || n.root != o.root {
 					continue
 				}
 				if dist := o.addr.distance(n.addr); best < 0 || dist < bestDist {
-					best, bestDist = k, dist
+					best, bestDist = rail[k], dist
 				}
 			}
 			if best >= 0 {
@@ -417,4 +505,21 @@ func (inv *Inventory) RailOf(node string, name string, driver, pool string) int 
 		}
 	}
 	return -1
+}
+
+// nicRailsByName returns the rails of nics (in PCI order) by their
+// configured names; not ok unless every one carries a name.
+func nicRailsByName(nd *NodeDevices, nics []pciDevice, named *railNames) ([]int, bool) {
+	if named == nil {
+		return nil, false
+	}
+	out := make([]int, len(nics))
+	for k, n := range nics {
+		name, ok := railNameOf(&nd.Devices[n.pos], named.attrs)
+		if !ok {
+			return nil, false
+		}
+		out[k] = named.ids[name]
+	}
+	return out, true
 }

@@ -91,3 +91,28 @@ func TestRailSetSlots(t *testing.T) {
 		t.Fatalf("String %q", got)
 	}
 }
+
+// TestRailsByConfiguredAttribute checks that a configured attribute names
+// rails across nodes: the NICs' values, in order over the cluster, whatever
+// their PCI order; and that a node whose NICs lack it keeps PCI order.
+func TestRailsByConfiguredAttribute(t *testing.T) {
+	var bus []int
+	for k := range 8 {
+		bus = append(bus, 0x10*(k+1)+2)
+	}
+	named := railNode("n1", bus, func(k int) string { return fmt.Sprintf("nic-%d", k) })
+	// n1's NIC k says rail 7-k.
+	for k := range named[1].Spec.Devices {
+		named[1].Spec.Devices[k].Attributes["dra.net/rail"] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(7 - k))}
+	}
+	plain := railNode("n2", bus, func(k int) string { return fmt.Sprintf("nic-%d", k) })
+	inv := BuildInventoryWith(append(named, plain...), []resourceapi.QualifiedName{"dra.net/rail"})
+	for k := range 8 {
+		if got := inv.RailOf("n1", fmt.Sprintf("gpu-%d", k), gpuDriver, "n1"); got != 7-k {
+			t.Errorf("n1 gpu-%d on rail %d, want %d", k, got, 7-k)
+		}
+		if got := inv.RailOf("n2", fmt.Sprintf("gpu-%d", k), gpuDriver, "n2"); got != k {
+			t.Errorf("n2 gpu-%d on rail %d, want %d (no names: PCI order)", k, got, k)
+		}
+	}
+}

@@ -52,6 +52,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -196,6 +197,11 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), claimGangs{pl}, pl.logger)
 	if pl.devices != nil {
+		names := make([]resourceapi.QualifiedName, len(args.RailAttributes))
+		for i, n := range args.RailAttributes {
+			names[i] = resourceapi.QualifiedName(n)
+		}
+		pl.devices.Inventories().SetRailAttributes(names)
 		// A member's claim deleted while it waits in Permit fails its
 		// gang's attempt, as the member's own deletion does.
 		claims := handle.SharedInformerFactory().Resource().V1().ResourceClaims().Informer()

@@ -43,6 +43,11 @@ type CoschedulingArgs struct {
 	// on a ResourceClaim may stay with no pod reserving it and no attempt
 	// planning it before the scheduler gives it back.
 	ClaimReleaseGraceSeconds int64
+	// RailAttributes are qualified device attribute names
+	// ("dra.net/rail") that name an RDMA NIC's rail, tried in order. A
+	// node whose NICs all carry one has those rails; others number their
+	// NICs in PCI address order.
+	RailAttributes []string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

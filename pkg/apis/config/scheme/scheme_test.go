@@ -47,6 +47,13 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 			obj:  &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":0}`)},
 			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
 		},
+		{
+			name: "rail attributes",
+			obj:  &runtime.Unknown{Raw: []byte(`{"railAttributes":["dra.net/rail","example.com/subnet"]}`)},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
+				ClaimReleaseGraceSeconds: 60, RailAttributes: []string{"dra.net/rail", "example.com/subnet"}},
+		},
+		{name: "a rail attribute without its domain", obj: &runtime.Unknown{Raw: []byte(`{"railAttributes":["rail"]}`)}, wantErr: `args.railAttributes[0]: Invalid value: "rail": must be a qualified device attribute name`},
 		{name: "negative claim release grace", obj: &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":-1}`)}, wantErr: "args.claimReleaseGraceSeconds: Invalid value: -1: must be at least 0"},
 		{name: "unknown field", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTime":3}`)}, wantErr: `unknown field "permitWaitingTime"`},
 		{name: "zero wait", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTimeSeconds":0}`)}, wantErr: "args.permitWaitingTimeSeconds: Invalid value: 0"},

@@ -77,6 +77,7 @@ func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.Cosched
 		out.TopologyPreset = *in.TopologyPreset
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
+	out.RailAttributes = append([]string(nil), in.RailAttributes...)
 }
 
 // ConvertCoschedulingArgsFromInternal converts internal args to v1.
@@ -90,6 +91,7 @@ func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *Cosch
 		out.TopologyPreset = ptr.To(in.TopologyPreset)
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
+	out.RailAttributes = append([]string(nil), in.RailAttributes...)
 }
 
 // ConvertGPUFleetArgsToInternal converts defaulted v1 args to the internal

@@ -40,6 +40,13 @@ type CoschedulingArgs struct {
 	// an allocation back as soon as it is seen, which may take it from
 	// members about to bind.
 	ClaimReleaseGraceSeconds *int64 `json:"claimReleaseGraceSeconds,omitempty"`
+	// RailAttributes lists qualified device attribute names (for example
+	// dra.net/rail, or a network driver's subnet attribute) that name an
+	// RDMA NIC's rail on a rail-optimized fabric, tried in order; their
+	// values (integers or strings) are the rails, in order. A node whose
+	// NICs do not all carry one numbers its NICs in PCI address order:
+	// rail k is the k-th NIC. Empty by default.
+	RailAttributes []string `json:"railAttributes,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -2,6 +2,8 @@
 package validation
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -28,6 +30,13 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 	if args.ClaimReleaseGraceSeconds < 0 {
 		errs = append(errs, field.Invalid(path.Child("claimReleaseGraceSeconds"), args.ClaimReleaseGraceSeconds,
 			"must be at least 0: it is how long an allocation no pod uses is kept before the scheduler gives it back"))
+	}
+	for i, name := range args.RailAttributes {
+		domain, id, ok := strings.Cut(name, "/")
+		if !ok || len(validation.IsDNS1123Subdomain(domain)) > 0 || len(validation.IsCIdentifier(id)) > 0 {
+			errs = append(errs, field.Invalid(path.Child("railAttributes").Index(i), name,
+				"must be a qualified device attribute name, <driver domain>/<attribute>, such as dra.net/rail"))
+		}
 	}
 	if _, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels); err != nil {
 		switch {
