@@ -66,9 +66,7 @@ func (a *Allocator) AllocateAmong(ctx context.Context, node *v1.Node, claims []*
 	if err != nil {
 		return nil, err
 	}
-	if excluded.Len() > 0 {
-		list = withoutDevices(list, node.Name, excluded)
-	}
+	list = reachableFrom(list, node.Name, excluded)
 	allocator, err := structured.NewAllocator(ctx, a.Features, *state, a.DRA.DeviceClasses(), list, a.CEL)
 	if err != nil {
 		return nil, err
@@ -91,12 +89,21 @@ func (a *Allocator) AllocateAmong(ctx context.Context, node *v1.Node, claims []*
 	return results, nil
 }
 
-// withoutDevices returns list with the excluded devices left out of the
-// slices of node's own pools; the slices are copied, never written.
-func withoutDevices(list []*resourceapi.ResourceSlice, node string, excluded sets.Set[structured.DeviceID]) []*resourceapi.ResourceSlice {
-	out := make([]*resourceapi.ResourceSlice, 0, len(list))
+// reachableFrom returns the slices of list that node can reach: its own
+// pools' and those that are not any one node's (network-attached pools,
+// which the allocator checks against the node itself), less the excluded
+// devices of its own pools. The allocator then reads one node's slices, not
+// every node's, and a slice is copied only when it loses a device.
+func reachableFrom(list []*resourceapi.ResourceSlice, node string, excluded sets.Set[structured.DeviceID]) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, 0, 4)
 	for _, s := range list {
-		if s.Spec.NodeName == nil || *s.Spec.NodeName != node {
+		switch {
+		case s.Spec.NodeName == nil:
+			out = append(out, s)
+			continue
+		case *s.Spec.NodeName != node:
+			continue
+		case excluded.Len() == 0:
 			out = append(out, s)
 			continue
 		}
