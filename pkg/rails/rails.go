@@ -16,6 +16,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
@@ -241,10 +242,17 @@ func (g *Gang) Narrow(req *placement.Request, s capacity.RailSet) *placement.Req
 	return &out
 }
 
-// Plan plans req with the gang's aligned members on one rail set, trying
-// the candidates in order; it returns the plan and its set. When no set
-// holds the gang it returns the last candidate's error, or a FitError
-// that places nobody when there was no candidate at all.
+// tried bounds the rail sets a plan is made for once one holds the gang:
+// the candidates' order already puts the likely best first.
+const tried = 4
+
+// Plan plans req with the gang's aligned members on one rail set and
+// returns the plan and its set. It plans the candidates in order and keeps
+// the tightest plan (fewest domains at the loosest level first, then the
+// next) of the first few that hold the gang, stopping at once at a plan in
+// one domain of every level. When no set holds the gang it returns the
+// last candidate's error, or a FitError that places nobody when there was
+// no candidate at all.
 func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, capacity.RailSet, error) {
 	want := 0
 	var eligible func(n int) bool
@@ -258,21 +266,96 @@ func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placeme
 		}
 	}
 	var last error
+	var best *placement.Plan
+	var bestSet capacity.RailSet
+	planned := 0
 	for _, c := range g.Candidates(eligible, want) {
 		plan, err := planner.Plan(ctx, g.Narrow(req, c.Set))
-		if err == nil {
-			return plan, c.Set, nil
+		if err != nil {
+			var fit *placement.FitError
+			if !errors.As(err, &fit) {
+				return nil, 0, err
+			}
+			last = err
+			continue
 		}
-		var fit *placement.FitError
-		if !errors.As(err, &fit) {
-			return nil, 0, err
+		if best == nil || tighter(plan, best) {
+			best, bestSet = plan, c.Set
 		}
-		last = err
+		if planned++; planned == tried || tightest(best) {
+			break
+		}
+	}
+	if best != nil {
+		return best, bestSet, nil
 	}
 	if last == nil {
 		last = &placement.FitError{Wanted: len(req.Members), Reason: ErrNoRailSet.Error()}
 	}
 	return nil, 0, last
+}
+
+// tighter reports whether plan a uses fewer domains than b, at the
+// loosest level where they differ.
+func tighter(a, b *placement.Plan) bool {
+	for l := range min(len(a.Spans), len(b.Spans)) {
+		if a.Spans[l].Domains != b.Spans[l].Domains {
+			return a.Spans[l].Domains < b.Spans[l].Domains
+		}
+	}
+	return false
+}
+
+// tightest reports whether a plan uses one domain of every level above the
+// node: no rail set can do better.
+func tightest(p *placement.Plan) bool {
+	for _, s := range p.Spans {
+		if s.Level != scheduling.HostnameKey && s.Domains > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Most plans as many of the aligned members as one rail set holds (fewer
+// than all of them: Plan found no set for all), the lowest ranks first,
+// and the others anywhere; a gang that prefers alignment loses fewer pairs
+// of aligned members so than by a plan without rails. It returns the plan,
+// the set and which members it aligned; an error when no set holds two.
+func (g *Gang) Most(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, capacity.RailSet, []bool, error) {
+	want := 0
+	var eligible func(n int) bool
+	for i, a := range g.Aligned {
+		if a {
+			want++
+			if e := req.Members[i].Eligible; e != nil && eligible == nil {
+				eligible = func(n int) bool { return e[n] }
+			}
+		}
+	}
+	var best *Candidate
+	for _, c := range g.Candidates(eligible, 2) {
+		if best == nil || c.Slots > best.Slots {
+			best = &c
+		}
+	}
+	if best == nil || want < 3 {
+		return nil, 0, nil, &placement.FitError{Wanted: len(req.Members), Reason: ErrNoRailSet.Error()}
+	}
+	some := *g
+	some.Aligned = make([]bool, len(g.Aligned))
+	k := min(best.Slots, want-1)
+	for i, a := range g.Aligned {
+		if a && k > 0 {
+			some.Aligned[i] = true
+			k--
+		}
+	}
+	plan, err := planner.Plan(ctx, some.Narrow(req, best.Set))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return plan, best.Set, some.Aligned, nil
 }
 
 // ErrNoRailSet says that no rail set is free on enough nodes.

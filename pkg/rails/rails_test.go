@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
@@ -192,4 +193,37 @@ func mustPreset(t testing.TB) []scheduling.Level {
 		t.Fatal("no default preset")
 	}
 	return levels
+}
+
+// TestMostAlignsWhatOneSetHolds checks the preferred fallback: with rails
+// 0-3 free on three nodes and 4-7 on two, a gang of four aligns three
+// members on rails 0-3 and places the fourth elsewhere.
+func TestMostAlignsWhatOneSetHolds(t *testing.T) {
+	planner, err := topology.NewPlanner(mustPreset(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fabric{rails: 8, free: []capacity.RailSet{0x0F, 0x0F, 0x0F, 0xF0, 0xF0},
+		nodes: placementtest.MakeFabric().NodesPerLeaf(5).Obj()}
+	for i := range f.nodes {
+		f.nodes[i].Free = placement.Vector{64000, 4}
+	}
+	g := f.gang(4)
+	g.Aligned = []bool{true, true, true, true}
+	req := request(f, 4, 4, placement.Policy{})
+	if _, _, err := g.Plan(context.Background(), planner, req); err == nil {
+		t.Fatal("no set holds four members, yet Plan planned")
+	}
+	plan, set, members, err := g.Most(context.Background(), planner, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set != 0x0F || !slices.Equal(members, []bool{true, true, true, false}) {
+		t.Fatalf("aligned %v on rails %v, want the first three on rails 0-3", members, set)
+	}
+	for i := range 3 {
+		if n := plan.NodeOf[i]; !f.free[n].Contains(set) {
+			t.Fatalf("member %d on node %d without rails 0-3 free", i, n)
+		}
+	}
 }

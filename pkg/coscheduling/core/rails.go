@@ -28,6 +28,7 @@ type railPass struct {
 	// planned is the rail set of the last plan, 0 for a plan that is not
 	// aligned; why says why a preferred gang went unaligned.
 	planned capacity.RailSet
+	members []bool
 	why     string
 }
 
@@ -215,16 +216,22 @@ func nodeRailClass(ctx context.Context, devices *capacity.Devices, node string, 
 }
 
 // Plan is placement.Planner for a pass bound by rails: the aligned plan
-// with the best rail set; a preferred gang that no set holds is planned
-// without rails, with the reason kept for its Event.
+// with the best rail set. A preferred gang that no set holds is planned
+// with as many members as one set holds on it, or else without rails, the
+// reason kept for its Event.
 func (p *railPass) Plan(ctx context.Context, inner placement.Planner, req *placement.Request) (*placement.Plan, error) {
 	plan, set, err := p.gang.Plan(ctx, inner, req)
 	var fit *placement.FitError
 	if err == nil || !errors.As(err, &fit) || p.mode == scheduling.RailAlignmentRequired {
-		p.planned, p.why = set, ""
+		p.planned, p.members, p.why = set, p.gang.Aligned, ""
 		return plan, err
 	}
-	p.planned, p.why = 0, fit.Reason
+	p.why = fit.Reason
+	if plan, set, members, err := p.gang.Most(ctx, inner, req); err == nil {
+		p.planned, p.members = set, members
+		return plan, nil
+	}
+	p.planned, p.members = 0, nil
 	return inner.Plan(ctx, req)
 }
 
@@ -251,18 +258,33 @@ func (p *railPass) aligned() *dra.Aligned {
 	if p == nil || p.planned == 0 {
 		return nil
 	}
-	return &dra.Aligned{Set: p.planned, Dims: p.dims, Members: p.gang.Aligned}
+	return &dra.Aligned{Set: p.planned, Dims: p.dims, Members: p.members}
 }
 
 // note is what the plan's Event says of its rails.
 func (p *railPass) note() string {
-	switch {
-	case p == nil:
+	if p == nil {
 		return ""
-	case p.planned != 0:
+	}
+	all, some := count(p.gang.Aligned), count(p.members)
+	switch {
+	case p.planned != 0 && some == all:
 		return fmt.Sprintf("; rail-aligned on rails %s", p.planned)
+	case p.planned != 0:
+		return fmt.Sprintf("; %d of %d members rail-aligned on rails %s (%s=%s): %s", some, all, p.planned, scheduling.AnnotationRailAlignment, p.mode, p.why)
 	}
 	return fmt.Sprintf("; not rail-aligned (%s=%s): %s", scheduling.AnnotationRailAlignment, p.mode, p.why)
+}
+
+// count counts the set entries of b.
+func count(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
 }
 
 // explainRails records why a gang that requires rail alignment waits:
@@ -287,12 +309,7 @@ func (pl *Planner) explainRails(spec *gang.Spec, p *railPass, req *placement.Req
 		}
 		return strings.Join(l, ", ")
 	}
-	want := 0
-	for _, a := range p.gang.Aligned {
-		if a {
-			want++
-		}
-	}
+	want := count(p.gang.Aligned)
 	slices.Sort(none)
 	msg := fmt.Sprintf("gang %s requires rail alignment (%s=%s): its %d members need %d free rails each, the same on every node, and no set of %d rails is free on enough nodes; nodes with %d or more rails free: %s; nodes without: %s. It starts when such a set frees up",
 		spec.Key, scheduling.AnnotationRailAlignment, p.mode, want, p.gang.Size, p.gang.Size, p.gang.Size, list(free), list(none))
