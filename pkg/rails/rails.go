@@ -188,28 +188,48 @@ func combinations(rails []int, k int, f func(capacity.RailSet)) {
 	rec(0, k, 0)
 }
 
+// SlotsResource names the dimension Narrow adds when a per-node cap
+// cannot say how many aligned members a node takes.
+const SlotsResource = "gpu-gang.x-k8s.io/rail-slots"
+
 // Narrow returns a copy of req in which every aligned member may go only
-// to nodes with rail set s free, at most as many per node as the fewest
-// slots such a node has. req is not written; the copy shares its nodes.
+// to nodes with rail set s free, and each such node takes at most as many
+// aligned members as its slots on s. When the aligned members are one kind
+// of member (one request, one eligibility slice) and every such node has
+// as many slots, a per-node cap on them says it; otherwise the copy counts
+// slots as one more resource, which each aligned member asks one of. req is
+// not written; the copy shares what it does not change.
 func (g *Gang) Narrow(req *placement.Request, s capacity.RailSet) *placement.Request {
 	out := *req
 	out.Members = slices.Clone(req.Members)
 	narrowed := map[*bool][]bool{}
 	var all []bool
-	// slots per class on s, and the fewest of a class that has any.
+	// slots per class on s.
 	slots := make([]int, len(g.Classes))
-	perNode := 0
 	for c := range g.Classes {
 		if g.free(int32(c)).Contains(s) {
 			slots[c] = g.Classes[c].Free.Slots(s)
 		}
 	}
 	offers := make([]bool, len(req.Nodes))
+	fewest, most := 0, 0
 	for n := range req.Nodes {
 		if k := slots[g.Class[n]]; k > 0 {
 			offers[n] = true
-			if perNode == 0 || k < perNode {
-				perNode = k
+			if fewest == 0 || k < fewest {
+				fewest = k
+			}
+			most = max(most, k)
+		}
+	}
+	oneKind := true
+	var kind *placement.Member
+	for i := range req.Members {
+		if m := &req.Members[i]; g.Aligned[i] {
+			if kind == nil {
+				kind = m
+			} else if !sameSlice(kind.Eligible, m.Eligible) || !slices.Equal(kind.Request, m.Request) || kind.MaxPerNode != m.MaxPerNode {
+				oneKind = false
 			}
 		}
 	}
@@ -235,11 +255,49 @@ func (g *Gang) Narrow(req *placement.Request, s capacity.RailSet) *placement.Req
 			}
 			m.Eligible = e
 		}
-		if perNode > 0 && (m.MaxPerNode == 0 || perNode < m.MaxPerNode) {
-			m.MaxPerNode = perNode
+	}
+	if oneKind && fewest == most {
+		for i := range out.Members {
+			if m := &out.Members[i]; g.Aligned[i] && fewest > 0 && (m.MaxPerNode == 0 || fewest < m.MaxPerNode) {
+				m.MaxPerNode = fewest
+			}
 		}
+		return &out
+	}
+	// Slots as a resource: every node's vectors grow by one.
+	dims := len(req.Resources)
+	out.Resources = append(slices.Clone(req.Resources), SlotsResource)
+	out.StableFree = false
+	out.Nodes = slices.Clone(req.Nodes)
+	backing := make([]int64, 2*(dims+1)*len(req.Nodes))
+	for n := range out.Nodes {
+		node := &out.Nodes[n]
+		free, alloc := backing[:dims+1:dims+1], backing[dims+1:2*(dims+1):2*(dims+1)]
+		backing = backing[2*(dims+1):]
+		copy(free, node.Free)
+		copy(alloc, node.Allocatable)
+		free[dims] = int64(slots[g.Class[n]])
+		alloc[dims] = free[dims]
+		node.Free, node.Allocatable = free, alloc
+	}
+	for i := range out.Members {
+		m := &out.Members[i]
+		r := make(placement.Vector, dims+1)
+		copy(r, m.Request)
+		if g.Aligned[i] {
+			r[dims] = 1
+		}
+		m.Request = r
 	}
 	return &out
+}
+
+// sameSlice reports whether a and b are one slice (or both nil).
+func sameSlice(a, b []bool) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b) && (a == nil) == (b == nil)
+	}
+	return &a[0] == &b[0]
 }
 
 // tried bounds the rail sets a plan is made for once one holds the gang:

@@ -227,3 +227,33 @@ func TestMostAlignsWhatOneSetHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestNarrowCapsMembersOfEveryKind checks that a node takes no more
+// aligned members than its slots when the members are of different kinds
+// (each its own eligibility, as members whose claims pin them are), which a
+// per-kind cap would not say: four members on four whole nodes of one GPU
+// per rail go one per node.
+func TestNarrowCapsMembersOfEveryKind(t *testing.T) {
+	planner, err := topology.NewPlanner(mustPreset(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fabric{rails: 8, free: []capacity.RailSet{0xFF, 0xFF, 0xFF, 0xFF}, nodes: placementtest.MakeFabric().NodesPerLeaf(4).Obj()}
+	g := f.gang(4)
+	g.Aligned = []bool{true, true, true, true}
+	req := request(f, 4, 4, placement.Policy{})
+	for i := range req.Members {
+		req.Members[i].Eligible = []bool{true, true, true, true} // a slice of its own
+	}
+	plan, _, err := g.Plan(context.Background(), planner, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for i, n := range plan.NodeOf {
+		if seen[n] {
+			t.Fatalf("member %d shares node %d: plan %v", i, n, plan.NodeOf)
+		}
+		seen[n] = true
+	}
+}
