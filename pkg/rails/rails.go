@@ -300,15 +300,20 @@ func sameSlice(a, b []bool) bool {
 	return &a[0] == &b[0]
 }
 
-// tried bounds the rail sets a plan is made for once one holds the gang:
-// the candidates' order already puts the likely best first.
-const tried = 4
+// planBudget bounds the work of trying rail sets, in nodes planned over:
+// a small cluster tries every set that could hold the gang, a large one
+// the first few (at least minTried); the candidates' order puts the
+// likely best first.
+const (
+	planBudget = 16384
+	minTried   = 4
+)
 
 // Plan plans req with the gang's aligned members on one rail set and
 // returns the plan and its set. It plans the candidates in order and keeps
 // the tightest plan (fewest domains at the loosest level first, then the
-// next) of the first few that hold the gang, stopping at once at a plan in
-// one domain of every level. When no set holds the gang it returns the
+// next) of those that hold the gang, as many as planBudget allows,
+// stopping at once at a plan in one domain of every level. When no set holds the gang it returns the
 // last candidate's error, or a FitError that places nobody when there was
 // no candidate at all.
 func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, capacity.RailSet, error) {
@@ -340,7 +345,7 @@ func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placeme
 		if best == nil || tighter(plan, best) {
 			best, bestSet = plan, c.Set
 		}
-		if planned++; planned == tried || tightest(best) {
+		if planned++; planned >= max(minTried, planBudget/max(1, len(req.Nodes))) || tightest(best) {
 			break
 		}
 	}
