@@ -205,3 +205,51 @@ func TestRailAlignmentOnDevicePluginNodesIsSaidNotAwaited(t *testing.T) {
 	events := env.recorded()
 	require.True(t, hasEvent(events, ReasonGangScheduled, "not rail-aligned: the device plugin on node"), "events: %q", events)
 }
+
+// A running gang's replacement takes the rails its siblings use: the two
+// running members hold rails 4-7 of their nodes, and the replacement's
+// claim is written on rails 4-7 of a free node, where first fit would
+// take gpu-0..3 (rails 0-3).
+func TestRailReplacementJoinsItsSiblingsRails(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	objs := []runtime.Object{nvidiaClass()}
+	var nodes []*v1.Node
+	for _, n := range []string{"node-0", "node-1", "node-2"} {
+		nodes = append(nodes, draNode(n))
+		objs = append(objs, railSlices(n, straight)...)
+	}
+	tmpl := claimTemplate(testNS, "half", gpuClaimSpec(scheduling.DeviceClassGPU, 4, ""))
+	objs = append(objs, tmpl)
+	running := func(name, node string) *v1.Pod {
+		p := member("rl", name, "")
+		own := claimFromTemplate(p, "gpus", tmpl)
+		own.Finalizers = []string{resourceapi.Finalizer}
+		own.Status = *allocatedClaim(testNS, own.Name, node, gpuNames(4, 8)...).Status.DeepCopy()
+		own.Status.ReservedFor[0].Name, own.Status.ReservedFor[0].UID = p.Name, p.UID
+		p.Spec.NodeName = node
+		objs = append(objs, own)
+		return p
+	}
+	job0, job1 := running("rl-0", "node-0"), running("rl-1", "node-1")
+	replacement := member("rl", "rl-2", "")
+	objs = append(objs, claimFromTemplate(replacement, "gpus", tmpl))
+	env := newTestEnv(t, nodes, []*v1.Pod{job0, job1, replacement},
+		[]*v1alpha1.PodGroup{gangtest.MakePodGroup("rl", testNS).MinMember(3).Obj()}, withDRA(), withObjects(objs...))
+
+	_, status := env.schedule(replacement)
+	require.NotNil(t, status, "the replacement waits for its claim's write")
+	require.Contains(t, status.Message(), dra.ErrReasonClaimsWriting)
+	var c *resourceapi.ResourceClaim
+	err := wait.PollUntilContextTimeout(env.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		c, err = env.client.ResourceV1().ResourceClaims(testNS).Get(ctx, "rl-2-gpus", metav1.GetOptions{})
+		return err == nil && c.Status.Allocation != nil, nil
+	})
+	require.NoError(t, err, "the replacement's claim is never written")
+	var got []string
+	for _, r := range c.Status.Allocation.Devices.Results {
+		got = append(got, r.Device)
+	}
+	slices.Sort(got)
+	require.Equal(t, gpuNames(4, 8), got, "the replacement takes its siblings' rails 4-7")
+}
