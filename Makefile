@@ -120,14 +120,14 @@ test-browser: ## Open the simulator's HTML report in headless Chromium (installe
 	GPU_GANG_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'InBrowser' -v ./pkg/simulator/report/
 
 .PHONY: bench
-bench: bench-micro bench-scenarios ## Run every benchmark: micro-benchmarks, then scenarios S1-S10 in the simulator.
+bench: bench-micro bench-scenarios ## Run every benchmark: micro-benchmarks, then scenarios S1-S14 in the simulator.
 
 .PHONY: bench-micro
 bench-micro: ## Run the micro-benchmarks (QueueSort, capacity pre-check on extended resources and on DRA devices, topology planner).
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 
 .PHONY: bench-scenarios
-bench-scenarios: simulator ## Run scenarios S1-S10 through every profile, RUNS times each (median and range, with machine and date); reports go to _output/simulator/.
+bench-scenarios: simulator ## Run scenarios S1-S14 (every scenarios/s*.yaml) through their profiles, RUNS times each (median and range, with machine and date); reports go to _output/simulator/.
 	@for f in $(SCENARIOS); do echo "== $$f"; $(BIN)/simulator --scenario $$f --runs $(RUNS) || exit 1; done
 
 .PHONY: bench-soak

@@ -75,7 +75,11 @@ func prefillClaims(layout *fabric.Layout, pods []fabric.PrefillPod) []*resourcea
 	out := make([]*resourceapi.ResourceClaim, len(pods))
 	for i, p := range pods {
 		if n := &layout.Nodes[p.Node]; n.DRA {
-			out[i] = workload.PrefillClaim(Namespace, i, n.Name, p.GPUs)
+			if p.Devices != nil {
+				out[i] = workload.PrefillClaimOf(Namespace, i, n.Name, p.Devices)
+			} else {
+				out[i] = workload.PrefillClaim(Namespace, i, n.Name, p.GPUs)
+			}
 		}
 	}
 	return out

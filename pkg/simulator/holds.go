@@ -22,16 +22,20 @@ const holdsInterval = time.Second
 // members waiting in Permit in any of its profiles, and what gpu-gang's
 // plans and head hold keep (its held-capacity gauge, read from this
 // process's metrics registry; absent for the stock profiles). Both are read
-// the same way for every profile.
-func sampleHolds(ctx context.Context, tracker *metrics.Tracker, sched *controlplane.Scheduler, interval time.Duration) {
+// the same way for every profile. The waiting members also go to waiting,
+// when set (DomainTracker.ObserveWaiting): they take their nodes' GPUs.
+func sampleHolds(ctx context.Context, tracker *metrics.Tracker, waiting func([]*v1.Pod, time.Time), sched *controlplane.Scheduler, interval time.Duration) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		select {
 		case now := <-ticker.C:
-			var waiting []*v1.Pod
-			sched.WaitingPods(func(p *v1.Pod) { waiting = append(waiting, p) })
-			tracker.ObserveHeld(waiting, plannedGPUs(), now)
+			var pods []*v1.Pod
+			sched.WaitingPods(func(p *v1.Pod) { pods = append(pods, p) })
+			tracker.ObserveHeld(pods, plannedGPUs(), now)
+			if waiting != nil {
+				waiting(pods, now)
+			}
 		case <-ctx.Done():
 			return
 		}

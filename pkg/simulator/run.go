@@ -181,7 +181,15 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	tracker.KnowClaims(claimTemplates(builder, jobs), nil)
 	preemption := metrics.NewPreemptionTracker(layout, jobs)
 	hierarchy := metrics.NewHierarchyTracker(layout, jobs, opts.PartialGrace)
-	stopWatch, err := watchPods(ctx, kube, tracker, preemption, hierarchy)
+	observers := []podObserver{tracker, preemption, hierarchy}
+	samplers := []sampler{tracker}
+	var domains *metrics.DomainTracker
+	if metrics.WantsDomains(jobs) {
+		domains = metrics.NewDomainTracker(layout, jobs, tracker.PodGPUs)
+		observers = append(observers, domains)
+		samplers = append(samplers, domains)
+	}
+	stopWatch, err := watchPods(ctx, kube, observers...)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +210,9 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	submitted := func(job string, at time.Time) {
 		tracker.Submitted(job, at)
 		preemption.Submitted(job, at)
+		if domains != nil {
+			domains.Submitted(job, at)
+		}
 	}
 	submitter := &workload.Submitter{
 		Kube: kube, Groups: groups, Builder: builder,
@@ -231,7 +242,12 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 		start = time.Now()
 	}
 	tracker.Start(start)
-	tracker.Sample(start)
+	if domains != nil {
+		domains.Start(start)
+	}
+	for _, s := range samplers {
+		s.Sample(start)
+	}
 	runCtx, cancel := context.WithTimeoutCause(ctx, in.Timeout, errTimeout)
 	defer cancel()
 	submitErr := make(chan error, 1)
@@ -245,10 +261,14 @@ func Run(ctx context.Context, opts Options) (res *metrics.Result, err error) {
 	} else {
 		go func() { submitErr <- submitter.Run(runCtx, start, jobs) }()
 	}
-	go sample(runCtx, tracker, opts.SampleInterval)
+	go sample(runCtx, opts.SampleInterval, samplers...)
 	inProcess, holdsRead := sched.(*controlplane.Scheduler)
 	if holdsRead {
-		go sampleHolds(runCtx, tracker, inProcess, holdsInterval)
+		var waiting func([]*v1.Pod, time.Time)
+		if domains != nil {
+			waiting = domains.ObserveWaiting
+		}
+		go sampleHolds(runCtx, tracker, waiting, inProcess, holdsInterval)
 	}
 	progress := newProgress(opts.Progress, opts.ProgressTTY, profile.Name, tracker, start)
 	go progress.run(runCtx)
@@ -279,7 +299,9 @@ wait:
 		}
 	}
 	end := time.Now()
-	tracker.Sample(end)
+	for _, s := range samplers {
+		s.Sample(end)
+	}
 	progress.finish()
 	res = tracker.Result(end, timedOut)
 	res.Summary.HoldsUnread = !holdsRead
@@ -295,7 +317,13 @@ wait:
 		}
 	}
 	res.Claims = dra.claims.Summary()
+	if layout.Spec.Rails != nil {
+		res.Rails = metrics.CountRails(metrics.NewRailMap(layout.ResourceSlices()), dra.claims.Allocations(), res.Gangs)
+	}
 	res.Hierarchy = hierarchy.Summary(end, res.Gangs)
+	if domains != nil {
+		res.Domains = domains.Summary(end)
+	}
 	if opts.Preemption != nil {
 		opts.Preemption(preemption.Summary(profile.Name))
 	}
@@ -392,14 +420,20 @@ func prefill(ctx context.Context, kube kubernetes.Interface, layout *fabric.Layo
 	})
 }
 
-// sample samples the tracker every interval until ctx ends.
-func sample(ctx context.Context, tracker *metrics.Tracker, interval time.Duration) {
+// sampler records the fabric's state on the occupancy cadence: Tracker and
+// DomainTracker.
+type sampler interface{ Sample(now time.Time) }
+
+// sample samples every sampler, in order, every interval until ctx ends.
+func sample(ctx context.Context, interval time.Duration, samplers ...sampler) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
 		select {
 		case now := <-ticker.C:
-			tracker.Sample(now)
+			for _, s := range samplers {
+				s.Sample(now)
+			}
 		case <-ctx.Done():
 			return
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/metrics"
 )
 
-// podObserver is fed every pod event: Tracker, PreemptionTracker and
-// HierarchyTracker.
+// podObserver is fed every pod event: Tracker, PreemptionTracker,
+// HierarchyTracker and, where the workload asks for it, DomainTracker.
 type podObserver interface {
 	Observe(pod *v1.Pod, now time.Time)
 	ObserveDelete(pod *v1.Pod, now time.Time)

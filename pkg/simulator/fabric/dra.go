@@ -89,12 +89,17 @@ func DeviceClass() *resourceapi.DeviceClass {
 
 // ResourceSlice builds the slice NVIDIA's GPU DRA driver publishes for a
 // DRA node: one pool named after the node, in one slice, with a device
-// gpu-<minor> for each of its GPUs.
+// gpu-<minor> for each of its GPUs. On a rail-optimized fabric each GPU
+// has a PCIe root of its own, which its rail's NIC shares.
 func (l *Layout) ResourceSlice(n *NodeInfo) *resourceapi.ResourceSlice {
 	hw := n.Hardware.orDefault()
 	devices := make([]resourceapi.Device, n.GPUs)
 	for minor := range devices {
-		devices[minor] = gpuDevice(n.Name, minor, hw)
+		root := pcieRoot(minor)
+		if len(n.NICs) > 0 {
+			root = railRoot(minor)
+		}
+		devices[minor] = gpuDevice(n.Name, minor, root, hw)
 	}
 	return &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name + "-" + scheduling.DRADriverGPU},
@@ -109,7 +114,9 @@ func (l *Layout) ResourceSlice(n *NodeInfo) *resourceapi.ResourceSlice {
 
 // CreateDRA creates what NVIDIA's GPU DRA driver and its chart would for
 // the layout's DRA nodes: the DeviceClass and one ResourceSlice per node,
-// workers at a time. A layout without DRA nodes creates nothing.
+// workers at a time; on a rail-optimized fabric also what dranet would,
+// its DeviceClass and one slice of NICs per DRA node. A layout without DRA
+// nodes creates nothing.
 func (l *Layout) CreateDRA(ctx context.Context, client kubernetes.Interface, workers int) error {
 	var dra []int
 	for i := range l.Nodes {
@@ -120,14 +127,24 @@ func (l *Layout) CreateDRA(ctx context.Context, client kubernetes.Interface, wor
 	if len(dra) == 0 {
 		return nil
 	}
-	class := DeviceClass()
-	if _, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating DeviceClass %s: %w", class.Name, err)
+	classes := []*resourceapi.DeviceClass{DeviceClass()}
+	if l.Spec.Rails != nil {
+		classes = append(classes, NICDeviceClass())
+	}
+	for _, class := range classes {
+		if _, err := client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating DeviceClass %s: %w", class.Name, err)
+		}
 	}
 	return parallel.Do(ctx, len(dra), workers, func(ctx context.Context, i int) error {
-		slice := l.ResourceSlice(&l.Nodes[dra[i]])
-		if _, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating ResourceSlice %s: %w", slice.Name, err)
+		n := &l.Nodes[dra[i]]
+		for _, slice := range []*resourceapi.ResourceSlice{l.ResourceSlice(n), l.NICSlice(n)} {
+			if slice == nil {
+				continue
+			}
+			if _, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating ResourceSlice %s: %w", slice.Name, err)
+			}
 		}
 		return nil
 	})
@@ -147,10 +164,10 @@ func (h Hardware) orDefault() Hardware {
 	}
 }
 
-// gpuDevice is GPU minor of node as the driver publishes it. Identity
-// attributes (UUID, PCI addresses) are made up, but the same for the same
-// node and minor in every run.
-func gpuDevice(node string, minor int, hw Hardware) resourceapi.Device {
+// gpuDevice is GPU minor of node, on PCIe root root, as the driver
+// publishes it. Identity attributes (UUID, PCI addresses) are made up, but
+// the same for the same node and minor in every run.
+func gpuDevice(node string, minor int, root string, hw Hardware) resourceapi.Device {
 	str := func(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: ptr.To(s)} }
 	ver := func(s string) resourceapi.DeviceAttribute {
 		return resourceapi.DeviceAttribute{VersionValue: ptr.To(semver(s))}
@@ -165,7 +182,7 @@ func gpuDevice(node string, minor int, hw Hardware) resourceapi.Device {
 			scheduling.DeviceAttributeCUDAComputeCapability: ver(hw.Compute),
 			scheduling.DeviceAttributeDriverVersion:         ver(hw.Driver),
 			scheduling.DeviceAttributeCUDADriverVersion:     ver(hw.CUDA),
-			scheduling.DeviceAttributePCIeRoot:              str(pcieRoot(minor)),
+			scheduling.DeviceAttributePCIeRoot:              str(root),
 			scheduling.DeviceAttributePCIBusID:              str(pciBusID(minor)),
 		},
 		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{

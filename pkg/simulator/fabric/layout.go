@@ -65,6 +65,10 @@ type NodeInfo struct {
 	// whichever labels it wrote for them; a DRA node's devices carry it as
 	// attributes.
 	Hardware Hardware
+	// NICs are the RDMA NICs of a DRA node of a rail-optimized fabric, one
+	// per GPU, in the order its NIC slice lists them (Layout.NICSlice);
+	// empty for other nodes.
+	NICs []NIC
 }
 
 // Hardware describes a node's GPUs and driver. Empty fields were not drawn:
@@ -133,6 +137,7 @@ func NewLayout(f scenario.Fabric) (*Layout, error) {
 		l.labelFleet(f.Fleet)
 	}
 	l.pickDRANodes()
+	l.pickNICs()
 	return l, nil
 }
 

@@ -105,9 +105,15 @@ type PrefillPod struct {
 	Node int
 	// GPUs is how many of its GPUs the pod takes.
 	GPUs int
+	// Devices are the minors of the GPUs it takes on a DRA node of a
+	// rail-optimized fabric, drawn at random (see Layout.Prefill); nil
+	// elsewhere, where a DRA node's pre-fill takes its first GPUs.
+	Devices []int
 }
 
-// Prefill draws the pre-fill pods of the layout, at most one per node.
+// Prefill draws the pre-fill pods of the layout, at most one per node. On a
+// DRA node of a rail-optimized fabric it also draws which GPUs each pod
+// holds, so that nodes stay in use on differing rails.
 func (l *Layout) Prefill(seed int64) []PrefillPod {
 	p := l.Spec.Prefill
 	if p == nil || p.Fraction <= 0 {
@@ -148,5 +154,6 @@ func (l *Layout) Prefill(seed int64) []PrefillPod {
 			pods = append(pods, PrefillPod{Node: n, GPUs: g})
 		}
 	}
+	l.prefillDevices(pods)
 	return pods
 }

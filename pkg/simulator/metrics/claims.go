@@ -1,9 +1,12 @@
 package metrics
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpu-gang/gpu-gang/pkg/simulator/workload"
@@ -27,6 +30,11 @@ type ClaimCounter struct {
 type claimState struct {
 	extended, allocated, released bool
 	devices                       int
+	// job and pod are the job label and the owning pod of a claim made
+	// from a template; results the devices of its latest allocation, kept
+	// after the allocation is cleared.
+	job, pod string
+	results  []resourceapi.DeviceRequestAllocationResult
 }
 
 // NewClaimCounter returns a counter that has seen no claim.
@@ -41,6 +49,9 @@ func (c *ClaimCounter) Observe(claim *resourceapi.ResourceClaim) {
 	cs := c.stateOf(claim)
 	if cs == nil {
 		return
+	}
+	if a := claim.Status.Allocation; a != nil && len(a.Devices.Results) > 0 {
+		cs.results = slices.Clone(a.Devices.Results)
 	}
 	switch a := claim.Status.Allocation; {
 	case a != nil && !cs.allocated:
@@ -68,7 +79,13 @@ func (c *ClaimCounter) stateOf(claim *resourceapi.ResourceClaim) *claimState {
 	if cs := c.claims[claim.UID]; cs != nil {
 		return cs
 	}
-	cs := &claimState{extended: claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true"}
+	cs := &claimState{
+		extended: claim.Annotations[resourceapi.ExtendedResourceClaimAnnotation] == "true",
+		job:      claim.Labels[workload.JobLabel],
+	}
+	if ref := metav1.GetControllerOf(claim); ref != nil && ref.Kind == "Pod" {
+		cs.pod = ref.Name
+	}
 	c.claims[claim.UID] = cs
 	c.order = append(c.order, cs)
 	return cs
@@ -99,4 +116,47 @@ func (c *ClaimCounter) Summary() *ClaimSummary {
 		}
 	}
 	return s
+}
+
+// PodAllocation is what one pod's claims got: the devices of their latest
+// allocations.
+type PodAllocation struct {
+	// Job is the pod's job, from its claims' job label; Pod its name.
+	Job, Pod string
+	// Results are the allocated devices, claim by claim as first seen.
+	Results []resourceapi.DeviceRequestAllocationResult
+}
+
+// Allocations lists, for every workload pod whose claims made from
+// templates got devices, what they got, sorted by job and pod. A claim's
+// devices stay listed after its pod is done and they are freed.
+func (c *ClaimCounter) Allocations() []PodAllocation {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byPod := map[[2]string]*PodAllocation{}
+	var out []*PodAllocation
+	for _, cs := range c.order {
+		if cs.pod == "" || cs.job == "" || len(cs.results) == 0 {
+			continue
+		}
+		key := [2]string{cs.job, cs.pod}
+		pa := byPod[key]
+		if pa == nil {
+			pa = &PodAllocation{Job: cs.job, Pod: cs.pod}
+			byPod[key] = pa
+			out = append(out, pa)
+		}
+		pa.Results = append(pa.Results, cs.results...)
+	}
+	slices.SortFunc(out, func(a, b *PodAllocation) int {
+		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Pod, b.Pod))
+	})
+	list := make([]PodAllocation, len(out))
+	for i, pa := range out {
+		list[i] = *pa
+	}
+	return list
 }

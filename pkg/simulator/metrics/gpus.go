@@ -92,3 +92,12 @@ func (t *Tracker) KnowClaims(templates []*resourceapi.ResourceClaimTemplate, cla
 		}
 	}
 }
+
+// PodGPUs counts the GPUs pod holds once bound to a node of nodeGPUs GPUs,
+// as the tracker counts them (see claimSpecs.podGPUs), for other trackers
+// of the run.
+func (t *Tracker) PodGPUs(pod *v1.Pod, nodeGPUs int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.claimSpecs.podGPUs(pod, nodeGPUs)
+}

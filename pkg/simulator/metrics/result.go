@@ -32,9 +32,16 @@ type Result struct {
 	// Claims counts the workload's ResourceClaims; absent when no pod
 	// took its GPUs through DRA.
 	Claims *ClaimSummary `json:"claims,omitempty"`
+	// Rails judges the rails of gang members' devices; absent unless the
+	// fabric is rail-optimized.
+	Rails *RailSummary `json:"rails,omitempty"`
 	// Hierarchy judges the segmented jobs; absent when the workload has
 	// none.
 	Hierarchy *HierarchySummary `json:"hierarchy,omitempty"`
+	// Domains says whether whole cliques and leaves stayed free for the
+	// big gangs, and what evictions and moves cost; absent unless some
+	// gang is marked big or movable.
+	Domains *DomainSummary `json:"domains,omitempty"`
 	// Error is set when the run itself failed; the rest may be partial.
 	Error string `json:"error,omitempty"`
 }
@@ -71,6 +78,9 @@ type FabricSize struct {
 	// ResourceSlice each, and DRAGPUs their GPUs (counted in GPUs too).
 	DRANodes int `json:"draNodes,omitempty"`
 	DRAGPUs  int `json:"draGPUs,omitempty"`
+	// RDMANICs counts the RDMA NICs DRA nodes of a rail-optimized fabric
+	// publish, one per GPU, in a second ResourceSlice each.
+	RDMANICs int `json:"rdmaNICs,omitempty"`
 }
 
 // ClaimSummary counts the ResourceClaims of a run's workload (ClaimCounter):
@@ -244,6 +254,12 @@ type Gang struct {
 	Spans []Span `json:"spans,omitempty"`
 	// Nodes are the nodes of the members, by rank.
 	Nodes []string `json:"nodes,omitempty"`
+	// Rails are, on a rail-optimized fabric, the rails of each member's
+	// GPUs in GPU index order ("2,3"), members by pod name, for a gang
+	// judged by CountRails; RailMisaligned is set when two members'
+	// differ.
+	Rails          []string `json:"rails,omitempty"`
+	RailMisaligned bool     `json:"railMisaligned,omitempty"`
 }
 
 // Span is one level's count for one gang.

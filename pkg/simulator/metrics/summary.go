@@ -18,6 +18,9 @@ func (t *Tracker) Result(end time.Time, timedOut bool) *Result {
 		Nodes: len(l.Nodes), GPUs: l.TotalGPUs(), PrefilledGPUs: t.prefilled,
 	}
 	r.Fabric.DRANodes, r.Fabric.DRAGPUs = l.DRANodes()
+	for _, n := range l.Nodes {
+		r.Fabric.RDMANICs += len(n.NICs)
+	}
 	s := &r.Summary
 	s.TimedOut = timedOut
 	s.BoundPods = t.boundPods

@@ -32,7 +32,10 @@ func WriteSummary(w io.Writer, run *Run) error {
 	}
 	f := run.Results[0].Fabric
 	fmt.Fprintf(w, "scenario %s: %d nodes (%d spines, %d leaves, %d cliques), %d GPUs", run.Scenario, f.Nodes, f.Spines, f.Leaves, f.Cliques, f.GPUs)
-	if f.DRANodes > 0 {
+	switch {
+	case f.RDMANICs > 0:
+		fmt.Fprintf(w, " (%d of them on %d nodes that publish them through DRA, rail-optimized: a ResourceSlice of GPUs and one of RDMA NICs each, %d NICs)", f.DRAGPUs, f.DRANodes, f.RDMANICs)
+	case f.DRANodes > 0:
 		fmt.Fprintf(w, " (%d of them on %d nodes that publish them through DRA, one ResourceSlice each)", f.DRAGPUs, f.DRANodes)
 	}
 	if f.PrefilledGPUs > 0 {
@@ -89,7 +92,13 @@ func WriteSummary(w io.Writer, run *Run) error {
 		}
 	}
 	writeClaims(w, run.Results)
+	if err := writeRails(w, run.Results); err != nil {
+		return err
+	}
 	if err := writeHierarchy(w, run.Results); err != nil {
+		return err
+	}
+	if err := writeDomains(w, run.Results); err != nil {
 		return err
 	}
 	window := run.Results[0].Summary.WindowSeconds
@@ -119,6 +128,32 @@ func writeClaims(w io.Writer, results []*metrics.Result) {
 	fmt.Fprintln(w, "  (a claim is released when its pods are done; one made but never allocated was given up first, such as the claim the controller makes again for a pod already done)")
 }
 
+// writeRails writes, on a rail-optimized fabric, how each profile's
+// allocations sit on the rails: member pairs of one gang whose k-th GPUs
+// are on different rails, and GPUs paired with NICs across PCIe roots.
+func writeRails(w io.Writer, results []*metrics.Result) error {
+	if !slices.ContainsFunc(results, func(r *metrics.Result) bool { return r.Rails != nil }) {
+		return nil
+	}
+	fmt.Fprintln(w, "Rails (gangs of 2+ members bound whole, read from their claims' allocations and the ResourceSlices):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "profile	gangs judged	misaligned gangs	misaligned member pairs	members with NICs	GPU-NIC pairs across roots	NIC rails != GPU rails	")
+	for _, r := range results {
+		x := r.Rails
+		if x == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t\n", r.Profile)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%d\t%d/%d\t%d\t\n", r.Profile, x.Gangs, x.MisalignedGangs,
+			x.MisalignedPairs, x.MemberPairs, x.MembersWithNICs, x.CrossRootPairs, x.GPUNICPairs, x.NICRailMismatches)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "  a pair of members is misaligned when, for some k, their k-th GPUs (by GPU index) are on different rails; a GPU's rail is that of the NIC on its PCIe root (rail k: the k-th NIC by PCI address).")
+	return err
+}
+
 // writeHierarchy writes, when the workload has segmented jobs, how each
 // profile placed them: composites complete, segments inside their domain,
 // partial-composite seconds and extra domains over the joint bound.
@@ -143,6 +178,47 @@ func writeHierarchy(w io.Writer, results []*metrics.Result) error {
 	}
 	_, err := fmt.Fprintln(w, "  composites complete: at least minGroupCount segments with every member bound; segments in domain: of the segments with every member bound, those inside one domain of their level;\n"+
 		"  partial-composite s: time a composite had members bound but fewer than minGroupCount segments complete, beyond the grace; extra domains: as above, over the hierarchical jobs bound whole.")
+	return err
+}
+
+// writeDomains writes, when the workload marks big or movable gangs, how
+// each profile kept whole domains free for the big gangs and what
+// evictions and moves cost.
+func writeDomains(w io.Writer, results []*metrics.Result) error {
+	i := slices.IndexFunc(results, func(r *metrics.Result) bool { return r.Domains != nil })
+	if i < 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "Whole domains and big gangs:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "profile\t"
+	for _, l := range results[i].Domains.WholeFree {
+		head += fmt.Sprintf("whole-free %s mean/min (of %d)\t", plural(l.Level), l.Domains)
+	}
+	head += "fragmentation GPU·h\tbig gangs bound\tbig wait p50/p99 s\tevictions/big gang\tvictim domains/big gang (max)\tgangs broken\tmoves (pods)\tGPU·h lost: moves/evictions\t"
+	fmt.Fprintln(tw, head)
+	for _, r := range results {
+		d := r.Domains
+		if d == nil {
+			fmt.Fprintf(tw, "%s\t-\n", r.Profile)
+			continue
+		}
+		line := r.Profile + "\t"
+		for _, l := range d.WholeFree {
+			line += fmt.Sprintf("%.1f/%d\t", l.Mean, l.Min)
+		}
+		line += fmt.Sprintf("%.3f\t%d/%d\t%.1f/%.1f\t%.1f\t%.1f (%d)\t%d\t%d (%d)\t%.3f/%.3f\t",
+			d.FragmentationGPUHours, d.BigGangsBound, d.BigGangs, d.BigWaitP50, d.BigWaitP99, d.EvictionsPerBigGang,
+			d.VictimDomainsPerBigGang, d.MaxVictimDomains, d.BrokenGangs, d.Moves, d.MovedPods,
+			d.GPUHoursLostToMoves, d.GPUHoursLostToEvictions)
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "  whole-free: no GPU of the domain bound or reserved in Permit, sampled; fragmentation: free GPUs no waiting gang that requires a domain could use (least over those gangs), integrated (GPU·h of the run's clock);\n"+
+		"  evictions/big gang: pods evicted while a big gang waited, over big gangs bound; victim domains: domains of the big gang's level its evictions touched;\n"+
+		"  gangs broken: a member evicted while another kept running; moves: movable gangs evicted; GPU·h lost: GPUs times run time of evicted pods.")
 	return err
 }
 
@@ -171,6 +247,13 @@ func WriteGangs(w io.Writer, r *metrics.Result, limit int) error {
 		}
 		if g.PartialSeconds > 0 {
 			where += fmt.Sprintf("; part-bound %.1fs", g.PartialSeconds)
+		}
+		if len(g.Rails) > 0 {
+			aligned := "aligned"
+			if g.RailMisaligned {
+				aligned = "misaligned"
+			}
+			where += fmt.Sprintf("; rails %s (%s)", strings.Join(g.Rails, " | "), aligned)
 		}
 		fmt.Fprintf(tw, "[%s] %s\t%dx%d GPU\tsubmitted %.2fs\t%s\t%s\n", r.Profile, g.Name, g.Pods, g.GPUsPerPod, g.Submitted, landed, where)
 	}

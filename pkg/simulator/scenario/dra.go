@@ -205,17 +205,20 @@ func validateGPURequest(f *Fabric, req string, least int, path *field.Path) fiel
 	switch req {
 	case GPURequestExtendedResource:
 		return nil
-	case GPURequestClaim:
+	case GPURequestClaim, GPURequestClaimWithNICs:
 		var errs field.ErrorList
 		if !f.HasDRANodes() {
 			errs = append(errs, field.Invalid(path, req, "no node publishes gpu.nvidia.com devices: set fabric.gpuSource to dra or mixed"))
+		}
+		if req == GPURequestClaimWithNICs && !f.HasRails() {
+			errs = append(errs, field.Invalid(path, req, "no node publishes dra.net NICs: set fabric.rails"))
 		}
 		if least < 1 {
 			errs = append(errs, field.Invalid(path, req, "a claim asks for at least one GPU: set the GPUs to 1 or more"))
 		}
 		return errs
 	}
-	return field.ErrorList{field.NotSupported(path, req, []string{GPURequestExtendedResource, GPURequestClaim})}
+	return field.ErrorList{field.NotSupported(path, req, []string{GPURequestExtendedResource, GPURequestClaim, GPURequestClaimWithNICs})}
 }
 
 // smallest is the smallest value r can draw.

@@ -33,13 +33,27 @@ type Job struct {
 	// GPU is the gang's GPU fleet policy, or nil for gpu-gang's defaults.
 	GPU *GPURequirements
 	// GPURequest is how each member asks for its GPUs: GPURequestClaim,
-	// or GPURequestExtendedResource (also when empty).
+	// GPURequestClaimWithNICs, or GPURequestExtendedResource (also when
+	// empty).
 	GPURequest string
+	// RailAlignment is the gang's rail alignment for gpu-gang, or empty
+	// for its default.
+	RailAlignment string
+	// Big marks one of the big gangs the domain figures follow; Movable a
+	// gang gpu-gang may move (GangClass.Big, GangClass.Movable).
+	Big     bool
+	Movable bool
 }
 
 // ClaimsGPUs reports whether each member takes its GPUs through a
 // ResourceClaim rather than an nvidia.com/gpu request.
-func (j *Job) ClaimsGPUs() bool { return j.GPURequest == GPURequestClaim && j.GPUsPerPod > 0 }
+func (j *Job) ClaimsGPUs() bool {
+	return (j.GPURequest == GPURequestClaim || j.GPURequest == GPURequestClaimWithNICs) && j.GPUsPerPod > 0
+}
+
+// ClaimsNICs reports whether each member's claim also takes one RDMA NIC
+// per GPU, paired with it under its PCIe root.
+func (j *Job) ClaimsNICs() bool { return j.GPURequest == GPURequestClaimWithNICs && j.GPUsPerPod > 0 }
 
 // Expand draws the scenario's jobs, ordered by arrival then name. Each class
 // draws from its own random stream derived from the seed and the class's
@@ -52,17 +66,20 @@ func Expand(s *Scenario) []Job {
 		width := len(fmt.Sprint(g.Count - 1))
 		for k := range g.Count {
 			jobs = append(jobs, Job{
-				Name:       fmt.Sprintf("%s-%0*d", g.Name, width, k),
-				Gang:       true,
-				At:         times[k],
-				Pods:       g.Pods.Draw(rng),
-				GPUsPerPod: g.GPUsPerPod.Draw(rng),
-				Duration:   g.Duration.Draw(rng),
-				Priority:   g.Priority,
-				Topology:   g.Topology,
-				Segments:   g.Segments,
-				GPU:        g.GPU,
-				GPURequest: g.GPURequest,
+				Name:          fmt.Sprintf("%s-%0*d", g.Name, width, k),
+				Gang:          true,
+				At:            times[k],
+				Pods:          g.Pods.Draw(rng),
+				GPUsPerPod:    g.GPUsPerPod.Draw(rng),
+				Duration:      g.Duration.Draw(rng),
+				Priority:      g.Priority,
+				Topology:      g.Topology,
+				Segments:      g.Segments,
+				GPU:           g.GPU,
+				GPURequest:    g.GPURequest,
+				RailAlignment: g.RailAlignment,
+				Big:           g.Big,
+				Movable:       g.Movable,
 			})
 		}
 	}
@@ -70,7 +87,7 @@ func Expand(s *Scenario) []Job {
 		jobs = append(jobs, Job{
 			Name: j.Name, Gang: true, At: j.At.Duration, Pods: j.Pods, GPUsPerPod: j.GPUsPerPod,
 			Duration: j.Duration.Duration, Priority: j.Priority, Topology: j.Topology, Segments: j.Segments, GPU: j.GPU,
-			GPURequest: j.GPURequest,
+			GPURequest: j.GPURequest, RailAlignment: j.RailAlignment, Big: j.Big, Movable: j.Movable,
 		})
 	}
 	for i, c := range s.Workload.Pods {

@@ -54,6 +54,7 @@ func SetDefaults(s *Scenario) {
 	}
 	setFleetDefaults(s)
 	setDRADefaults(s)
+	setRailsDefaults(s)
 	for i := range s.Workload.Gangs {
 		g := &s.Workload.Gangs[i]
 		if g.Name == "" {
@@ -126,6 +127,7 @@ func validateFabric(f *Fabric, path *field.Path) field.ErrorList {
 	}
 	errs = append(errs, validateFleet(f, path.Child("fleet"))...)
 	errs = append(errs, validateGPUSource(f, path)...)
+	errs = append(errs, validateRails(f, path.Child("rails"))...)
 	return errs
 }
 
@@ -160,6 +162,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		errs = append(errs, validateSegments(g.Segments, g.Pods.values(), g.Topology, p.Child("segments"))...)
 		errs = append(errs, validateGPU(g.GPU, p.Child("gpu"))...)
 		errs = append(errs, validateGPURequest(&s.Fabric, g.GPURequest, g.GPUsPerPod.smallest(), p.Child("gpuRequest"))...)
+		errs = append(errs, validateRailAlignment(g.RailAlignment, p.Child("railAlignment"))...)
 		errs = append(errs, validateArrival(&g.Arrival, p.Child("arrival"))...)
 		errs = append(errs, validatePreloaded(s.Preload, &g.Arrival, p.Child("arrival"))...)
 	}
@@ -186,6 +189,7 @@ func validateWorkload(s *Scenario, path *field.Path) field.ErrorList {
 		errs = append(errs, validateSegments(j.Segments, []int{j.Pods}, j.Topology, p.Child("segments"))...)
 		errs = append(errs, validateGPU(j.GPU, p.Child("gpu"))...)
 		errs = append(errs, validateGPURequest(&s.Fabric, j.GPURequest, j.GPUsPerPod, p.Child("gpuRequest"))...)
+		errs = append(errs, validateRailAlignment(j.RailAlignment, p.Child("railAlignment"))...)
 	}
 	for i := range w.Pods {
 		c := &w.Pods[i]

@@ -175,3 +175,22 @@ func TestShippedScenarios(t *testing.T) {
 	_, err = os.Stat("../../../scenarios/default.yaml")
 	require.NoError(t, err, "the README's scenario must exist")
 }
+
+// big and movable, on a gang family or an explicit job, reach every job
+// drawn from it and no other.
+func TestBigAndMovable(t *testing.T) {
+	yaml := strings.Replace(minimal, "duration: 10s,", "duration: 10s, big: true, movable: true,", 1)
+	yaml = strings.Replace(yaml, "duration: 1m,", "duration: 1m, movable: true,", 1)
+	s, err := Parse([]byte(yaml))
+	require.NoError(t, err)
+	for _, j := range Expand(s) {
+		switch {
+		case strings.HasPrefix(j.Name, "g-"):
+			require.True(t, j.Big && j.Movable, j.Name)
+		case j.Name == "fixed":
+			require.True(t, j.Movable && !j.Big, j.Name)
+		default:
+			require.False(t, j.Big || j.Movable, j.Name)
+		}
+	}
+}

@@ -74,6 +74,9 @@ type Fabric struct {
 	// DRANodes picks the nodes that publish their GPUs through DRA when
 	// GPUSource is mixed.
 	DRANodes *DRANodes `json:"draNodes,omitempty"`
+	// Rails, when set, makes the fabric rail-optimized: every DRA node
+	// also publishes one RDMA NIC per GPU (see Rails).
+	Rails *Rails `json:"rails,omitempty"`
 }
 
 // Prefill occupies GPUs with pods bound straight to nodes, which run until
@@ -125,8 +128,22 @@ type GangClass struct {
 	// GPU is the gang's GPU fleet policy, if any.
 	GPU *GPURequirements `json:"gpu,omitempty"`
 	// GPURequest is how members ask for their GPUs: extended-resource
-	// (default) or claim (see GPURequestClaim).
+	// (default), claim (see GPURequestClaim) or claim-with-nics (see
+	// GPURequestClaimWithNICs).
 	GPURequest string `json:"gpuRequest,omitempty"`
+	// RailAlignment is the gang's rail alignment for gpu-gang: required,
+	// preferred or none, as the PodGroup annotation
+	// gpu-gang.x-k8s.io/rail-alignment; unset writes no annotation
+	// (gpu-gang's default, preferred for gangs on rails).
+	RailAlignment string `json:"railAlignment,omitempty"`
+	// Big marks the gangs as the big jobs whose wait the domain figures
+	// follow (metrics.DomainSummary): big-gang wait, evictions and the
+	// domains they touch per big gang. It changes nothing in the objects.
+	Big bool `json:"big,omitempty"`
+	// Movable lets gpu-gang move the gangs to consolidate free domains: it
+	// writes the PodGroup annotation gpu-gang.x-k8s.io/movable: "true" (of
+	// either API), and nothing else.
+	Movable bool `json:"movable,omitempty"`
 	// Arrival says when the gangs arrive.
 	Arrival Arrival `json:"arrival,omitempty"`
 }
@@ -137,16 +154,19 @@ type JobSpec struct {
 	Name string `json:"name,omitempty"`
 	// At is the arrival time after the run starts.
 	At Duration `json:"at,omitempty"`
-	// Pods, GPUsPerPod, Duration, Priority, Topology, Segments, GPU and
-	// GPURequest are as in GangClass.
-	Pods       int              `json:"pods"`
-	GPUsPerPod int              `json:"gpusPerPod"`
-	Duration   Duration         `json:"duration,omitempty"`
-	Priority   int32            `json:"priority,omitempty"`
-	Topology   *Topology        `json:"topology,omitempty"`
-	Segments   *Segments        `json:"segments,omitempty"`
-	GPU        *GPURequirements `json:"gpu,omitempty"`
-	GPURequest string           `json:"gpuRequest,omitempty"`
+	// Pods, GPUsPerPod, Duration, Priority, Topology, Segments, GPU,
+	// GPURequest, RailAlignment, Big and Movable are as in GangClass.
+	Pods          int              `json:"pods"`
+	GPUsPerPod    int              `json:"gpusPerPod"`
+	Duration      Duration         `json:"duration,omitempty"`
+	Priority      int32            `json:"priority,omitempty"`
+	Topology      *Topology        `json:"topology,omitempty"`
+	Segments      *Segments        `json:"segments,omitempty"`
+	GPU           *GPURequirements `json:"gpu,omitempty"`
+	GPURequest    string           `json:"gpuRequest,omitempty"`
+	RailAlignment string           `json:"railAlignment,omitempty"`
+	Big           bool             `json:"big,omitempty"`
+	Movable       bool             `json:"movable,omitempty"`
 }
 
 // PodClass is a stream of plain pods, each outside any gang.

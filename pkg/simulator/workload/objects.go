@@ -52,7 +52,13 @@
 // GPUs of DeviceClass gpu.nvidia.com: each pod lists it in
 // spec.resourceClaims as claim "gpus", its container refers to that claim
 // and asks for no nvidia.com/gpu, and the resourceclaim controller
-// (lifecycle.StartClaimController) creates each pod's claim from it.
+// (lifecycle.StartClaimController) creates each pod's claim from it. A job
+// that claims NICs too (gpuRequest: claim-with-nics) gets the same, its
+// template asking for pairs of one GPU and one RDMA NIC under one PCIe
+// root. A gang's rail alignment reaches gpu-gang as the
+// gpu-gang.x-k8s.io/rail-alignment annotation on its PodGroup, of either
+// API, and a movable gang (scenario.GangClass.Movable) carries
+// MovableAnnotation there.
 package workload
 
 import (
@@ -100,6 +106,12 @@ const (
 	RoleWorkload = "workload"
 	RolePrefill  = "prefill"
 )
+
+// MovableAnnotation, set to "true" on a gang's PodGroup (of either API),
+// tells gpu-gang that it may move the gang, evicting it to start again
+// elsewhere, to consolidate free NVLink cliques and leaves. Only gpu-gang
+// will read it; the baselines have no such notion.
+const MovableAnnotation = "gpu-gang.x-k8s.io/movable"
 
 // Builder makes the objects of jobs for one profile.
 type Builder struct {
@@ -190,7 +202,7 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 			}
 			out.GangGroup.Annotations = map[string]string{annotation: key}
 		}
-		for k, v := range job.GPU.Annotations() {
+		for k, v := range gangAnnotations(job) {
 			if out.GangGroup.Annotations == nil {
 				out.GangGroup.Annotations = map[string]string{}
 			}
@@ -225,10 +237,11 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 				Topology: []schedulingv1beta1.TopologyConstraint{{Key: key}},
 			}
 		}
-		// The fleet policy has no field in the native API; gpu-gang reads
-		// it from the PodGroup's annotations whichever API carries them,
-		// and the in-tree scheduler ignores them.
-		if a := job.GPU.Annotations(); len(a) > 0 {
+		// The fleet policy and rail alignment have no field in the native
+		// API; gpu-gang reads them from the PodGroup's annotations
+		// whichever API carries them, and the in-tree scheduler ignores
+		// them.
+		if a := gangAnnotations(job); len(a) > 0 {
 			pg.Annotations = a
 		}
 		out.NativeGroup = pg
@@ -242,6 +255,26 @@ func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 		}
 	}
 	return out, nil
+}
+
+// gangAnnotations are the annotations gpu-gang reads on a gang's PodGroup
+// besides its topology: the GPU fleet policy, the rail alignment and
+// whether it may be moved; nil when the job sets none of them.
+func gangAnnotations(job *scenario.Job) map[string]string {
+	a := job.GPU.Annotations()
+	set := func(k, v string) {
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[k] = v
+	}
+	if job.RailAlignment != "" {
+		set(scheduling.AnnotationRailAlignment, job.RailAlignment)
+	}
+	if job.Movable {
+		set(MovableAnnotation, "true")
+	}
+	return a
 }
 
 func (b *Builder) tierKey(job *scenario.Job, t *scenario.Topology) (string, error) {
