@@ -53,15 +53,15 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
-	if in.RailAttributes != nil {
-		in, out := &in.RailAttributes, &out.RailAttributes
-		*out = make([]string, len(*in))
-		copy(*out, *in)
-	}
 	if in.ClaimReleaseGraceSeconds != nil {
 		in, out := &in.ClaimReleaseGraceSeconds, &out.ClaimReleaseGraceSeconds
 		*out = new(int64)
 		**out = **in
+	}
+	if in.RailAttributes != nil {
+		in, out := &in.RailAttributes, &out.RailAttributes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
 	}
 }
 
