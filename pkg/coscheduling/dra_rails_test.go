@@ -53,6 +53,32 @@ func railSlices(node string, gpuOfRail []int) []runtime.Object {
 	return []runtime.Object{gpus, nics}
 }
 
+// railFabric is DRA nodes node-0, node-1, ... with railSlices of the
+// given layouts, and the objects to create: the GPU class, the slices.
+func railFabric(layouts ...[]int) ([]*v1.Node, []runtime.Object) {
+	objs := []runtime.Object{nvidiaClass()}
+	var nodes []*v1.Node
+	for i, l := range layouts {
+		n := fmt.Sprint("node-", i)
+		nodes = append(nodes, draNode(n))
+		objs = append(objs, railSlices(n, l)...)
+	}
+	return nodes, objs
+}
+
+// halfNodeGang is gang rl of n members that each claim 4 GPUs (half a
+// node) through one template, with the template and the claims added to
+// objs.
+func halfNodeGang(n int, objs []runtime.Object) ([]*v1.Pod, []runtime.Object) {
+	tmpl := claimTemplate(testNS, "half", gpuClaimSpec(scheduling.DeviceClassGPU, 4, ""))
+	objs = append(objs, tmpl)
+	job := members("rl", n, "")
+	for _, p := range job {
+		objs = append(objs, claimFromTemplate(p, "gpus", tmpl))
+	}
+	return job, objs
+}
+
 // railOfGPU inverts gpuOfRail.
 func railOfGPU(gpuOfRail []int, gpu int) int { return slices.Index(gpuOfRail, gpu) }
 
@@ -125,18 +151,9 @@ func TestRailAlignedGangWritesItsMembersOnOneRailSet(t *testing.T) {
 // A gang whose annotation says "none" is left to DynamicResources: gpu-gang
 // writes none of its members' claims.
 func TestRailAlignmentNoneLeavesClaimsToDynamicResources(t *testing.T) {
-	objs := []runtime.Object{nvidiaClass()}
-	var nodes []*v1.Node
-	for _, n := range []string{"node-0", "node-1"} {
-		nodes = append(nodes, draNode(n))
-		objs = append(objs, railSlices(n, []int{0, 1, 2, 3, 4, 5, 6, 7})...)
-	}
-	tmpl := claimTemplate(testNS, "half", gpuClaimSpec(scheduling.DeviceClassGPU, 4, ""))
-	objs = append(objs, tmpl)
-	job := members("rl", 2, "")
-	for _, p := range job {
-		objs = append(objs, claimFromTemplate(p, "gpus", tmpl))
-	}
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	nodes, objs := railFabric(straight, straight)
+	job, objs := halfNodeGang(2, objs)
 	pg := gangtest.MakePodGroup("rl", testNS).MinMember(2).Obj()
 	pg.Annotations = map[string]string{scheduling.AnnotationRailAlignment: scheduling.RailAlignmentNone}
 	env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, withDRA(), withObjects(objs...))
@@ -153,20 +170,10 @@ func TestRailAlignmentNoneLeavesClaimsToDynamicResources(t *testing.T) {
 // rails, and writes nothing; once an aligned set is free it is planned.
 func TestRailAlignmentRequiredWaitsForAnAlignedSet(t *testing.T) {
 	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	objs := []runtime.Object{nvidiaClass()}
-	var nodes []*v1.Node
-	for _, n := range []string{"node-0", "node-1"} {
-		nodes = append(nodes, draNode(n))
-		objs = append(objs, railSlices(n, straight)...)
-	}
+	nodes, objs := railFabric(straight, straight)
 	busy1 := allocatedClaim(testNS, "busy-1", "node-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3")
 	objs = append(objs, allocatedClaim(testNS, "busy-0", "node-0", "gpu-4", "gpu-5", "gpu-6", "gpu-7"), busy1)
-	tmpl := claimTemplate(testNS, "half", gpuClaimSpec(scheduling.DeviceClassGPU, 4, ""))
-	objs = append(objs, tmpl)
-	job := members("rl", 2, "")
-	for _, p := range job {
-		objs = append(objs, claimFromTemplate(p, "gpus", tmpl))
-	}
+	job, objs := halfNodeGang(2, objs)
 	pg := gangtest.MakePodGroup("rl", testNS).MinMember(2).Obj()
 	pg.Annotations = map[string]string{scheduling.AnnotationRailAlignment: scheduling.RailAlignmentRequired}
 	env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, withDRA(), withObjects(objs...))
