@@ -107,3 +107,10 @@ const (
 // ReasonRailsNotFree: a gang that requires rail alignment waits because no
 // set of rails is free on enough nodes.
 const ReasonRailsNotFree = "RailsNotFree"
+
+// AnnotationMovable set to "true" on a PodGroup says that the job restarts
+// cheaply (it checkpoints): the scheduler may evict it whole to gather free
+// capacity into one domain for a gang that needs it, and prefers it as a
+// victim over a job of the same priority that is not movable. "false" or
+// no annotation: the job is not moved.
+const AnnotationMovable = "gpu-gang.x-k8s.io/movable"
