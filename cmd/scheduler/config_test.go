@@ -125,19 +125,29 @@ func TestShippedConfiguration(t *testing.T) {
 		"PreFilter":  {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "GPUFleet", "Coscheduling"},
 		"Filter":     {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "GPUFleet", "Coscheduling"},
 		"PostFilter": {"DynamicResources", "Coscheduling"},
+		"PreScore":   {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "Coscheduling"},
+		"Score":      {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeResourcesBalancedAllocation", "ImageLocality", "Coscheduling"},
 		"Reserve":    {"VolumeBinding", "DynamicResources", "Coscheduling"},
 		"Permit":     {"Coscheduling"},
 		"Bind":       {"DefaultBinder"},
 	}
 	points := map[string]schedconfig.PluginSet{
 		"QueueSort": got.QueueSort, "PreEnqueue": got.PreEnqueue, "PreFilter": got.PreFilter, "Filter": got.Filter,
-		"PostFilter": got.PostFilter, "Reserve": got.Reserve, "Permit": got.Permit, "Bind": got.Bind,
+		"PostFilter": got.PostFilter, "PreScore": got.PreScore, "Score": got.Score, "Reserve": got.Reserve, "Permit": got.Permit, "Bind": got.Bind,
 	}
 	for point, wantNames := range want {
 		if diff := cmp.Diff(wantNames, names(points[point])); diff != "" {
 			t.Errorf("%s plugins (-want,+got):\n%s", point, diff)
 		}
 	}
+	// Packing outweighs the stock spreading scores (see the file's comment).
+	weights := map[string]int32{}
+	for _, p := range got.Score.Enabled {
+		weights[p.Name] = p.Weight
+	}
+	require.EqualValues(t, 10, weights["Coscheduling"])
+	require.Greater(t, 50*weights["Coscheduling"], 100*(weights["NodeResourcesFit"]+weights["NodeResourcesBalancedAllocation"]+weights["ImageLocality"]),
+		"the gap packing leaves between its first node and the rest must outweigh the spreading scores")
 }
 
 func TestInvalidPluginArgsFailStartup(t *testing.T) {

@@ -187,7 +187,7 @@ func newTestEnv(t testing.TB, nodes []*v1.Node, pods []*v1.Pod, pgs []*v1alpha1.
 			registrations = append(registrations, f(sources))
 		}
 		return append(registrations,
-			tf.RegisterPluginAsExtensions(Name, factory, "QueueSort", "PreEnqueue", "PreFilter", "Filter", "PostFilter", "Reserve", "Permit"),
+			tf.RegisterPluginAsExtensions(Name, factory, "QueueSort", "PreEnqueue", "PreFilter", "Filter", "PostFilter", "PreScore", "Score", "Reserve", "Permit"),
 			tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New))
 	}
 	env.Env = plugintest.New(t, plugintest.Config{

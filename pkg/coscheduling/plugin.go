@@ -32,6 +32,9 @@
 //     of strictly lower priority, whole gangs only (or members above
 //     minMember), inside one topology domain (package preemption decides,
 //     within PodDisruptionBudgets), and holds the freed room for itself.
+//   - score.go: a plain pod that takes accelerators is scored by the
+//     planner's own best fit (core.Packing), so that it fills the nodes and
+//     domains already in use and leaves whole domains to gangs.
 //   - permit.go: Reserve/Unreserve count members; Permit holds them until
 //     quorum is reserved, then lets them all bind. A timeout, a failed or a
 //     deleted member rejects every waiting sibling.
@@ -142,6 +145,8 @@ var (
 	_ fwk.PreFilterPlugin   = &Plugin{}
 	_ fwk.FilterPlugin      = &Plugin{}
 	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.PreScorePlugin    = &Plugin{}
+	_ fwk.ScorePlugin       = &Plugin{}
 	_ fwk.ReservePlugin     = &Plugin{}
 	_ fwk.PermitPlugin      = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}

@@ -37,6 +37,13 @@ profiles:
       postFilter:
         enabled:
           - name: Coscheduling
+      preScore:
+        enabled:
+          - name: Coscheduling
+      score:
+        enabled:
+          - name: Coscheduling
+            weight: {{ .Values.scheduler.packingWeight }}
       reserve:
         enabled:
           - name: Coscheduling
