@@ -70,12 +70,11 @@
 //     gang's members in Unit.Pods order.
 //
 // Every field but the level (fixed per domain) only grows as victims are
-// added, and for whole units the
-// canonical order sorts by fields 5 to 9 in the cost's own order, so the
-// first m whole units of any run of them are also the cheapest m: the
-// search's lower bound rests on both (see bound.go). A field added to the
-// cost order after the counts needs its key in the canonical order at the
-// same place.
+// added, and for whole units the canonical order sorts by fields 5 to 9
+// in the cost's own order, so the first m whole units of any run of them
+// are also the cheapest m: the search's lower bound rests on both (see
+// bound.go). A field added to the cost order after the counts needs its
+// key in the canonical order at the same place.
 //
 // The tuple is total, so the decision does not depend on the order of
 // Request.Units or of anything else the caller passes.
