@@ -391,3 +391,34 @@ func TestGangPlansAroundAPreemptorsNomination(t *testing.T) {
 		require.NotContains(t, nodes, "node-aa", "member %s was planned into a preemptor's room", p.Name)
 	}
 }
+
+// A victim gang is movable when its PodGroup says so; a malformed value
+// counts as not movable and an Event on the PodGroup names it and the fix.
+// The engine then evicts the movable gang, though it has run longest.
+func TestVictimMovableFromAnnotation(t *testing.T) {
+	nodes, running, pgs := fullFabric()
+	annotations := map[string]string{"low-a": "true", "low-b": "yes", "low-c": "false"}
+	for _, pg := range pgs {
+		if v, ok := annotations[pg.Name]; ok {
+			pg.Annotations = map[string]string{scheduling.AnnotationMovable: v}
+		}
+	}
+	job := urgent("urgent", 2, 100)
+	pgs = append(pgs, gangtest.MakePodGroup("urgent", testNS).MinMember(2).Created(t0.Add(time.Hour)).Obj())
+	env := newTestEnv(t, nodes, append(running, job...), pgs, withTopology(t))
+	rec := env.record()
+	env.syncWatch()
+
+	_, status := env.attempt(job[0])
+	require.True(t, status.IsSuccess(), "%v", status)
+	movable := map[string]bool{}
+	for _, u := range rec.last().Units {
+		movable[u.Name] = u.Movable
+	}
+	require.Equal(t, map[string]bool{"team-a/low-a": true, "team-a/low-b": false, "team-a/low-c": false, "team-a/low-d": false}, movable)
+	require.Equal(t, []string{"low-a-0", "low-a-1"}, env.deleted(), "the movable gang goes first")
+	events := env.recorded()
+	require.True(t, hasEvent(events, scheduling.ReasonInvalidPodGroup,
+		`gang team-a/low-b: annotation gpu-gang.x-k8s.io/movable="yes" is not "true" or "false"; preemption counts the gang as not movable`), "%v", events)
+	require.False(t, hasEvent(events, scheduling.ReasonInvalidPodGroup, "team-a/low-c"), "%v", events)
+}

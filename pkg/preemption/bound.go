@@ -14,9 +14,10 @@ package preemption
 // units (the elastic members left cannot cover the rest). Violations,
 // gangs and elastic members are bounded field by field. For the fields
 // after them: where items[j:] are all whole units, they are sorted by
-// priority, age and GPUs, so the next m are the cheapest m in the cost
-// order and any extension of m or more items costs at least as much;
-// elsewhere each of the m adds at least the least priority, age and GPUs
+// priority, unmovable work, work and GPUs, the cost's own fields in its
+// order, so the next m are the cheapest m in the cost order and any
+// extension of m or more items costs at least as much; elsewhere each of
+// the m adds at least the least priority, unmovable work, work and GPUs
 // left. Either way no field of the bound exceeds the true one before the
 // first field where the bound is smaller, so neither does the bound.
 func (ds *domainSearch) bound(j int) (cost, bool) {
@@ -55,12 +56,14 @@ func (ds *domainSearch) bound(j int) (cost, bool) {
 		}
 		lb.maxPrio = max(lb.maxPrio, int64(ds.p.items[ds.items[end-1]].prio))
 		lb.sumPrio += ds.preSum[end] - ds.preSum[j]
-		lb.work += ds.preAge[end] - ds.preAge[j]
+		lb.unmovable += ds.preUnmovable[end] - ds.preUnmovable[j]
+		lb.work += ds.preWork[end] - ds.preWork[j]
 		lb.gpus += ds.preGPU[end] - ds.preGPU[j]
 	default:
 		lb.maxPrio = max(lb.maxPrio, ds.sufMinPrio[j])
 		lb.sumPrio += m * (ds.sufMinPrio[j] + priorityOffset)
-		lb.work += m * ds.sufMinAge[j]
+		lb.unmovable += m * ds.sufMinUnmovable[j]
+		lb.work += m * ds.sufMinWork[j]
 		lb.gpus += m * ds.sufMinGPU[j]
 	}
 	return lb, true

@@ -117,6 +117,12 @@ func makePod(name string) *unitWrapper {
 func (w *unitWrapper) priority(p int32) *unitWrapper { w.u.Priority = p; return w }
 func (w *unitWrapper) surplus(n int) *unitWrapper    { w.u.Surplus = n; return w }
 
+// movable marks the unit as one that checkpoints and restarts cheaply.
+func (w *unitWrapper) movable() *unitWrapper { w.u.Movable = true; return w }
+
+// notStarted makes the unit one that has not started: it loses no work.
+func (w *unitWrapper) notStarted() *unitWrapper { w.u.Started = time.Time{}; return w }
+
 func (w *unitWrapper) startedAgo(d time.Duration) *unitWrapper {
 	w.u.Started = now.Add(-d)
 	return w

@@ -89,6 +89,9 @@ func tryRandomCase(rng *rand.Rand, size caseSize) *Request {
 		} else {
 			w.startedAgo(age)
 		}
+		if rng.IntN(3) == 0 {
+			w.movable()
+		}
 		for range size {
 			gpus := []int64{2, 4, 8, 8}[rng.IntN(4)]
 			cpu := []int64{1000, 2000}[rng.IntN(2)]
@@ -184,7 +187,7 @@ func describeCase(req *Request) string {
 		fmt.Fprintf(&b, "  node %s %s/%s/%s free %v\n", n.Name, n.Labels[spineKey], n.Labels[leafKey], n.Labels[cliqueKey], n.Free)
 	}
 	for _, u := range req.Units {
-		fmt.Fprintf(&b, "  %s %s prio %d started %v surplus %d\n", u.Kind, u.Name, u.Priority, u.Started.Sub(now), u.Surplus)
+		fmt.Fprintf(&b, "  %s %s prio %d started %v surplus %d movable %v\n", u.Kind, u.Name, u.Priority, u.Started.Sub(now), u.Surplus, u.Movable)
 		for _, pd := range u.Pods {
 			node := "-"
 			if pd.Node >= 0 {

@@ -21,8 +21,11 @@ type cost struct {
 	maxPrio int64
 	// sumPrio sums priority+priorityOffset over victims.
 	sumPrio int64
-	work    int64
-	gpus    int64
+	// unmovable sums the work of victims that are not movable, work that
+	// of all victims, in GPU-seconds.
+	unmovable int64
+	work      int64
+	gpus      int64
 }
 
 // compare orders costs field by field: the numeric part of the cost order.
@@ -45,6 +48,9 @@ func (a *cost) compare(b *cost) int {
 	if c := cmp.Compare(a.sumPrio, b.sumPrio); c != 0 {
 		return c
 	}
+	if c := cmp.Compare(a.unmovable, b.unmovable); c != 0 {
+		return c
+	}
 	if c := cmp.Compare(a.work, b.work); c != 0 {
 		return c
 	}
@@ -55,13 +61,14 @@ func (a *cost) compare(b *cost) int {
 func (a *cost) export() Cost {
 	n := a.gangs + a.elastic
 	c := Cost{
-		Violations:      int(a.violations),
-		Level:           int(a.level),
-		Gangs:           int(a.gangs),
-		Elastic:         int(a.elastic),
-		SumPriority:     a.sumPrio - n*priorityOffset,
-		WorkLostSeconds: a.work,
-		GPUs:            a.gpus,
+		Violations:          int(a.violations),
+		Level:               int(a.level),
+		Gangs:               int(a.gangs),
+		Elastic:             int(a.elastic),
+		SumPriority:         a.sumPrio - n*priorityOffset,
+		UnmovableGPUSeconds: a.unmovable,
+		WorkLostGPUSeconds:  a.work,
+		GPUs:                a.gpus,
 	}
 	if n > 0 {
 		c.MaxPriority = int32(a.maxPrio)

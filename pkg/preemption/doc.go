@@ -50,16 +50,31 @@
 //  5. The highest priority among the victims, lowest first.
 //  6. The sum of the victims' priorities, lowest first, counting each whole
 //     gang, elastic member and plain pod once.
-//  7. Work lost, least first: the sum over the same victims of the whole
-//     seconds since they started (Unit.Started; a unit not yet started
-//     loses none), so the most recently started go first.
-//  8. GPUs evicted, fewest first.
-//  9. Canonical order: list each set's victims in canonical order; the set
-//     whose first differing victim comes first wins. The canonical order of
-//     victims is elastic members before whole units, then priority
-//     ascending, then work lost (whole seconds running) ascending, then
-//     GPUs ascending, then the unit's name, then a gang's members in
-//     Unit.Pods order.
+//  7. Work lost for good, least first: the work lost (below) of the
+//     victims that are not Unit.Movable. A movable unit checkpoints and
+//     restarts cheaply, so among victims of equal priority those that can
+//     move go first; a unit that has done no work yet loses none either
+//     way.
+//  8. Work lost, least first, in GPU-seconds: the sum over the same victims
+//     of the GPUs each holds (a whole unit's pods, or the one elastic
+//     member) times the whole seconds since its unit started
+//     (Unit.Started; a unit not yet started loses none). So a small job
+//     that has run long can go before a large one that started recently,
+//     and pods without GPUs lose nothing here.
+//  9. GPUs evicted, fewest first.
+//  10. Canonical order: list each set's victims in canonical order; the
+//     set whose first differing victim comes first wins. The canonical
+//     order of victims is elastic members before whole units, then
+//     priority ascending, then work lost for good ascending, then work
+//     lost ascending, then GPUs ascending, then the unit's name, then a
+//     gang's members in Unit.Pods order.
+//
+// Every field but the level (fixed per domain) only grows as victims are
+// added, and for whole units the canonical order sorts by fields 5 to 9
+// in the cost's own order, so the first m whole units of any run of them
+// are also the cheapest m: the search's lower bound rests on both (see
+// bound.go). A field added to the cost order after the counts needs its
+// key in the canonical order at the same place.
 //
 // The tuple is total, so the decision does not depend on the order of
 // Request.Units or of anything else the caller passes.

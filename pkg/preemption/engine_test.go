@@ -60,7 +60,7 @@ func TestDecide(t *testing.T) {
 			preemptor:   makePreemptor("ns/big").workers(8, 8),
 			wantVictims: []string{"whole gang ns/a[0 1 2 3]", "whole gang ns/b[0 1 2 3]"},
 			wantDomain:  "spine s0",
-			wantCost:    &Cost{Level: 3, Gangs: 2, MaxPriority: 1, SumPriority: 2, WorkLostSeconds: 7200, GPUs: 64},
+			wantCost:    &Cost{Level: 3, Gangs: 2, MaxPriority: 1, SumPriority: 2, UnmovableGPUSeconds: 230400, WorkLostGPUSeconds: 230400, GPUs: 64},
 		},
 		{
 			name: "headline: the spine whose gangs started last",
@@ -163,7 +163,7 @@ func TestDecide(t *testing.T) {
 			preemptor:   makePreemptor("ns/pair").workers(2, 8).policy(cliqueKey, true),
 			wantVictims: []string{"whole gang ns/p[0]", "whole gang ns/wide[0 1]"},
 			wantDomain:  "NVLink domain s0-l0-c0",
-			wantCost:    &Cost{Level: 1, Gangs: 2, SumPriority: 0, WorkLostSeconds: 3660, GPUs: 24},
+			wantCost:    &Cost{Level: 1, Gangs: 2, SumPriority: 0, UnmovableGPUSeconds: 58080, WorkLostGPUSeconds: 58080, GPUs: 24},
 		},
 		{
 			name: "preferred NVLink domain falls back to one leaf with fewer victims",
@@ -216,7 +216,7 @@ func TestDecide(t *testing.T) {
 			preemptor:   makePreemptor("ns/urgent").workers(1, 8),
 			wantVictims: []string{"elastic members ns/elastic[0]"},
 			wantDomain:  "node s0-l0-n0",
-			wantCost:    &Cost{Elastic: 1, SumPriority: 0, WorkLostSeconds: 3600, GPUs: 8},
+			wantCost:    &Cost{Elastic: 1, SumPriority: 0, UnmovableGPUSeconds: 28800, WorkLostGPUSeconds: 28800, GPUs: 8},
 		},
 		{
 			name: "elastic members go before a cheaper whole gang",
@@ -265,7 +265,7 @@ func TestDecide(t *testing.T) {
 			preemptor:   makePreemptor("ns/self").workers(1, 8).anchoredAt("s0-l1-n0"),
 			wantVictims: []string{"whole gang ns/near[0]"},
 			wantDomain:  "NVLink domain s0-l1-c0",
-			wantCost:    &Cost{Level: 1, Gangs: 1, SumPriority: 0, WorkLostSeconds: 36000, GPUs: 8},
+			wantCost:    &Cost{Level: 1, Gangs: 1, SumPriority: 0, UnmovableGPUSeconds: 288000, WorkLostGPUSeconds: 288000, GPUs: 8},
 		},
 		{
 			name: "members that exclude each other need a node each",
@@ -277,7 +277,7 @@ func TestDecide(t *testing.T) {
 				)
 			},
 			preemptor:   makePreemptor("ns/spread").workers(2, 4).maxPerNode(1),
-			wantVictims: []string{"whole gang ns/a[0]", "plain pod ns/b1[0]"},
+			wantVictims: []string{"plain pod ns/b1[0]", "whole gang ns/a[0]"},
 			wantDomain:  "NVLink domain s0-l0-c0",
 		},
 		{
@@ -330,14 +330,14 @@ func TestDecide(t *testing.T) {
 			preemptor:   makePreemptor("ns/two").workers(2, 8),
 			wantVictims: []string{"whole gang ns/a[0 1]"},
 			wantDomain:  "NVLink domain s0-l0-c0",
-			wantCost:    &Cost{Violations: 1, Level: 1, Gangs: 1, SumPriority: 0, WorkLostSeconds: 3600, GPUs: 16},
+			wantCost:    &Cost{Violations: 1, Level: 1, Gangs: 1, SumPriority: 0, UnmovableGPUSeconds: 57600, WorkLostGPUSeconds: 57600, GPUs: 16},
 		},
 		{
-			name: "fewest GPUs breaks a tie",
+			name: "fewest GPUs breaks a tie when no work is lost",
 			cluster: func() *cluster {
 				return newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(1).Obj()).add(
-					makeGang("ns/big").on(8, "s0-l0-n0").on(8, ""),
-					makeGang("ns/small").on(4, "s0-l1-n0").on(4, "s0-l1-n0"),
+					makeGang("ns/big").notStarted().on(8, "s0-l0-n0").on(8, ""),
+					makeGang("ns/small").notStarted().on(4, "s0-l1-n0").on(4, "s0-l1-n0"),
 				)
 			},
 			preemptor:   makePreemptor("ns/one").workers(1, 8),
@@ -358,6 +358,7 @@ func TestDecide(t *testing.T) {
 			wantDomain:  "node s0-l0-n1",
 		},
 		{
+			// Pods without GPUs lose no GPU-seconds: the name decides.
 			name: "a plain CPU pod evicts one lower-priority pod, anywhere",
 			cluster: func() *cluster {
 				c := newCluster(placementtest.MakeFabric().LeavesPerSpine(2).NodesPerLeaf(1).Obj())
@@ -372,7 +373,7 @@ func TestDecide(t *testing.T) {
 			preemptor:   makePreemptor("ns/cpu").launcher(2000),
 			wantVictims: []string{"plain pod ns/new[0]"},
 			wantDomain:  "node s0-l1-n0",
-			wantCost:    &Cost{Level: 4, Gangs: 1, SumPriority: 0, WorkLostSeconds: 60, GPUs: 0},
+			wantCost:    &Cost{Level: 4, Gangs: 1, SumPriority: 0, GPUs: 0},
 		},
 		{
 			name: "CPU pods spread over the cluster when that evicts cheaper pods",

@@ -157,12 +157,6 @@ func exhaustive(t *testing.T, planner *topology.Planner, req *Request) *oracleRe
 		}
 	}
 	// The canonical order, as the package doc states it.
-	age := func(un Unit) int64 {
-		if un.Started.IsZero() {
-			return 0
-		}
-		return max(0, int64(req.Now.Sub(un.Started)/time.Second))
-	}
 	gpusOf := func(it oracleItem) int64 {
 		var g int64
 		for i, pd := range req.Units[it.unit].Pods {
@@ -171,6 +165,21 @@ func exhaustive(t *testing.T, planner *topology.Planner, req *Request) *oracleRe
 			}
 		}
 		return g
+	}
+	// workOf is the GPU-seconds evicting it loses: its GPUs times the whole
+	// seconds its unit has run.
+	workOf := func(it oracleItem) int64 {
+		un := req.Units[it.unit]
+		if un.Started.IsZero() {
+			return 0
+		}
+		return gpusOf(it) * max(0, int64(req.Now.Sub(un.Started)/time.Second))
+	}
+	unmovableOf := func(it oracleItem) int64 {
+		if req.Units[it.unit].Movable {
+			return 0
+		}
+		return workOf(it)
 	}
 	order := slices.Clone(items)
 	slices.SortFunc(order, func(a, b oracleItem) int {
@@ -181,7 +190,10 @@ func exhaustive(t *testing.T, planner *topology.Planner, req *Request) *oracleRe
 		if c := cmp.Compare(ua.Priority, ub.Priority); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(age(ua), age(ub)); c != 0 {
+		if c := cmp.Compare(unmovableOf(a), unmovableOf(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(workOf(a), workOf(b)); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(gpusOf(a), gpusOf(b)); c != 0 {
@@ -259,7 +271,8 @@ func exhaustive(t *testing.T, planner *topology.Planner, req *Request) *oracleRe
 			}
 			c.MaxPriority = max(c.MaxPriority, un.Priority)
 			c.SumPriority += int64(un.Priority)
-			c.WorkLostSeconds += age(un)
+			c.UnmovableGPUSeconds += unmovableOf(it)
+			c.WorkLostGPUSeconds += workOf(it)
 			c.GPUs += gpusOf(it)
 		}
 		for b, n := range counts {
@@ -325,7 +338,7 @@ func exhaustive(t *testing.T, planner *topology.Planner, req *Request) *oracleRe
 // them.
 func costTuple(c Cost) []int64 {
 	return []int64{int64(c.Violations), int64(c.Level), int64(c.Gangs), int64(c.Elastic),
-		int64(c.MaxPriority), c.SumPriority, c.WorkLostSeconds, c.GPUs}
+		int64(c.MaxPriority), c.SumPriority, c.UnmovableGPUSeconds, c.WorkLostGPUSeconds, c.GPUs}
 }
 
 // landingLevel is the lowest level from start up (0 node, 1 clique, 2 leaf,

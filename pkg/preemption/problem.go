@@ -93,10 +93,12 @@ type item struct {
 	// pod is the member's index in its unit's Pods; -1 for the whole unit.
 	pod  int32
 	prio int32
-	// age is how long the unit has run, in whole seconds: the work its
-	// eviction loses.
-	age  int64
-	gpus int64
+	// work is what its eviction loses, in GPU-seconds: gpus times the
+	// whole seconds the unit has run. unmovable is work again for a unit
+	// that is not Movable, and 0 for one that is.
+	work      int64
+	unmovable int64
+	gpus      int64
 	// pos are the sorted depth-first positions of the nodes the item frees
 	// capacity on; freed[i*dims:(i+1)*dims] is what it frees at pos[i].
 	pos   []int32
@@ -255,9 +257,6 @@ func (b *itemBuilder) build(u int, pod int32) item {
 	p := b.p
 	un := &p.req.Units[u]
 	it := item{unit: int32(u), pod: pod, prio: un.Priority}
-	if !un.Started.IsZero() {
-		it.age = max(0, int64(p.req.Now.Sub(un.Started)/time.Second))
-	}
 	b.at = b.at[:0]
 	for i := range un.Pods {
 		if pod >= 0 && int32(i) != pod {
@@ -277,6 +276,12 @@ func (b *itemBuilder) build(u int, pod int32) item {
 			it.pdbs[k].pods++
 		}
 	}
+	if !un.Started.IsZero() {
+		it.work = it.gpus * max(0, int64(p.req.Now.Sub(un.Started)/time.Second))
+	}
+	if !un.Movable {
+		it.unmovable = it.work
+	}
 	slices.SortFunc(b.at, func(x, y podAt) int { return cmp.Compare(x.pos, y.pos) })
 	p0, f0 := len(b.pos), len(b.freed)
 	for _, a := range b.at {
@@ -294,10 +299,13 @@ func (b *itemBuilder) build(u int, pod int32) item {
 }
 
 // canonical is the canonical order of items (see the package doc): elastic
-// members before whole units, then priority ascending, least work lost,
-// fewest GPUs, unit name, and a gang's members in Pods order. Among whole
-// units it sorts by the cost's own fields, so the first m of any run of
-// them are also the cheapest m (see domainSearch.bound).
+// members before whole units, then priority ascending, least unmovable
+// work lost, least work lost, fewest GPUs, unit name, and a gang's members
+// in Pods order. Among whole units it sorts by the cost's own fields after
+// the counts, in the cost's order, each of them a sum over items (maxPrio
+// follows priority): so the first m of any run of them are also the
+// cheapest m (see domainSearch.bound). A key added to the cost order after
+// the counts must be added here in the same place.
 func (p *problem) canonical(a, b *item) int {
 	if c := cmp.Compare(boolRank(a.isWhole()), boolRank(b.isWhole())); c != 0 {
 		return c
@@ -305,7 +313,10 @@ func (p *problem) canonical(a, b *item) int {
 	if c := cmp.Compare(a.prio, b.prio); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.age, b.age); c != 0 {
+	if c := cmp.Compare(a.unmovable, b.unmovable); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.work, b.work); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.gpus, b.gpus); c != 0 {

@@ -116,19 +116,20 @@ type domainSearch struct {
 	items []int32
 	gain  []int64
 	// Over items[j:]: the sum of the gains per shape and of the elastic
-	// members' gains, and the least priority, age and GPUs; index j*ns+s
-	// or j.
-	sufSum, sufElastic               []int64
-	sufMinPrio, sufMinAge, sufMinGPU []int64
+	// members' gains, and the least priority, unmovable work, work and
+	// GPUs; index j*ns+s or j.
+	sufSum, sufElastic                                 []int64
+	sufMinPrio, sufMinUnmovable, sufMinWork, sufMinGPU []int64
 	// byGain[s*n:(s+1)*n] lists the indices of items by their gain for
 	// shape s, largest first.
 	byGain []int32
 	// firstWhole is the index in items of the first whole unit; from there
-	// on items are sorted by the cost's fields, and preSum, preAge and
-	// preGPU (prefix sums over items of priority+priorityOffset, age and
-	// GPUs) give the cheapest m of any suffix.
-	firstWhole             int
-	preSum, preAge, preGPU []int64
+	// on items are sorted by the cost's fields, and preSum, preUnmovable,
+	// preWork and preGPU (prefix sums over items of
+	// priority+priorityOffset, unmovable work, work and GPUs) give the
+	// cheapest m of any suffix.
+	firstWhole                            int
+	preSum, preUnmovable, preWork, preGPU []int64
 	// need[s] is how many more members of shape s want slots in the domain.
 	need []int64
 	// chosen is the current set; c its cost; prios the maxPrio values
@@ -189,13 +190,14 @@ func (ds *domainSearch) setup(l, k int, ids []int32) {
 	ds.sufSum = grow(ds.sufSum, (n+1)*ns)
 	ds.sufElastic = grow(ds.sufElastic, (n+1)*ns)
 	ds.sufMinPrio = grow(ds.sufMinPrio, n+1)
-	ds.sufMinAge = grow(ds.sufMinAge, n+1)
+	ds.sufMinUnmovable = grow(ds.sufMinUnmovable, n+1)
+	ds.sufMinWork = grow(ds.sufMinWork, n+1)
 	ds.sufMinGPU = grow(ds.sufMinGPU, n+1)
 	for s := range ns {
 		o := n*ns + s
 		ds.sufSum[o], ds.sufElastic[o] = 0, 0
 	}
-	ds.sufMinPrio[n], ds.sufMinAge[n], ds.sufMinGPU[n] = 0, 0, 0
+	ds.sufMinPrio[n], ds.sufMinUnmovable[n], ds.sufMinWork[n], ds.sufMinGPU[n] = 0, 0, 0, 0
 	if cap(ds.byGain) < ns*n {
 		ds.byGain = make([]int32, ns*n)
 	}
@@ -213,7 +215,8 @@ func (ds *domainSearch) setup(l, k int, ids []int32) {
 		})
 	}
 	ds.preSum = grow(ds.preSum, n+1)
-	ds.preAge = grow(ds.preAge, n+1)
+	ds.preUnmovable = grow(ds.preUnmovable, n+1)
+	ds.preWork = grow(ds.preWork, n+1)
 	ds.preGPU = grow(ds.preGPU, n+1)
 	ds.firstWhole = n
 	for j, id := range ds.items {
@@ -222,7 +225,8 @@ func (ds *domainSearch) setup(l, k int, ids []int32) {
 			ds.firstWhole = j
 		}
 		ds.preSum[j+1] = ds.preSum[j] + int64(it.prio) + priorityOffset
-		ds.preAge[j+1] = ds.preAge[j] + it.age
+		ds.preUnmovable[j+1] = ds.preUnmovable[j] + it.unmovable
+		ds.preWork[j+1] = ds.preWork[j] + it.work
 		ds.preGPU[j+1] = ds.preGPU[j] + it.gpus
 	}
 	for j := n - 1; j >= 0; j-- {
@@ -235,13 +239,14 @@ func (ds *domainSearch) setup(l, k int, ids []int32) {
 				ds.sufElastic[o] += g
 			}
 		}
-		prio, age, gpus := int64(it.prio), it.age, it.gpus
+		prio, unmovable, work, gpus := int64(it.prio), it.unmovable, it.work, it.gpus
 		if j+1 < n {
 			prio = min(prio, ds.sufMinPrio[j+1])
-			age = min(age, ds.sufMinAge[j+1])
+			unmovable = min(unmovable, ds.sufMinUnmovable[j+1])
+			work = min(work, ds.sufMinWork[j+1])
 			gpus = min(gpus, ds.sufMinGPU[j+1])
 		}
-		ds.sufMinPrio[j], ds.sufMinAge[j], ds.sufMinGPU[j] = prio, age, gpus
+		ds.sufMinPrio[j], ds.sufMinUnmovable[j], ds.sufMinWork[j], ds.sufMinGPU[j] = prio, unmovable, work, gpus
 	}
 	ds.chosen, ds.prios = ds.chosen[:0], ds.prios[:0]
 	ds.c = startCost(l)
@@ -320,7 +325,8 @@ func (ds *domainSearch) include(id int32) {
 	ds.prios = append(ds.prios, ds.c.maxPrio)
 	ds.c.maxPrio = max(ds.c.maxPrio, int64(it.prio))
 	ds.c.sumPrio += int64(it.prio) + priorityOffset
-	ds.c.work += it.age
+	ds.c.unmovable += it.unmovable
+	ds.c.work += it.work
 	ds.c.gpus += it.gpus
 	ds.chosen = append(ds.chosen, id)
 }
@@ -347,7 +353,8 @@ func (ds *domainSearch) exclude(id int32) {
 	ds.c.maxPrio = ds.prios[len(ds.prios)-1]
 	ds.prios = ds.prios[:len(ds.prios)-1]
 	ds.c.sumPrio -= int64(it.prio) + priorityOffset
-	ds.c.work -= it.age
+	ds.c.unmovable -= it.unmovable
+	ds.c.work -= it.work
 	ds.c.gpus -= it.gpus
 	ds.chosen = ds.chosen[:len(ds.chosen)-1]
 }

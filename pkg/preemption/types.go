@@ -79,6 +79,10 @@ type Unit struct {
 	// that must go whole and for a plain pod. It must leave at least one
 	// pod: Surplus < len(Pods).
 	Surplus int
+	// Movable marks a unit that checkpoints and restarts cheaply: the work
+	// its eviction loses is mostly recovered, so among victims of equal
+	// priority it goes before units that are not movable.
+	Movable bool
 }
 
 // Pod is one pod of a unit.
@@ -220,9 +224,13 @@ type Cost struct {
 	// SumPriority sums the victims' priorities, each whole gang, elastic
 	// member and plain pod once.
 	SumPriority int64
-	// WorkLostSeconds sums over the same victims the seconds since they
-	// started.
-	WorkLostSeconds int64
+	// UnmovableGPUSeconds sums WorkLostGPUSeconds over the victims that are
+	// not Movable: the work their eviction loses for good.
+	UnmovableGPUSeconds int64
+	// WorkLostGPUSeconds sums over the same victims their work lost: the
+	// GPUs each evicted whole gang, elastic member or plain pod holds
+	// times the whole seconds since its unit started.
+	WorkLostGPUSeconds int64
 	// GPUs sums the GPUs of the evicted pods.
 	GPUs int64
 }

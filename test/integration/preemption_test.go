@@ -81,6 +81,15 @@ func onLeaf(leaf string, pods []*v1.Pod) []*v1.Pod {
 	return pods
 }
 
+// onNodes pins pods[i] to node nodes[i] (a name as createNodes was given
+// it) with a hostname node selector.
+func (env *testEnv) onNodes(pods []*v1.Pod, nodes ...string) []*v1.Pod {
+	for i, p := range pods {
+		p.Spec.NodeSelector = map[string]string{v1.LabelHostname: env.nodeName(nodes[i])}
+	}
+	return pods
+}
+
 // manageByKwok hands env's nodes to kwok, which then runs their pods and
 // confirms their deletion as a kubelet would. Call it before startKwok.
 func (env *testEnv) manageByKwok() {
@@ -101,7 +110,14 @@ func (env *testEnv) manageByKwok() {
 // runGang creates a gang's PodGroup and pods and waits until they are bound.
 func (env *testEnv) runGang(name string, pods []*v1.Pod) map[string]string {
 	env.t.Helper()
-	env.createPodGroup(gangtest.MakePodGroup(name, env.ns).MinMember(int32(len(pods))).Obj())
+	return env.runPodGroup(gangtest.MakePodGroup(name, env.ns).MinMember(int32(len(pods))), pods)
+}
+
+// runPodGroup is runGang with the PodGroup pg builds: one with annotations,
+// say.
+func (env *testEnv) runPodGroup(pg *gangtest.PodGroupWrapper, pods []*v1.Pod) map[string]string {
+	env.t.Helper()
+	env.createPodGroup(pg.Obj())
 	env.createPods(pods...)
 	return env.waitForBound(bindTimeout, pods...)
 }

@@ -74,9 +74,17 @@ func spans(nodes map[string]string, domainOf map[string]string) int {
 // occupy binds a whole-node pod outside any gang to each named node.
 func (env *testEnv) occupy(nodes ...string) []*v1.Pod {
 	env.t.Helper()
+	return env.occupyWith("", 8, nodes...)
+}
+
+// occupyWith binds a pod outside any gang, of priorityClassName class
+// (none if empty) and asking for gpus GPUs, to each named node.
+func (env *testEnv) occupyWith(class string, gpus int, nodes ...string) []*v1.Pod {
+	env.t.Helper()
 	var pods []*v1.Pod
 	for _, n := range nodes {
-		p := env.pod("busy-" + n).Res(gpuRequest(8)).NodeSelector(map[string]string{v1.LabelHostname: env.nodeName(n)}).Obj()
+		p := env.pod("busy-" + n).Res(gpuRequest(gpus)).NodeSelector(map[string]string{v1.LabelHostname: env.nodeName(n)}).Obj()
+		p.Spec.PriorityClassName = class
 		pods = append(pods, p)
 	}
 	env.createPods(pods...)

@@ -12,8 +12,10 @@ const (
 	// members that do.
 	ReasonWaitingForMembers = "WaitingForMembers"
 	// ReasonInvalidPodGroup: the PodGroup's spec cannot be honoured (a
-	// minMember below 1, or a topology constraint that names no configured
-	// level); the message names the field and the fix, and the scheduler
-	// holds the members until it is fixed.
+	// minMember below 1, a topology constraint that names no configured
+	// level, an annotation that does not parse); the message names the
+	// field and the fix. The scheduler holds the members until it is
+	// fixed, unless the message says what it assumes meanwhile (a
+	// malformed movable annotation counts as not movable).
 	ReasonInvalidPodGroup = "InvalidPodGroup"
 )

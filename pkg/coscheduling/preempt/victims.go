@@ -10,6 +10,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
@@ -80,7 +81,8 @@ func (pr *Preempter) addUnits(ctx context.Context, req *preemption.Request, p *P
 			continue // a gang goes whole; one member of enough priority keeps it
 		}
 		spec, minMember, surplus := vu.terms()
-		u := preemption.Unit{Name: vu.key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember), Surplus: surplus}
+		u := preemption.Unit{Name: vu.key.String(), Kind: preemption.KindGang, Priority: prio, Started: gang.StartedAt(pods, minMember), Surplus: surplus,
+			Movable: pr.movable(spec)}
 		keep := gang.Essential(pods)
 		for i, q := range pods {
 			u.Pods = append(u.Pods, podOf(q, keep[i]))
@@ -105,6 +107,21 @@ func (pr *Preempter) addUnits(ctx context.Context, req *preemption.Request, p *P
 	}
 	pr.addBudgets(req, cands)
 	return cands
+}
+
+// movable reads whether a victim gang may be moved (gang.MovableOf): a gang
+// whose object is gone is not. A malformed annotation counts as not
+// movable, and a Warning Event on the gang's object names it and the fix.
+func (pr *Preempter) movable(spec *gang.Spec) bool {
+	if spec == nil {
+		return false
+	}
+	m, err := gang.MovableOf(spec)
+	if err != nil {
+		pr.cfg.Reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonInvalidPodGroup,
+			"gang %s: %v; preemption counts the gang as not movable until it is set to \"true\" or \"false\"", spec.Key, err)
+	}
+	return m
 }
 
 // victimUnit is one unit of running gang members that preemption may take
