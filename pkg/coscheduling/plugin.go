@@ -68,6 +68,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/consolidate"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
@@ -129,7 +130,10 @@ type Plugin struct {
 	// preempter makes room for pods by evicting pods of lower priority
 	// (package preempt, preempt.go).
 	preempter *preempt.Preempter
-	pdbLister policylisters.PodDisruptionBudgetLister
+	// consolidator moves movable gangs for gangs that waited long enough
+	// (package consolidate, consolidate.go); nil unless the args enable it.
+	consolidator *consolidate.Consolidator
+	pdbLister    policylisters.PodDisruptionBudgetLister
 	// nominations are the nodes that may have a nominated pod.
 	nominations eligibility.Nominations
 	// logger is for work that outlives a scheduling cycle (timers).
@@ -247,6 +251,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		decider = preemption.NewEngine(planner, trees)
 	}
 	pl.preempter = pl.newPreempter(decider)
+	pl.consolidator = pl.newConsolidator(decider, planner)
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    pl.onPodAdd,
 		UpdateFunc: pl.onPodUpdate,
