@@ -1,11 +1,14 @@
 package coscheduling
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/consolidate"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/preempt"
 	"github.com/gpu-gang/gpu-gang/pkg/gang"
+	"github.com/gpu-gang/gpu-gang/pkg/ledger"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 	"github.com/gpu-gang/gpu-gang/pkg/preemption"
 )
@@ -19,6 +22,9 @@ const (
 	ReasonMoved = consolidate.ReasonMoved
 	// ReasonConsolidating is on the gang gangs are moved for.
 	ReasonConsolidating = consolidate.ReasonConsolidating
+	// ReasonNotConsolidated is on a gang for which a move would make room
+	// if the gangs moved could run elsewhere, which they cannot.
+	ReasonNotConsolidated = consolidate.ReasonNotConsolidated
 )
 
 // newConsolidator builds the plugin's consolidation over its preemption,
@@ -37,6 +43,9 @@ func (pl *Plugin) newConsolidator(d preempt.Decider, planner placement.Planner) 
 		Planner:  planner,
 		Trees:    trees,
 		Reporter: consolidateReporter{pl},
+		Wake: func(key gang.Key, d time.Duration) {
+			pl.ledger.Timers.After(key, ledger.ConsolidationTimer, d, func() { pl.activate(key) })
+		},
 	})
 }
 

@@ -141,6 +141,8 @@ func TestConsolidationDecides(t *testing.T) {
 				require.False(t, hasEvent(events, ReasonMoved, ""), "%v", events)
 				require.False(t, hasEvent(events, ReasonConsolidating, ""), "%v", events)
 				require.Equal(t, moves, afterMoves)
+				require.Equal(t, strings.Contains(tt.name, "would not fit elsewhere") || strings.Contains(tt.name, "only one of the two"),
+					hasEvent(events, ReasonNotConsolidated, "moving team-a/mov-0, team-a/mov-1 would free NVLink domain c-s0-l0 for it, but gang team-a/mov-"), "%v", events)
 				if strings.Contains(tt.name, "malformed") {
 					require.True(t, hasEvent(events, scheduling.ReasonInvalidPodGroup, `annotation gpu-gang.x-k8s.io/movable="yes" is not "true" or "false"`), "%v", events)
 				}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -30,6 +31,10 @@ const (
 	// ReasonConsolidating: on the waiting gang's PodGroup: the gangs named
 	// are moved to free the domain named for it.
 	ReasonConsolidating = "Consolidating"
+	// ReasonNotConsolidated: on the waiting gang's PodGroup: moving
+	// movable gangs would free a domain for it, but a gang moved would
+	// not fit anywhere else, so nothing is moved.
+	ReasonNotConsolidated = "NotConsolidated"
 )
 
 // Mover is what a consolidation asks of the plugin's preemption: the
@@ -63,6 +68,9 @@ type Config struct {
 	Planner  placement.Planner
 	Trees    preemption.TreeSource
 	Reporter Reporter
+	// Wake tries a gang again after d: when it will have waited long
+	// enough for gangs to be moved for it. Nothing else may requeue it.
+	Wake func(key gang.Key, d time.Duration)
 }
 
 // Consolidator moves movable gangs for waiting ones (see the package doc).
@@ -90,7 +98,11 @@ type option struct {
 func (c *Consolidator) Consolidate(ctx context.Context, p *preempt.Preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status, bool) {
 	logger := klog.FromContext(ctx)
 	pol := c.cfg.Policy
-	if p.Spec == nil || p.Priority == math.MaxInt32 || !pol.Waited(p.WaitingSince()) {
+	if p.Spec == nil || p.Priority == math.MaxInt32 {
+		return nil, nil, false
+	}
+	if wait := pol.Unwaited(p.WaitingSince()); wait > 0 {
+		c.cfg.Wake(p.Spec.Key, wait)
 		return nil, nil, false
 	}
 	budget := pol.Budget()
@@ -119,19 +131,33 @@ func (c *Consolidator) Consolidate(ctx context.Context, p *preempt.Preemptor, he
 		logger.V(3).Info("Not consolidating", "gang", p.Name, "reason", err.Error())
 		return nil, nil, false
 	}
+	var first error
 	for _, o := range options {
 		moved, err := c.relocate(ctx, cands, o)
 		if err != nil {
 			logger.V(3).Info("Not consolidating in this domain: a moved gang would not fit elsewhere",
 				"gang", p.Name, "domain", o.d.Domain.String(), "reason", err.Error())
+			if first == nil {
+				first = fmt.Errorf("moving %s would free %s for it, but %w", strings.Join(victimNames(o), ", "), o.d.Domain.String(), err)
+			}
 			continue
 		}
 		return c.move(ctx, p, cands, o, moved)
 	}
-	if len(options) > 0 {
-		logger.V(3).Info("Not consolidating: in every domain a move would free, some moved gang would not fit elsewhere", "gang", p.Name, "domains", len(options))
+	if first != nil {
+		c.cfg.Reporter.GangEvent(p.Spec, nil, v1.EventTypeNormal, ReasonNotConsolidated,
+			"%v; nothing is moved, and the gang waits for room (in %d domain(s) a move would make room)", first, len(options))
 	}
 	return nil, nil, false
+}
+
+// victimNames names the gangs o would move, in the engine's order.
+func victimNames(o option) []string {
+	names := make([]string, len(o.d.Victims))
+	for i, v := range o.d.Victims {
+		names[i] = v.Name
+	}
+	return names
 }
 
 // movable returns the indices of the candidates' units p may move (see the
@@ -263,7 +289,7 @@ func (c *Consolidator) relocate(ctx context.Context, cands *preempt.Candidates, 
 		}
 		plan, err := c.cfg.Planner.Plan(ctx, rq)
 		if err != nil {
-			return nil, fmt.Errorf("gang %s: %w", spec.Key, err)
+			return nil, fmt.Errorf("gang %s would not fit elsewhere: %w", spec.Key, err)
 		}
 		for i, n := range plan.NodeOf {
 			name := rq.Nodes[n].Name

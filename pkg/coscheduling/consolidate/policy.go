@@ -41,10 +41,10 @@ func NewPolicy(args config.ConsolidationArgs, c clock.PassiveClock) *Policy {
 	return &Policy{args: args, classes: classes, clock: c, lastMoved: map[gang.Key]time.Time{}}
 }
 
-// Waited reports whether a gang waiting since since has waited long enough
-// for gangs to be moved for it.
-func (p *Policy) Waited(since time.Time) bool {
-	return !since.IsZero() && p.clock.Since(since) >= p.args.WaitingFor
+// Unwaited is how much longer a gang waiting since since must wait before
+// gangs are moved for it; zero or less once it has waited WaitingFor.
+func (p *Policy) Unwaited(since time.Time) time.Duration {
+	return p.args.WaitingFor - p.clock.Since(since)
 }
 
 // Movable reports whether a running gang opted in to being moved: its

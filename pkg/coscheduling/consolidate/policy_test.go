@@ -48,12 +48,11 @@ func TestPolicySettled(t *testing.T) {
 	require.Empty(t, p.Settled(key, c.Now().Add(-time.Hour)))
 }
 
-func TestPolicyWaited(t *testing.T) {
+func TestPolicyUnwaited(t *testing.T) {
 	c := testingclock.NewFakeClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	p := testPolicy(c)
-	require.False(t, p.Waited(c.Now().Add(-time.Minute)))
-	require.True(t, p.Waited(c.Now().Add(-2*time.Minute)))
-	require.False(t, p.Waited(time.Time{}))
+	require.Equal(t, time.Minute, p.Unwaited(c.Now().Add(-time.Minute)))
+	require.LessOrEqual(t, p.Unwaited(c.Now().Add(-2*time.Minute)), time.Duration(0))
 }
 
 func TestPolicyMovable(t *testing.T) {
