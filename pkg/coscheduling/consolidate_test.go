@@ -95,7 +95,7 @@ func TestConsolidationDecides(t *testing.T) {
 		{name: "a malformed movable annotation is no opt-in", args: consolidationArgs(nil), free: twoFree,
 			movable: func(pg *gangtest.PodGroupWrapper) { pg.Annotation(scheduling.AnnotationMovable, "yes") }},
 		{name: "the gang has not waited long enough", args: consolidationArgs(nil), movable: markMovable, free: twoFree,
-			created: now.Add(-time.Minute)},
+			created: now.Add(-90 * time.Second)},
 		{name: "gangs that started less than minRunTime ago stay", args: consolidationArgs(nil), movable: markMovable, free: twoFree,
 			started: now.Add(-5 * time.Minute)},
 		{name: "gangs of higher priority stay", args: consolidationArgs(nil), movable: markMovable, free: twoFree, prio: 10},
@@ -143,6 +143,17 @@ func TestConsolidationDecides(t *testing.T) {
 				require.Equal(t, moves, afterMoves)
 				require.Equal(t, strings.Contains(tt.name, "would not fit elsewhere") || strings.Contains(tt.name, "only one of the two"),
 					hasEvent(events, ReasonNotConsolidated, "moving team-a/mov-0, team-a/mov-1 would free NVLink domain c-s0-l0 for it, but gang team-a/mov-"), "%v", events)
+				if !tt.created.IsZero() {
+					// Tried again once it has waited waitingFor: 30s on,
+					// before its head turn (1m) ends.
+					env.activator.Reset()
+					env.clock.Step(29 * time.Second)
+					require.Never(t, func() bool { return slices.Contains(env.activator.Get(), testNS+"/big-0") },
+						200*time.Millisecond, 10*time.Millisecond, "the gang is not tried again before its wait is over")
+					env.clock.Step(time.Second)
+					require.Eventually(t, func() bool { return slices.Contains(env.activator.Get(), testNS+"/big-0") },
+						5*time.Second, 10*time.Millisecond, "the gang is tried again when its wait is over")
+				}
 				if strings.Contains(tt.name, "malformed") {
 					require.True(t, hasEvent(events, scheduling.ReasonInvalidPodGroup, `annotation gpu-gang.x-k8s.io/movable="yes" is not "true" or "false"`), "%v", events)
 				}

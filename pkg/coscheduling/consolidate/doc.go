@@ -18,7 +18,8 @@
 // priority class in MovablePriorityClasses. A gang is moved whole or not at
 // all, never one member. Never a gang of higher priority than the waiting
 // one, one that started less than MinRunTime ago, one moved less than
-// Cooldown ago, one split off a composite, or a plain pod; never more gangs
+// Cooldown ago, one whose plan has a hierarchy (segments, shared claims, a
+// composite's children), or a plain pod; never more gangs
 // in any sliding hour than MaxEvictionsPerHour, and never a set that would
 // evict more pods than their PodDisruptionBudgets allow.
 //
@@ -49,5 +50,5 @@
 // plugin's metric counts each move.
 //
 // The budget and the cooldown are kept in memory: a scheduler that
-// restarts starts them afresh.
+// restarts starts them afresh. docs/consolidation.md is the user's guide.
 package consolidate
