@@ -193,3 +193,42 @@ func TestConsolidationDecides(t *testing.T) {
 		})
 	}
 }
+
+// Of the cliques a move could free, the one that moves the fewest GPUs is
+// freed; between cliques that move as many, the first by path.
+func TestConsolidationChoosesTheCliqueMovingFewestGPUs(t *testing.T) {
+	nodes := fabric()
+	var running []*v1.Pod
+	var pgs []*v1alpha1.PodGroup
+	place := func(name, node string, movable bool) {
+		pg := gangtest.MakePodGroup(name, testNS).MinMember(1).Created(t0)
+		if movable {
+			markMovable(pg)
+		}
+		running = append(running, runningGang(name, 0, t0, node)...)
+		pgs = append(pgs, pg.Obj())
+	}
+	// c-s0-l0: two movable gangs, 16 GPUs to move. c-s0-l1 and c-s1-l0:
+	// one movable gang and a free node each, 8 GPUs to move. c-s1-l1: full
+	// of gangs that stay.
+	place("mov-0", "s0-l0-n0", true)
+	place("mov-1", "s0-l0-n1", true)
+	place("mov-s1l0", "s1-l0-n0", true)
+	place("mov-s0l1", "s0-l1-n0", true)
+	place("fixed-0", "s1-l1-n0", false)
+	place("fixed-1", "s1-l1-n1", false)
+	big, pg := bigGang(t0.Add(time.Hour))
+	env := newTestEnv(t, nodes, append(running, big...), append(pgs, pg), withTopology(t), withArgs(consolidationArgs(nil)))
+	env.syncWatch()
+
+	res, status := env.attempt(big[0])
+	require.True(t, status.IsSuccess(), "%v", status)
+	require.Equal(t, []string{"mov-s0l1-0"}, env.deleted())
+	require.Equal(t, "s0-l1-n0", res.NominatedNodeName)
+	events := env.recorded()
+	require.True(t, hasEvent(events, ReasonConsolidating, "moving team-a/mov-s0l1 to free NVLink domain c-s0-l1"), "%v", events)
+	// It goes to the free node of the other clique, not to its own.
+	got, ok := env.ledger().Reservations.PlanSlots(gang.Key{Namespace: testNS, Name: "mov-s0l1"}, "team-a/mov-s0l1-0", capacity.Amounts{gpu: 8})
+	require.True(t, ok)
+	require.Equal(t, []string{"s1-l0-n1"}, got)
+}

@@ -98,7 +98,8 @@ func (env *testEnv) bigCliqueGang() []*v1.Pod {
 // busy: a 4-node gang that requires a clique fits nowhere, though the
 // fabric has room for it. Once it has waited, both movable jobs are
 // evicted whole, the gang binds in their clique, and the jobs, recreated as
-// their controller would, run again whole on the free nodes of the other.
+// their controller would, run again whole on the free nodes of the other,
+// which were held for them meanwhile.
 func TestConsolidationMovesJobsToFreeAClique(t *testing.T) {
 	env := newTestEnv(t)
 	replaceInProcessScheduler(t, consolidationArgs)
@@ -137,8 +138,14 @@ func TestConsolidationMovesJobsToFreeAClique(t *testing.T) {
 		t.Errorf("evicted gangs %v, want mov-a and mov-b", whole)
 	}
 
+	// Their places in the other clique are held for them: a pod that
+	// would fit there stays out.
+	interloper := env.pod("interloper").Res(gpuRequest(8)).Obj()
+	env.createPods(interloper)
+	env.expectStaysUnbound(noMoveWindow, interloper)
+
 	// Their job controller recreates the moved jobs' pods: they run again,
-	// each whole, on the nodes held for them in the other clique.
+	// each whole, on the nodes held for them.
 	var again []*v1.Pod
 	for _, p := range moved {
 		again = append(again, replacement(p))
