@@ -31,7 +31,10 @@
 //     side here): a gang that does not fit, or a plain pod, preempts pods
 //     of strictly lower priority, whole gangs only (or members above
 //     minMember), inside one topology domain (package preemption decides,
-//     within PodDisruptionBudgets), and holds the freed room for itself.
+//     within PodDisruptionBudgets), and holds the freed room for itself;
+//     when it cannot, and the args enable it, package consolidate
+//     (consolidate.go) may move gangs that opted in out of a domain for a
+//     gang that has waited.
 //   - permit.go: Reserve/Unreserve count members; Permit holds them until
 //     quorum is reserved, then lets them all bind. A timeout, a failed or a
 //     deleted member rejects every waiting sibling.

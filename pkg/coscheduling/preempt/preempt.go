@@ -1,7 +1,8 @@
 // Package preempt is the coscheduling plugin's gang-aware preemption, which
 // replaces kube-scheduler's DefaultPreemption in gpu-gang's profile.
 // Package preemption decides; this package asks it (preempt.go, victims.go,
-// budgets.go) and acts on the answer (evict.go). What it needs of the plugin
+// budgets.go) and acts on the answer (evict.go). move.go does the same for
+// package consolidate, which moves movable gangs. What it needs of the plugin
 // (its gangs, its planning, its holds, its Events) comes through the small
 // interfaces of gangs.go.
 //
