@@ -8,8 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -80,6 +84,8 @@ func TestConsolidationDecides(t *testing.T) {
 		movable func(*gangtest.PodGroupWrapper)
 		prio    int32 // of the movable gangs
 		free    []string
+		// budget, if set, covers mov-0 and allows no disruption.
+		budget bool
 		// wantMoved are the pods evicted, sorted; none means nothing moves.
 		wantMoved []string
 	}{
@@ -99,6 +105,8 @@ func TestConsolidationDecides(t *testing.T) {
 		{name: "gangs that started less than minRunTime ago stay", args: consolidationArgs(nil), movable: markMovable, free: twoFree,
 			started: now.Add(-5 * time.Minute)},
 		{name: "gangs of higher priority stay", args: consolidationArgs(nil), movable: markMovable, free: twoFree, prio: 10},
+		{name: "a PodDisruptionBudget that allows no disruption keeps its gang", args: consolidationArgs(nil), movable: markMovable,
+			free: twoFree, budget: true},
 		{name: "the hourly budget is too small for two gangs",
 			args:    consolidationArgs(func(c *config.ConsolidationArgs) { c.MaxEvictionsPerHour = 1 }),
 			movable: markMovable, free: twoFree},
@@ -121,7 +129,20 @@ func TestConsolidationDecides(t *testing.T) {
 				}
 			}
 			big, pg := bigGang(created)
-			env := newTestEnv(t, nodes, append(running, big...), append(pgs, pg), withTopology(t), withArgs(tt.args))
+			opts := []envOption{withTopology(t), withArgs(tt.args)}
+			if tt.budget {
+				opts = append(opts, withObjects(&policyv1.PodDisruptionBudget{
+					ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "keep-mov-0"},
+					Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{scheduling.PodGroupLabel: "mov-0"}}},
+					Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0},
+				}))
+			}
+			env := newTestEnv(t, nodes, append(running, big...), append(pgs, pg), opts...)
+			if tt.budget {
+				_, err := env.Informers.Policy().V1().PodDisruptionBudgets().Lister().PodDisruptionBudgets(testNS).Get("keep-mov-0")
+				require.NoError(t, err, "the plugin sees the budget")
+			}
 			moves, err := testutil.GetCounterMetricValue(consolidations)
 			require.NoError(t, err)
 			movedGangs, err := testutil.GetCounterMetricValue(consolidatedGangs)
