@@ -47,7 +47,10 @@
 // gang's new place is held for it until the same deadline, so its job's
 // controller can recreate its pods and they land there whole. Events on
 // each moved gang (Moved) and on the waiting gang (Consolidating), and the
-// plugin's metric counts each move.
+// plugin's metrics count each move and the gangs moved. When a move would
+// make room but some moved gang fits nowhere else, the waiting gang gets a
+// NotConsolidated Event instead, and nothing moves. A gang turned away
+// before it has waited WaitingFor is tried again when it has (Config.Wake).
 //
 // The budget and the cooldown are kept in memory: a scheduler that
 // restarts starts them afresh. docs/consolidation.md is the user's guide.
