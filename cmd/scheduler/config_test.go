@@ -179,6 +179,11 @@ func TestInvalidPluginArgsFailStartup(t *testing.T) {
 			wantErr: `pluginConfig[Coscheduling].args.claimReleaseGraceSeconds: Invalid value: -1: must be at least 0`,
 		},
 		{
+			name:    "consolidation enabled without a wait",
+			replace: [2]string{"claimReleaseGraceSeconds: 60", "claimReleaseGraceSeconds: 60\n          consolidation: {enabled: true, waitingFor: 0s}"},
+			wantErr: `pluginConfig[Coscheduling].args.consolidation.waitingFor: Invalid value: "0s": must be above 0 when consolidation is enabled`,
+		},
+		{
 			name:    "misspelt field",
 			replace: [2]string{"podGroupBackoffSeconds: 2", "podGroupBackofSeconds: 2"},
 			wantErr: `unknown field "podGroupBackofSeconds"`,

@@ -100,6 +100,20 @@ var (
 		Buckets:        metrics.ExponentialBuckets(0.05, 2, 16), // 50ms to ~27 minutes
 		StabilityLevel: metrics.ALPHA,
 	})
+	// consolidations counts the moves carried out, and consolidatedGangs
+	// the gangs they moved.
+	consolidations = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "consolidation_moves_total",
+		Help:           "Consolidations carried out: each evicted one or more movable gangs from a topology domain so that a waiting gang gets it whole.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	consolidatedGangs = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "consolidation_moved_gangs_total",
+		Help:           "Movable gangs evicted by consolidations, each with its new place held for it.",
+		StabilityLevel: metrics.ALPHA,
+	})
 
 	registerOnce sync.Once
 )
@@ -201,7 +215,7 @@ func (pl *Plugin) belowMinMember() int {
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(timeToSchedule, attempts, domainsSpanned, replacements, holdsTaken, holdsEnded,
-			preemptions, preemptionVictims, preemptorTimeToBound)
+			preemptions, preemptionVictims, preemptorTimeToBound, consolidations, consolidatedGangs)
 		legacyregistry.CustomMustRegister(&gangCollector{})
 	})
 }

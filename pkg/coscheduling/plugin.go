@@ -31,7 +31,10 @@
 //     side here): a gang that does not fit, or a plain pod, preempts pods
 //     of strictly lower priority, whole gangs only (or members above
 //     minMember), inside one topology domain (package preemption decides,
-//     within PodDisruptionBudgets), and holds the freed room for itself.
+//     within PodDisruptionBudgets), and holds the freed room for itself;
+//     when it cannot, and the args enable it, package consolidate
+//     (consolidate.go) may move gangs that opted in out of a domain for a
+//     gang that has waited.
 //   - score.go: a plain pod that takes accelerators is scored by the
 //     planner's own best fit (core.Packing), so that it fills the nodes and
 //     domains already in use and leaves whole domains to gangs.
@@ -71,6 +74,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config/scheme"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/consolidate"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/eligibility"
@@ -132,7 +136,10 @@ type Plugin struct {
 	// preempter makes room for pods by evicting pods of lower priority
 	// (package preempt, preempt.go).
 	preempter *preempt.Preempter
-	pdbLister policylisters.PodDisruptionBudgetLister
+	// consolidator moves movable gangs for gangs that waited long enough
+	// (package consolidate, consolidate.go); nil unless the args enable it.
+	consolidator *consolidate.Consolidator
+	pdbLister    policylisters.PodDisruptionBudgetLister
 	// nominations are the nodes that may have a nominated pod.
 	nominations eligibility.Nominations
 	// logger is for work that outlives a scheduling cycle (timers).
@@ -252,6 +259,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		decider = preemption.NewEngine(planner, trees)
 	}
 	pl.preempter = pl.newPreempter(decider)
+	pl.consolidator = pl.newConsolidator(decider, planner)
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    pl.onPodAdd,
 		UpdateFunc: pl.onPodUpdate,

@@ -23,7 +23,8 @@ import (
 // stale within the cycle and no longer holds, means the plan went stale:
 // the gang gives back its reservations and tries again after a backoff. A
 // pod that held capacity may have turned away is remembered, to be
-// activated when the hold ends.
+// activated when the hold ends. A gang that preemption cannot help may
+// have movable gangs moved out of a domain for it (consolidate.go).
 func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(cs)
 	if err != nil {
@@ -42,7 +43,16 @@ func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod
 		if !ok {
 			return nil, fwk.NewStatus(fwk.Unschedulable)
 		}
-		return pl.preempter.Preempt(ctx, p, s.held, statuses)
+		res, status := pl.preempter.Preempt(ctx, p, s.held, statuses)
+		if status.Code() != fwk.Unschedulable || pl.consolidator == nil {
+			return res, status
+		}
+		// Preemption evicts nothing: gangs of the same priority that
+		// agreed to move may still free a domain for it.
+		if cres, cstatus, acted := pl.consolidator.Consolidate(ctx, p, s.held, statuses); acted {
+			return cres, cstatus
+		}
+		return res, status
 	}
 	sig := eligibility.FilterSignature(pod, s.request)
 	learned := false

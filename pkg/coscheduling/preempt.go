@@ -104,6 +104,10 @@ func (a preemptAdapter) HoldPlan(spec *gang.Spec, members []*v1.Pod, slots []led
 	}
 }
 
+func (a preemptAdapter) HoldMoved(spec *gang.Spec, members []*v1.Pod, slots []ledger.Slot, until time.Time, plan *placement.Plan, req *placement.Request) {
+	a.pl.ledger.HoldMoved(spec.Key, slots, until, plan, core.Fingerprint(members, plan, req))
+}
+
 func (a preemptAdapter) Timeout(spec *gang.Spec) time.Duration { return a.pl.core.Timeout(spec) }
 func (a preemptAdapter) Nominate(uid types.UID, node string)   { a.pl.nominations.Nominate(uid, node) }
 func (a preemptAdapter) FailGang(ctx context.Context, key gang.Key, reason, why string, penalize bool) {

@@ -112,6 +112,18 @@ func (l *Ledger) HoldPlan(key gang.Key, slots []Slot, deadline time.Time, plan *
 	return l.Head.dropLocked(key, l.Head.clock.Now())
 }
 
+// HoldMoved starts a new attempt of a running gang whose pods are being
+// evicted so that they run elsewhere: slots hold their new places until
+// deadline, for plan (whose fingerprint is fp), and the hold outlives the
+// gang's having no member at all (Idle), so that the pods its controller
+// recreates take those places.
+func (l *Ledger) HoldMoved(key gang.Key, slots []Slot, deadline time.Time, plan *placement.Plan, fp uint64) {
+	l.Reservations.mu.Lock()
+	defer l.Reservations.mu.Unlock()
+	l.Reservations.startLocked(key, slots, deadline, plan, fp)
+	l.Reservations.byKey[key].plan.forRecreated = true
+}
+
 // FailPlan remembers that the plan of the attempt in flight failed under
 // Filter, so that it is never tried again.
 func (l *Ledger) FailPlan(key gang.Key) {

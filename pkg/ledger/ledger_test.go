@@ -192,3 +192,32 @@ func TestWaiting(t *testing.T) {
 	members, placing, reserved := l.Waiting()
 	require.Equal(t, []int{2, 1, 1}, []int{members, placing, reserved})
 }
+
+// A moved gang's new places outlive its having no member, until their
+// deadline, so that the pods its controller recreates take them; a plain
+// held plan does not.
+func TestHoldMovedOutlivesIdle(t *testing.T) {
+	l, c := newTestLedger()
+	moved, plain := key("moved"), key("plain")
+	l.HoldPlan(moved, []Slot{slot("m", "n1", 8)}, t0.Add(time.Minute), &placement.Plan{}, 1)
+	l.Reservations.Reserve(moved, "m", "n1", gpus(8))
+	l.Succeed(moved)
+	l.HoldMoved(moved, []Slot{slot("m", "n2", 8)}, t0.Add(2*time.Minute), &placement.Plan{}, 2)
+	l.HoldPlan(plain, []Slot{slot("p", "n3", 8)}, t0.Add(2*time.Minute), &placement.Plan{}, 1)
+
+	_, inFlight := l.ForgetPod(moved, "m")
+	require.False(t, inFlight, "the evicted pod was reserved in the attempt that ran, not in the move's")
+	l.Idle(moved)
+	l.Idle(plain)
+	require.False(t, l.Reservations.Admitted(moved), "with no member the moved gang is no longer running")
+	nodes, ok := l.Reservations.PlanSlots(moved, "recreated", gpus(8))
+	require.True(t, ok)
+	require.Equal(t, []string{"n2"}, nodes, "a recreated member takes the held place")
+	_, ok = l.Reservations.PlanSlots(plain, "p", gpus(8))
+	require.False(t, ok, "a plain held plan ends when no member waits")
+	require.Equal(t, map[string]capacity.Amounts{"n2": {gpu: 8, "pods": 1}}, l.HeldByOthers(key("x"), third))
+
+	c.Step(2 * time.Minute)
+	_, ok = l.Reservations.PlanSlots(moved, "recreated", gpus(8))
+	require.False(t, ok, "the hold ends at its deadline")
+}

@@ -83,6 +83,10 @@ type HeldPlan struct {
 	// designated is set when each slot goes to the member it was planned
 	// for alone (see interchangeable).
 	designated bool
+	// forRecreated marks the plan of a gang whose pods were evicted to be
+	// recreated elsewhere (HoldMoved): it outlives the gang's having no
+	// member, until its deadline, so that the recreated pods find it.
+	forRecreated bool
 }
 
 // Slot is one member's planned place. It is designated to the member the
@@ -444,7 +448,9 @@ func (c *Reservations) idle(key gang.Key) (unreserved bool) {
 	if len(g.reserved) > 0 {
 		return false
 	}
-	g.plan = nil
+	if hp := g.livePlan(c.clock.Now()); hp == nil || !hp.forRecreated {
+		g.plan = nil
+	}
 	g.admitted = false
 	return true
 }

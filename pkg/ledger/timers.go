@@ -22,6 +22,9 @@ const (
 	HoldEndTimer
 	// YieldEndTimer re-activates a former head when its yield ends.
 	YieldEndTimer
+	// ConsolidationTimer re-activates a gang once it has waited long
+	// enough for gangs to be moved for it.
+	ConsolidationTimer
 )
 
 // Timers are the gangs' pending callbacks, by gang and purpose. They are

@@ -56,8 +56,14 @@ var (
 // startScheduler starts gpu-gang's scheduler with the same configuration
 // file and plugin registry as cmd/scheduler.
 func startScheduler(ctx context.Context) (*controlplane.Scheduler, error) {
+	return startSchedulerFrom(ctx, *schedulerConfig)
+}
+
+// startSchedulerFrom starts gpu-gang's scheduler in this process with the
+// plugin registry of cmd/scheduler and the configuration file config.
+func startSchedulerFrom(ctx context.Context, config string) (*controlplane.Scheduler, error) {
 	return controlplane.StartScheduler(ctx, controlplane.SchedulerOptions{
-		ConfigFile: *schedulerConfig,
+		ConfigFile: config,
 		Kubeconfig: controlPlane.KubeconfigPath(),
 		Registry:   scheduler.RegistryOptions(),
 		Flags:      []string{controlplane.SchedulerGatesFlag},

@@ -52,6 +52,32 @@ func pauseInProcessScheduler(t *testing.T) {
 	})
 }
 
+// replaceInProcessScheduler runs, for the rest of the test, an in-process
+// scheduler whose Coscheduling args are the shipped ones with
+// coschedulingArgs set over them in every profile, in place of the shared
+// one, which starts again when the test ends.
+func replaceInProcessScheduler(t *testing.T, coschedulingArgs map[string]any) {
+	t.Helper()
+	config, err := controlplane.WriteSchedulerConfig(*schedulerConfig, t.TempDir(), func(cfg map[string]any) {
+		setPluginArgs(cfg, "Coscheduling", coschedulingArgs)
+	})
+	if err != nil {
+		t.Fatalf("writing the scheduler configuration: %v", err)
+	}
+	pauseInProcessScheduler(t)
+	sched, err := startSchedulerFrom(t.Context(), config)
+	if err != nil {
+		t.Fatalf("starting the scheduler with %v: %v", coschedulingArgs, err)
+	}
+	// Cleanups run last first: this one stops it before the shared
+	// scheduler starts again.
+	t.Cleanup(func() {
+		if err := sched.Stop(); err != nil {
+			t.Errorf("stopping the scheduler: %v", err)
+		}
+	})
+}
+
 // startSchedulerProcess runs the scheduler binary with the shipped
 // configuration, its kubeconfig pointed at the control plane, and flags
 // added to the command line. With leaderElect it runs as one replica of a

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -48,6 +50,28 @@ type CoschedulingArgs struct {
 	// node whose NICs all carry one has those rails; others number their
 	// NICs in PCI address order.
 	RailAttributes []string
+	// Consolidation moves movable running gangs out of a topology domain
+	// so that a gang which has waited long enough gets it whole.
+	Consolidation ConsolidationArgs
+}
+
+// ConsolidationArgs bounds how the Coscheduling plugin moves movable gangs
+// to free a whole domain for a waiting gang.
+type ConsolidationArgs struct {
+	// Enabled turns consolidation on; it is off by default.
+	Enabled bool
+	// WaitingFor is how long a gang must have waited before gangs are
+	// moved for it.
+	WaitingFor time.Duration
+	// MaxEvictionsPerHour caps the gangs moved in any hour, cluster-wide.
+	MaxEvictionsPerHour int32
+	// Cooldown is how long a moved gang may not be moved again.
+	Cooldown time.Duration
+	// MinRunTime is how long a gang must have run before it may be moved.
+	MinRunTime time.Duration
+	// MovablePriorityClasses names priority classes whose gangs are
+	// movable without the movable annotation.
+	MovablePriorityClasses []string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

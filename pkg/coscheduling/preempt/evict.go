@@ -63,6 +63,27 @@ func (pr *Preempter) execute(ctx context.Context, p *Preemptor, req *preemption.
 			victims = append(victims, cands.pods[v.Unit][i])
 		}
 	}
+	pr.holdForPreemptor(p, req, reqs, victims, d)
+
+	where := d.Domain.String()
+	by := fmt.Sprintf("preempted by %s, priority %d, to place it in %s", p.Name, p.Priority, where)
+	if err := pr.evict(ctx, victims, p.Pod.Spec.SchedulerName+": "+by); err != nil {
+		pr.evictionFailed(ctx, p, where, err)
+		return nil, fwk.AsStatus(fmt.Errorf("preemption for %s: %w", p.Name, err))
+	}
+
+	pr.cfg.Reporter.Preempted(p.Spec != nil, len(victims))
+	logger.V(2).Info("Preempted", "preemptor", p.Name, "priority", p.Priority, "decision", d.Summary, "exact", d.Exact, "cost", d.Cost)
+	pr.reportDecision(p, d, cands, by)
+
+	msg := fmt.Sprintf("%s preempted %d pod(s) to land in %s; it waits for them to terminate", p.Name, len(victims), where)
+	return pr.nominate(p, req, d, msg)
+}
+
+// holdForPreemptor remembers the preemption and holds the room its victims
+// free for the whole preemptor (steps 1 and 2 above); it returns when the
+// hold ends.
+func (pr *Preempter) holdForPreemptor(p *Preemptor, req *preemption.Request, reqs []capacity.Amounts, victims []*v1.Pod, d *preemption.Decision) time.Time {
 	until := pr.cfg.Clock.Now().Add(longestGrace(victims) + victimWaitSlack)
 	rec := &ledger.Preemption{Victims: make(map[types.UID]bool, len(victims)), Unbound: make(map[types.UID]bool, len(p.Members)),
 		Created: createdAt(p)}
@@ -85,26 +106,27 @@ func (pr *Preempter) execute(ctx context.Context, p *Preemptor, req *preemption.
 		}
 		pr.cfg.Holds.HoldPlan(p.Spec, p.Members, slots, until, d.Plan, &req.Request)
 	}
+	return until
+}
 
-	where := d.Domain.String()
-	by := fmt.Sprintf("preempted by %s, priority %d, to place it in %s", p.Name, p.Priority, where)
-	if err := pr.evict(ctx, victims, p.Pod.Spec.SchedulerName+": "+by); err != nil {
-		pr.cfg.Preemptions.End(p.ID)
-		msg := fmt.Sprintf("could not evict the victims chosen to place it in %s (%v); if the scheduler may not, grant it delete on pods and patch on pods/status", where, err)
-		if p.Spec != nil {
-			// Its Event says so; the gang backs off before it decides again.
-			pr.cfg.Holds.FailGang(ctx, p.Spec.Key, ReasonPreemptionFailed, msg, true)
-		} else {
-			pr.cfg.Reporter.PodEvent(p.Pod, v1.EventTypeWarning, ReasonPreemptionFailed, "%s", msg)
-		}
-		return nil, fwk.AsStatus(fmt.Errorf("preemption for %s: %w", p.Name, err))
+// evictionFailed ends a preemption whose victims could not be evicted: the
+// record goes, and the preemptor hears why (a gang backs off before it
+// decides again).
+func (pr *Preempter) evictionFailed(ctx context.Context, p *Preemptor, where string, err error) {
+	pr.cfg.Preemptions.End(p.ID)
+	msg := fmt.Sprintf("could not evict the victims chosen to place it in %s (%v); if the scheduler may not, grant it delete on pods and patch on pods/status", where, err)
+	if p.Spec != nil {
+		// Its Event says so; the gang backs off before it decides again.
+		pr.cfg.Holds.FailGang(ctx, p.Spec.Key, ReasonPreemptionFailed, msg, true)
+		return
 	}
+	pr.cfg.Reporter.PodEvent(p.Pod, v1.EventTypeWarning, ReasonPreemptionFailed, "%s", msg)
+}
 
-	pr.cfg.Reporter.Preempted(p.Spec != nil, len(victims))
-	logger.V(2).Info("Preempted", "preemptor", p.Name, "priority", p.Priority, "decision", d.Summary, "exact", d.Exact, "cost", d.Cost)
-	pr.reportDecision(p, d, cands, by)
-
-	msg := fmt.Sprintf("%s preempted %d pod(s) to land in %s; it waits for them to terminate", p.Name, len(victims), where)
+// nominate nominates the pod whose cycle asked to its node in the
+// decision's plan, as kube-scheduler nominates a preemptor, and returns
+// PostFilter's answer, with msg.
+func (pr *Preempter) nominate(p *Preemptor, req *preemption.Request, d *preemption.Decision, msg string) (*fwk.PostFilterResult, *fwk.Status) {
 	for i, m := range p.Members {
 		if m.UID == p.Pod.UID {
 			node := req.Nodes[d.Plan.NodeOf[i]].Name

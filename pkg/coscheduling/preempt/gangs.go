@@ -100,6 +100,11 @@ type Holds interface {
 	// HoldPlan gives a gang's claim the preemption's plan: every member
 	// pinned to its slot, until the deadline.
 	HoldPlan(spec *gang.Spec, members []*v1.Pod, slots []ledger.Slot, until time.Time, plan *placement.Plan, req *placement.Request)
+	// HoldMoved gives a running gang whose pods are evicted to run
+	// elsewhere a claim on their new places, which outlives the gang's
+	// having no member until the deadline, for the pods its controller
+	// recreates.
+	HoldMoved(spec *gang.Spec, members []*v1.Pod, slots []ledger.Slot, until time.Time, plan *placement.Plan, req *placement.Request)
 	// Timeout is how long an attempt of the gang may take.
 	Timeout(spec *gang.Spec) time.Duration
 	// Nominate remembers that a pod is nominated to node.

@@ -1,7 +1,8 @@
 // Package preempt is the coscheduling plugin's gang-aware preemption, which
 // replaces kube-scheduler's DefaultPreemption in gpu-gang's profile.
 // Package preemption decides; this package asks it (preempt.go, victims.go,
-// budgets.go) and acts on the answer (evict.go). What it needs of the plugin
+// budgets.go) and acts on the answer (evict.go). move.go does the same for
+// package consolidate, which moves movable gangs. What it needs of the plugin
 // (its gangs, its planning, its holds, its Events) comes through the small
 // interfaces of gangs.go.
 //
@@ -111,7 +112,7 @@ func (pr *Preempter) Preempt(ctx context.Context, p *Preemptor, held map[string]
 	if !pr.anyBelow(p.Priority) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: no running pod has a priority below the %d of %s", p.Priority, p.Name))
 	}
-	req, dem, cands, status := pr.request(ctx, p, held, statuses)
+	req, dem, cands, status := pr.request(ctx, p, p.Priority, held, statuses)
 	if status != nil {
 		return nil, status
 	}
@@ -139,7 +140,7 @@ func (pr *Preempter) Preempt(ctx context.Context, p *Preemptor, held map[string]
 // Request describes p and its candidate victims to the engine, as Preempt
 // does before it decides. The benchmarks measure it.
 func (pr *Preempter) Request(ctx context.Context, p *Preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, *fwk.Status) {
-	req, _, _, status := pr.request(ctx, p, held, statuses)
+	req, _, _, status := pr.request(ctx, p, p.Priority, held, statuses)
 	return req, status
 }
 
@@ -170,8 +171,10 @@ func (p *Preemptor) preemptionPolicy() *v1.PreemptionPolicy {
 }
 
 // request describes the preemptor and its candidate victims to the engine
-// (see the package comment), with the members' demand it read.
-func (pr *Preempter) request(ctx context.Context, p *Preemptor, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, Demand, *candidates, *fwk.Status) {
+// (see the package comment), with the members' demand it read. The
+// candidates are the units of priority below below: the preemptor's own
+// priority for a preemption, one above it for a consolidation (move.go).
+func (pr *Preempter) request(ctx context.Context, p *Preemptor, below int32, held map[string]capacity.Amounts, statuses fwk.NodeToStatusReader) (*preemption.Request, Demand, *candidates, *fwk.Status) {
 	nodeInfos, err := pr.cfg.Framework.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, nil, nil, fwk.AsStatus(fmt.Errorf("listing nodes from the snapshot: %w", err))
@@ -208,7 +211,13 @@ func (pr *Preempter) request(ctx context.Context, p *Preemptor, held map[string]
 	if pp := p.preemptionPolicy(); pp != nil {
 		preq.PreemptionPolicy = *pp
 	}
-	cands := pr.addUnits(ctx, preq, p, sorted, leaving, d)
+	unitsOf := p
+	if below != p.Priority {
+		q := *p
+		q.Priority = below
+		unitsOf = &q
+	}
+	cands := pr.addUnits(ctx, preq, unitsOf, sorted, leaving, d)
 	return preq, d, cands, nil
 }
 

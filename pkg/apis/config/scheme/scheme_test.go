@@ -2,6 +2,7 @@ package scheme
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -14,8 +15,9 @@ import (
 )
 
 func TestDecodeCoschedulingArgs(t *testing.T) {
+	defaultConsolidation := config.ConsolidationArgs{WaitingFor: 2 * time.Minute, MaxEvictionsPerHour: 10, Cooldown: 30 * time.Minute, MinRunTime: 10 * time.Minute}
 	defaults := config.CoschedulingArgs{
-		PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
+		Consolidation: defaultConsolidation, PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
 		ClaimReleaseGraceSeconds: 60,
 	}
 	tests := []struct {
@@ -29,30 +31,47 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 		{
 			name: "scheduler-plugins field names keep their meaning",
 			obj:  &runtime.Unknown{Raw: []byte(`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"CoschedulingArgs","permitWaitingTimeSeconds":30,"podGroupBackoffSeconds":5}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 30, PodGroupBackoffSeconds: 5, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia", ClaimReleaseGraceSeconds: 60},
+			want: &config.CoschedulingArgs{Consolidation: defaultConsolidation, PermitWaitingTimeSeconds: 30, PodGroupBackoffSeconds: 5, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia", ClaimReleaseGraceSeconds: 60},
 		},
 		{
 			name: "explicit levels replace the default preset",
 			obj:  &runtime.Unknown{Raw: []byte(`{"topologyLevels":["example.com/rack","example.com/row"]}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60,
+			want: &config.CoschedulingArgs{Consolidation: defaultConsolidation, PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60,
 				TopologyLevels: []string{"example.com/rack", "example.com/row"}, ClaimReleaseGraceSeconds: 60},
 		},
 		{
 			name: "a claim release grace of its own",
 			obj:  &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":5}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia", ClaimReleaseGraceSeconds: 5},
+			want: &config.CoschedulingArgs{Consolidation: defaultConsolidation, PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia", ClaimReleaseGraceSeconds: 5},
 		},
 		{
 			name: "a claim release grace of 0 is allowed",
 			obj:  &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":0}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
+			want: &config.CoschedulingArgs{Consolidation: defaultConsolidation, PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia"},
 		},
 		{
 			name: "rail attributes",
 			obj:  &runtime.Unknown{Raw: []byte(`{"railAttributes":["dra.net/rail","example.com/subnet"]}`)},
-			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
+			want: &config.CoschedulingArgs{Consolidation: defaultConsolidation, PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
 				ClaimReleaseGraceSeconds: 60, RailAttributes: []string{"dra.net/rail", "example.com/subnet"}},
 		},
+		{
+			name: "consolidation knobs",
+			obj:  &runtime.Unknown{Raw: []byte(`{"consolidation":{"enabled":true,"waitingFor":"30s","maxEvictionsPerHour":4,"cooldown":"1h","minRunTime":"5m","movablePriorityClasses":["batch-low"]}}`)},
+			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
+				ClaimReleaseGraceSeconds: 60, Consolidation: config.ConsolidationArgs{Enabled: true, WaitingFor: 30 * time.Second, MaxEvictionsPerHour: 4,
+					Cooldown: time.Hour, MinRunTime: 5 * time.Minute, MovablePriorityClasses: []string{"batch-low"}}},
+		},
+		{name: "consolidation enabled without a wait", obj: &runtime.Unknown{Raw: []byte(`{"consolidation":{"enabled":true,"waitingFor":"0s"}}`)},
+			wantErr: `args.consolidation.waitingFor: Invalid value: "0s": must be above 0 when consolidation is enabled`},
+		{name: "consolidation enabled without a budget", obj: &runtime.Unknown{Raw: []byte(`{"consolidation":{"enabled":true,"maxEvictionsPerHour":0}}`)},
+			wantErr: `args.consolidation.maxEvictionsPerHour: Invalid value: 0: must be at least 1 when consolidation is enabled`},
+		{name: "negative cooldown", obj: &runtime.Unknown{Raw: []byte(`{"consolidation":{"cooldown":"-1m"}}`)},
+			wantErr: `args.consolidation.cooldown: Invalid value: "-1m0s": must not be negative`},
+		{name: "a movable priority class that is no name", obj: &runtime.Unknown{Raw: []byte(`{"consolidation":{"movablePriorityClasses":["Batch_Low"]}}`)},
+			wantErr: `args.consolidation.movablePriorityClasses[0]: Invalid value: "Batch_Low": must be a PriorityClass name`},
+		{name: "a movable priority class twice", obj: &runtime.Unknown{Raw: []byte(`{"consolidation":{"movablePriorityClasses":["low","low"]}}`)},
+			wantErr: `args.consolidation.movablePriorityClasses[1]: Duplicate value: "low"`},
 		{name: "a rail attribute without its domain", obj: &runtime.Unknown{Raw: []byte(`{"railAttributes":["rail"]}`)}, wantErr: `args.railAttributes[0]: Invalid value: "rail": must be a qualified device attribute name`},
 		{name: "negative claim release grace", obj: &runtime.Unknown{Raw: []byte(`{"claimReleaseGraceSeconds":-1}`)}, wantErr: "args.claimReleaseGraceSeconds: Invalid value: -1: must be at least 0"},
 		{name: "unknown field", obj: &runtime.Unknown{Raw: []byte(`{"permitWaitingTime":3}`)}, wantErr: `unknown field "permitWaitingTime"`},

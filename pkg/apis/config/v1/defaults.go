@@ -1,6 +1,9 @@
 package v1
 
 import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
@@ -15,6 +18,15 @@ const (
 	DefaultPodGroupBackoffSeconds    int64 = 2
 	DefaultPodGroupMaxBackoffSeconds int64 = 60
 	DefaultClaimReleaseGraceSeconds  int64 = 60
+	// DefaultConsolidationWaitingFor is how long a gang waits before
+	// gangs are moved for it.
+	DefaultConsolidationWaitingFor = 2 * time.Minute
+	// DefaultConsolidationMaxEvictionsPerHour caps moved gangs per hour.
+	DefaultConsolidationMaxEvictionsPerHour int32 = 10
+	// DefaultConsolidationCooldown keeps a moved gang where it went.
+	DefaultConsolidationCooldown = 30 * time.Minute
+	// DefaultConsolidationMinRunTime keeps a gang that just started.
+	DefaultConsolidationMinRunTime = 10 * time.Minute
 	// DefaultUnlabelledNodes skips nodes that do not say their CUDA
 	// version when a gang asks for one.
 	DefaultUnlabelledNodes = config.UnlabelledNodesSkip
@@ -38,6 +50,30 @@ func SetDefaultsCoschedulingArgs(args *CoschedulingArgs) {
 		// NVLink cliques under leaf and spine switches; nodes without
 		// those labels are simply their own domains.
 		args.TopologyPreset = ptr.To(scheduling.DefaultPreset)
+	}
+	if args.Consolidation == nil {
+		args.Consolidation = &ConsolidationArgs{}
+	}
+	setDefaultsConsolidationArgs(args.Consolidation)
+}
+
+// setDefaultsConsolidationArgs fills the consolidation fields a user left
+// unset; consolidation stays off unless enabled.
+func setDefaultsConsolidationArgs(c *ConsolidationArgs) {
+	if c.Enabled == nil {
+		c.Enabled = ptr.To(false)
+	}
+	if c.WaitingFor == nil {
+		c.WaitingFor = &metav1.Duration{Duration: DefaultConsolidationWaitingFor}
+	}
+	if c.MaxEvictionsPerHour == nil {
+		c.MaxEvictionsPerHour = ptr.To(DefaultConsolidationMaxEvictionsPerHour)
+	}
+	if c.Cooldown == nil {
+		c.Cooldown = &metav1.Duration{Duration: DefaultConsolidationCooldown}
+	}
+	if c.MinRunTime == nil {
+		c.MinRunTime = &metav1.Duration{Duration: DefaultConsolidationMinRunTime}
 	}
 }
 

@@ -1,6 +1,9 @@
 package v1
 
 import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/conversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -78,6 +81,17 @@ func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.Cosched
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
 	out.RailAttributes = append([]string(nil), in.RailAttributes...)
+	out.Consolidation = config.ConsolidationArgs{}
+	if c := in.Consolidation; c != nil {
+		out.Consolidation = config.ConsolidationArgs{
+			Enabled:                ptr.Deref(c.Enabled, false),
+			WaitingFor:             durationOf(c.WaitingFor),
+			MaxEvictionsPerHour:    ptr.Deref(c.MaxEvictionsPerHour, 0),
+			Cooldown:               durationOf(c.Cooldown),
+			MinRunTime:             durationOf(c.MinRunTime),
+			MovablePriorityClasses: append([]string(nil), c.MovablePriorityClasses...),
+		}
+	}
 }
 
 // ConvertCoschedulingArgsFromInternal converts internal args to v1.
@@ -92,6 +106,15 @@ func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *Cosch
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
 	out.RailAttributes = append([]string(nil), in.RailAttributes...)
+	c := in.Consolidation
+	out.Consolidation = &ConsolidationArgs{
+		Enabled:                ptr.To(c.Enabled),
+		WaitingFor:             &metav1.Duration{Duration: c.WaitingFor},
+		MaxEvictionsPerHour:    ptr.To(c.MaxEvictionsPerHour),
+		Cooldown:               &metav1.Duration{Duration: c.Cooldown},
+		MinRunTime:             &metav1.Duration{Duration: c.MinRunTime},
+		MovablePriorityClasses: append([]string(nil), c.MovablePriorityClasses...),
+	}
 }
 
 // ConvertGPUFleetArgsToInternal converts defaulted v1 args to the internal
@@ -120,6 +143,14 @@ func cloneStrings(s []string) []string {
 		return nil
 	}
 	return append([]string{}, s...)
+}
+
+// durationOf is the duration d holds; zero when unset.
+func durationOf(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
 
 func deref(p *int64) int64 {

@@ -47,6 +47,35 @@ type CoschedulingArgs struct {
 	// NICs do not all carry one numbers its NICs in PCI address order:
 	// rail k is the k-th NIC. Empty by default.
 	RailAttributes []string `json:"railAttributes,omitempty"`
+	// Consolidation moves running gangs that opted in to being moved
+	// (the PodGroup annotation gpu-gang.x-k8s.io/movable: "true", or a
+	// priority class in movablePriorityClasses) out of one topology domain
+	// so that a gang which has waited long enough gets that domain whole.
+	// Off by default.
+	Consolidation *ConsolidationArgs `json:"consolidation,omitempty"`
+}
+
+// ConsolidationArgs bounds consolidation: when it acts, how often, and
+// which gangs it may move.
+type ConsolidationArgs struct {
+	// Enabled turns consolidation on. Defaults to false.
+	Enabled *bool `json:"enabled,omitempty"`
+	// WaitingFor is how long a gang must have waited, since its PodGroup
+	// or its earliest member was created, before gangs are moved for it.
+	// Defaults to 2m.
+	WaitingFor *metav1.Duration `json:"waitingFor,omitempty"`
+	// MaxEvictionsPerHour caps the gangs moved in any sliding hour, over
+	// the whole cluster. Defaults to 10.
+	MaxEvictionsPerHour *int32 `json:"maxEvictionsPerHour,omitempty"`
+	// Cooldown is how long a gang that was moved may not be moved again.
+	// Defaults to 30m.
+	Cooldown *metav1.Duration `json:"cooldown,omitempty"`
+	// MinRunTime is how long a gang must have run before it may be moved:
+	// a gang that started less than this ago stays. Defaults to 10m.
+	MinRunTime *metav1.Duration `json:"minRunTime,omitempty"`
+	// MovablePriorityClasses names priority classes whose gangs count as
+	// movable even without the movable annotation. Empty by default.
+	MovablePriorityClasses []string `json:"movablePriorityClasses,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

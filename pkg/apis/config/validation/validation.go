@@ -3,6 +3,7 @@ package validation
 
 import (
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -38,6 +39,7 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 				"must be a qualified device attribute name, <driver domain>/<attribute>, such as dra.net/rail"))
 		}
 	}
+	errs = append(errs, validateConsolidation(path.Child("consolidation"), &args.Consolidation)...)
 	if _, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels); err != nil {
 		switch {
 		case args.TopologyPreset != "" && len(args.TopologyLevels) > 0:
@@ -46,6 +48,49 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 			errs = append(errs, field.Invalid(path.Child("topologyLevels"), args.TopologyLevels, err.Error()))
 		default:
 			errs = append(errs, field.NotSupported(path.Child("topologyPreset"), args.TopologyPreset, scheduling.PresetNames()))
+		}
+	}
+	return errs
+}
+
+// validateConsolidation checks the consolidation bounds. Durations may
+// never be negative; an enabled consolidation needs a wait and a budget
+// above zero, or it would move gangs for every gang that ever waits, or
+// never move any.
+func validateConsolidation(path *field.Path, c *config.ConsolidationArgs) field.ErrorList {
+	var errs field.ErrorList
+	durations := []struct {
+		name string
+		d    time.Duration
+	}{{"waitingFor", c.WaitingFor}, {"cooldown", c.Cooldown}, {"minRunTime", c.MinRunTime}}
+	for _, d := range durations {
+		if d.d < 0 {
+			errs = append(errs, field.Invalid(path.Child(d.name), d.d.String(), "must not be negative"))
+		}
+	}
+	if c.MaxEvictionsPerHour < 0 {
+		errs = append(errs, field.Invalid(path.Child("maxEvictionsPerHour"), c.MaxEvictionsPerHour, "must not be negative"))
+	}
+	if c.Enabled {
+		if c.WaitingFor <= 0 {
+			errs = append(errs, field.Invalid(path.Child("waitingFor"), c.WaitingFor.String(),
+				"must be above 0 when consolidation is enabled: gangs are moved only for a gang that has waited this long, and 0 would move them for every gang that does not fit at once"))
+		}
+		if c.MaxEvictionsPerHour < 1 {
+			errs = append(errs, field.Invalid(path.Child("maxEvictionsPerHour"), c.MaxEvictionsPerHour,
+				"must be at least 1 when consolidation is enabled: no gang could ever be moved; set enabled: false instead"))
+		}
+	}
+	classes := path.Child("movablePriorityClasses")
+	seen := make(map[string]bool, len(c.MovablePriorityClasses))
+	for i, name := range c.MovablePriorityClasses {
+		if seen[name] {
+			errs = append(errs, field.Duplicate(classes.Index(i), name))
+			continue
+		}
+		seen[name] = true
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			errs = append(errs, field.Invalid(classes.Index(i), name, "must be a PriorityClass name: "+msg))
 		}
 	}
 	return errs
