@@ -86,24 +86,21 @@ func (pl *Planner) Packing(ctx context.Context, pod *v1.Pod, held map[string]cap
 // score 0. The gap above the rest lets the first node win over the stock
 // spreading scores unless other plugins' preferences weigh far more.
 func (p *Packing) Scores(nodes []fwk.NodeInfo) []int64 {
-	idx := make([]int, 0, len(nodes))
+	// ranked are positions in nodes, at[k] node k's index in the order's
+	// nodes; only nodes with room are ranked.
 	at := make([]int, len(nodes))
+	ranked := make([]int, 0, len(nodes))
 	for k, ni := range nodes {
-		at[k] = -1
 		i, found := slices.BinarySearch(p.names, ni.Node().Name)
 		if found && p.fit.Room(i) > 0 {
 			at[k] = i
-			idx = append(idx, i)
+			ranked = append(ranked, k)
 		}
 	}
-	slices.SortFunc(idx, p.fit.Compare)
+	slices.SortFunc(ranked, func(a, b int) int { return p.fit.Compare(at[a], at[b]) })
 	scores := make([]int64, len(nodes))
-	n := int64(len(idx))
-	for k, i := range at {
-		if i < 0 {
-			continue
-		}
-		r, _ := slices.BinarySearchFunc(idx, i, p.fit.Compare)
+	n := int64(len(ranked))
+	for r, k := range ranked {
 		switch {
 		case r == 0:
 			scores[k] = fwk.MaxNodeScore
