@@ -19,6 +19,7 @@ import (
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
@@ -259,4 +260,70 @@ func TestRailReplacementJoinsItsSiblingsRails(t *testing.T) {
 	}
 	slices.Sort(got)
 	require.Equal(t, gpuNames(4, 8), got, "the replacement takes its siblings' rails 4-7")
+}
+
+// Members in different leaves (the rails' scalable unit by default) may use
+// different rail sets; members in one leaf use one. node-0 and node-1, in
+// leaf l-a, have rails 4-7 free; node-2 and node-3, in leaf l-b, rails
+// 0-3: no set is free on all four, yet a gang of four that requires
+// alignment is planned, each leaf's members on its leaf's free rails. With
+// the spine as the unit, the same gang waits, and its Event says the rails
+// must be the same on every node of a spine.
+func TestRailAlignmentIsPerScalableUnit(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	setup := func(t *testing.T, args config.CoschedulingArgs) (*testEnv, []*v1.Pod) {
+		nodes, objs := railFabric(straight, straight, straight, straight)
+		for i, n := range nodes {
+			leaf := []string{"l-a", "l-a", "l-b", "l-b"}[i]
+			n.Labels = map[string]string{v1.LabelHostname: n.Name, scheduling.LabelLeaf: leaf, scheduling.LabelSpine: "s0"}
+			busy := gpuNames(0, 4)
+			if leaf == "l-b" {
+				busy = gpuNames(4, 8)
+			}
+			objs = append(objs, allocatedClaim(testNS, fmt.Sprint("busy-", i), n.Name, busy...))
+		}
+		job, objs := halfNodeGang(4, objs)
+		pg := gangtest.MakePodGroup("rl", testNS).MinMember(4).Obj()
+		pg.Annotations = map[string]string{scheduling.AnnotationRailAlignment: scheduling.RailAlignmentRequired}
+		return newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, withDRA(), withObjects(objs...), withArgs(args)), job
+	}
+
+	t.Run("leaf", func(t *testing.T) {
+		env, job := setup(t, defaultTestArgs())
+		_, status := env.schedule(job[0])
+		require.NotNil(t, status)
+		require.Contains(t, status.Message(), dra.ErrReasonClaimsWriting, "the gang is planned and its claims written")
+		want := map[string][]string{"node-0": gpuNames(4, 8), "node-1": gpuNames(4, 8), "node-2": gpuNames(0, 4), "node-3": gpuNames(0, 4)}
+		got := map[string][]string{}
+		for _, p := range job {
+			var c *resourceapi.ResourceClaim
+			err := wait.PollUntilContextTimeout(env.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+				var err error
+				c, err = env.client.ResourceV1().ResourceClaims(testNS).Get(ctx, p.Name+"-gpus", metav1.GetOptions{})
+				return err == nil && c.Status.Allocation != nil, nil
+			})
+			require.NoError(t, err, "claim of %s is never written", p.Name)
+			node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
+			var devices []string
+			for _, r := range c.Status.Allocation.Devices.Results {
+				devices = append(devices, r.Device)
+			}
+			slices.Sort(devices)
+			got[node] = devices
+		}
+		require.Equal(t, want, got, "each leaf's members on that leaf's free rails, one member per node")
+	})
+
+	t.Run("spine", func(t *testing.T) {
+		args := defaultTestArgs()
+		args.RailUnitLevel = scheduling.LabelSpine
+		env, job := setup(t, args)
+		_, status := env.schedule(job[0])
+		require.Equal(t, fwk.Unschedulable, status.Code(), "status: %v", status)
+		var events []string
+		require.Eventually(t, func() bool {
+			events = append(events, env.recorded()...)
+			return hasEvent(events, scheduling.ReasonRailsNotFree, "the same on every node of a spine")
+		}, 10*time.Second, 10*time.Millisecond, "a RailsNotFree Event: %q", events)
+	})
 }

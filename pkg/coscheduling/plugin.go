@@ -193,6 +193,10 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	if err != nil {
 		return nil, err
 	}
+	railUnit, err := scheduling.RailUnit(levels, args.RailUnitLevel)
+	if err != nil {
+		return nil, err
+	}
 	pl := &Plugin{
 		handle:  handle,
 		args:    args,
@@ -234,6 +238,7 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 		Reporter:       planningAdapter{pl},
 		Placement:      planner,
 		Levels:         levels,
+		RailUnit:       railUnit,
 		Eligibility:    eligibility.NewRunner(handle, Name, pl.devices),
 		Ledger:         pl.ledger,
 		Devices:        pl.devices,

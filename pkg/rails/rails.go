@@ -35,9 +35,51 @@ type Gang struct {
 	// Classes are the distinct ways nodes read; class 0 is conventionally
 	// a node without rails.
 	Classes []Class
-	// Pinned, when not zero, is the only rail set the gang may use: the
-	// one its running members use.
-	Pinned capacity.RailSet
+	// Unit[n] is the scalable unit of node n (an index into Units): the
+	// nodes whose NICs plug into the same rail switches. Members in one
+	// unit must use one rail set; members in different units talk through
+	// the spine whatever their rails, so each unit may use its own. Nil:
+	// every node is in one unit.
+	Unit []int32
+	// Units name the units, for people.
+	Units []string
+	// Pinned[u], when not zero, is the only rail set the gang may use in
+	// unit u: the one its running members there use.
+	Pinned []capacity.RailSet
+}
+
+// unitOf is node n's unit.
+func (g *Gang) unitOf(n int) int32 {
+	if g.Unit == nil {
+		return 0
+	}
+	return g.Unit[n]
+}
+
+// units is how many units there are.
+func (g *Gang) units() int { return max(1, len(g.Units)) }
+
+// pinnedOf is unit u's pinned set, 0 when none.
+func (g *Gang) pinnedOf(u int32) capacity.RailSet {
+	if int(u) < len(g.Pinned) {
+		return g.Pinned[u]
+	}
+	return 0
+}
+
+// onePin is the rail set every pinned unit uses; ok is false when pinned
+// units use different sets, so that no one set serves the whole gang.
+func (g *Gang) onePin() (set capacity.RailSet, ok bool) {
+	for _, p := range g.Pinned {
+		switch {
+		case p == 0:
+		case set == 0:
+			set = p
+		case p != set:
+			return 0, false
+		}
+	}
+	return set, true
 }
 
 // Class is how the nodes of one class read.
@@ -89,9 +131,12 @@ func (g *Gang) Candidates(eligible func(n int) bool, want int) []Candidate {
 		}
 	}
 	var sets []capacity.RailSet
-	if g.Pinned != 0 {
-		sets = []capacity.RailSet{g.Pinned}
-	} else {
+	switch pin, ok := g.onePin(); {
+	case !ok:
+		return nil
+	case pin != 0:
+		sets = []capacity.RailSet{pin}
+	default:
 		sets = g.sets(free)
 	}
 	var out []Candidate
@@ -194,27 +239,44 @@ const SlotsResource = "gpu-gang.x-k8s.io/rail-slots"
 
 // Narrow returns a copy of req in which every aligned member may go only
 // to nodes with rail set s free, and each such node takes at most as many
-// aligned members as its slots on s. When the aligned members are one kind
-// of member (one request, one eligibility slice) and every such node has
-// as many slots, a per-node cap on them says it; otherwise the copy counts
-// slots as one more resource, which each aligned member asks one of. req is
-// not written; the copy shares what it does not change.
+// aligned members as its slots on s; see narrow.
 func (g *Gang) Narrow(req *placement.Request, s capacity.RailSet) *placement.Request {
-	out := *req
-	out.Members = slices.Clone(req.Members)
-	narrowed := map[*bool][]bool{}
-	var all []bool
-	// slots per class on s.
+	byClass := g.classSlots(s)
+	slots := make([]int, len(req.Nodes))
+	for n := range slots {
+		slots[n] = byClass[g.Class[n]]
+	}
+	return g.narrow(req, slots)
+}
+
+// classSlots is, per class, how many aligned members a node of it takes on
+// rail set s.
+func (g *Gang) classSlots(s capacity.RailSet) []int {
 	slots := make([]int, len(g.Classes))
 	for c := range g.Classes {
 		if g.free(int32(c)).Contains(s) {
 			slots[c] = g.Classes[c].Free.Slots(s)
 		}
 	}
+	return slots
+}
+
+// narrow returns a copy of req in which every aligned member may go only
+// to nodes with slots, and node n takes at most slots[n] aligned members.
+// When the aligned members are one kind of member (one request, one
+// eligibility slice) and every node with slots has as many, a per-node cap
+// on them says it; otherwise the copy counts slots as one more resource,
+// which each aligned member asks one of. req is not written; the copy
+// shares what it does not change.
+func (g *Gang) narrow(req *placement.Request, slots []int) *placement.Request {
+	out := *req
+	out.Members = slices.Clone(req.Members)
+	narrowed := map[*bool][]bool{}
+	var all []bool
 	offers := make([]bool, len(req.Nodes))
 	fewest, most := 0, 0
 	for n := range req.Nodes {
-		if k := slots[g.Class[n]]; k > 0 {
+		if k := slots[n]; k > 0 {
 			offers[n] = true
 			if fewest == 0 || k < fewest {
 				fewest = k
@@ -276,7 +338,7 @@ func (g *Gang) Narrow(req *placement.Request, s capacity.RailSet) *placement.Req
 		backing = backing[2*(dims+1):]
 		copy(free, node.Free)
 		copy(alloc, node.Allocatable)
-		free[dims] = int64(slots[g.Class[n]])
+		free[dims] = int64(slots[n])
 		alloc[dims] = free[dims]
 		node.Free, node.Allocatable = free, alloc
 	}
@@ -309,25 +371,18 @@ const (
 	minTried   = 4
 )
 
-// Plan plans req with the gang's aligned members on one rail set and
-// returns the plan and its set. It plans the candidates in order and keeps
-// the tightest plan (fewest domains at the loosest level first, then the
-// next) of those that hold the gang, as many as planBudget allows,
-// stopping at once at a plan in one domain of every level. When no set holds the gang it returns the
-// last candidate's error, or a FitError that places nobody when there was
-// no candidate at all.
-func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, capacity.RailSet, error) {
-	want := 0
-	var eligible func(n int) bool
-	for i, a := range g.Aligned {
-		if !a {
-			continue
-		}
-		want++
-		if e := req.Members[i].Eligible; e != nil && eligible == nil {
-			eligible = func(n int) bool { return e[n] }
-		}
-	}
+// Plan plans req with the gang's aligned members rail-aligned and returns
+// the plan and each member's rail set (0 for members not bound by rails).
+// It first tries one set for the whole gang: the candidates in order,
+// keeping the tightest plan (fewest domains at the loosest level first,
+// then the next) of those that hold the gang, as many as planBudget
+// allows, stopping at once at a plan in one domain of every level. Unless
+// it found such a plan, it then plans every unit on its own set (unitSets)
+// and keeps that plan when it is tighter or the only one. When nothing
+// holds the gang it returns the last error, or a FitError that places
+// nobody when there was no set to try.
+func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, []capacity.RailSet, error) {
+	want, eligible := g.wanted(req)
 	var last error
 	var best *placement.Plan
 	var bestSet capacity.RailSet
@@ -337,7 +392,7 @@ func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placeme
 		if err != nil {
 			var fit *placement.FitError
 			if !errors.As(err, &fit) {
-				return nil, 0, err
+				return nil, nil, err
 			}
 			last = err
 			continue
@@ -349,13 +404,133 @@ func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placeme
 			break
 		}
 	}
+	if (best == nil || !tightest(best)) && g.units() > 1 {
+		sets, slots := g.unitSets(eligible)
+		if offered(slots, eligible) >= want {
+			plan, err := planner.Plan(ctx, g.narrow(req, slots))
+			var fit *placement.FitError
+			switch {
+			case err == nil && (best == nil || tighter(plan, best)):
+				return plan, g.memberSets(plan, g.Aligned, sets), nil
+			case err != nil && !errors.As(err, &fit):
+				return nil, nil, err
+			case err != nil:
+				last = err
+			}
+		}
+	}
 	if best != nil {
-		return best, bestSet, nil
+		sets := make([]capacity.RailSet, g.units())
+		for u := range sets {
+			sets[u] = bestSet
+		}
+		return best, g.memberSets(best, g.Aligned, sets), nil
 	}
 	if last == nil {
 		last = &placement.FitError{Wanted: len(req.Members), Reason: ErrNoRailSet.Error()}
 	}
-	return nil, 0, last
+	return nil, nil, last
+}
+
+// wanted counts the aligned members and returns their eligibility (nil:
+// every node), that of the first aligned member that has one.
+func (g *Gang) wanted(req *placement.Request) (int, func(n int) bool) {
+	want := 0
+	var eligible func(n int) bool
+	for i, a := range g.Aligned {
+		if !a {
+			continue
+		}
+		want++
+		if e := req.Members[i].Eligible; e != nil && eligible == nil {
+			eligible = func(n int) bool { return e[n] }
+		}
+	}
+	return want, eligible
+}
+
+// offered sums the slots of eligible nodes.
+func offered(slots []int, eligible func(n int) bool) int {
+	total := 0
+	for n, k := range slots {
+		if eligible == nil || eligible(n) {
+			total += k
+		}
+	}
+	return total
+}
+
+// memberSets is each member's rail set under plan: its unit's set when
+// aligned[i], else 0.
+func (g *Gang) memberSets(plan *placement.Plan, aligned []bool, units []capacity.RailSet) []capacity.RailSet {
+	out := make([]capacity.RailSet, len(plan.NodeOf))
+	for i, n := range plan.NodeOf {
+		if i < len(aligned) && aligned[i] {
+			out[i] = units[g.unitOf(n)]
+		}
+	}
+	return out
+}
+
+// unitSets chooses every unit's rail set: its pinned set, or else the set
+// on which the unit's eligible nodes take the most aligned members, then
+// the one most of its nodes already in use offer, then the lowest rails.
+// It returns the sets and each node's slots on its unit's set.
+func (g *Gang) unitSets(eligible func(n int) bool) ([]capacity.RailSet, []int) {
+	// Each unit's nodes counted by class, once: a unit's classes are few.
+	type count struct{ class, nodes int }
+	byUnit := make([][]count, g.units())
+	present := make([]bool, len(g.Classes))
+	for n, c := range g.Class {
+		if eligible != nil && !eligible(n) {
+			continue
+		}
+		u := g.unitOf(n)
+		present[c] = true
+		if k := slices.IndexFunc(byUnit[u], func(x count) bool { return x.class == int(c) }); k >= 0 {
+			byUnit[u][k].nodes++
+		} else {
+			byUnit[u] = append(byUnit[u], count{int(c), 1})
+		}
+	}
+	free := make([]capacity.RailSet, len(g.Classes))
+	for c := range g.Classes {
+		if present[c] {
+			free[c] = g.free(int32(c))
+		}
+	}
+	sets := g.sets(free)
+	chosen := make([]capacity.RailSet, g.units())
+	for u, counts := range byUnit {
+		if pin := g.pinnedOf(int32(u)); pin != 0 {
+			chosen[u] = pin
+			continue
+		}
+		var best Candidate
+		for _, s := range sets {
+			c := Candidate{Set: s}
+			for _, x := range counts {
+				if !free[x.class].Contains(s) {
+					continue
+				}
+				c.Slots += x.nodes * g.Classes[x.class].Free.Slots(s)
+				if g.Classes[x.class].Used {
+					c.UsedNodes += x.nodes
+				}
+			}
+			if c.Slots > 0 && cmp.Or(cmp.Compare(c.Slots, best.Slots), cmp.Compare(c.UsedNodes, best.UsedNodes), compareSets(best.Set, c.Set)) > 0 {
+				best = c
+			}
+		}
+		chosen[u] = best.Set
+	}
+	slots := make([]int, len(g.Class))
+	for n, c := range g.Class {
+		if s := chosen[g.unitOf(n)]; s != 0 && g.free(c).Contains(s) {
+			slots[n] = g.Classes[c].Free.Slots(s)
+		}
+	}
+	return chosen, slots
 }
 
 // tighter reports whether plan a uses fewer domains than b, at the
@@ -380,46 +555,34 @@ func tightest(p *placement.Plan) bool {
 	return true
 }
 
-// Most plans as many of the aligned members as one rail set holds (fewer
-// than all of them: Plan found no set for all), the lowest ranks first,
-// and the others anywhere; a gang that prefers alignment loses fewer pairs
-// of aligned members so than by a plan without rails. It returns the plan,
-// the set and which members it aligned; an error when no set holds two.
-func (g *Gang) Most(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, capacity.RailSet, []bool, error) {
-	want := 0
-	var eligible func(n int) bool
-	for i, a := range g.Aligned {
-		if a {
-			want++
-			if e := req.Members[i].Eligible; e != nil && eligible == nil {
-				eligible = func(n int) bool { return e[n] }
-			}
-		}
-	}
-	var best *Candidate
-	for _, c := range g.Candidates(eligible, 2) {
-		if best == nil || c.Slots > best.Slots {
-			best = &c
-		}
-	}
-	if best == nil || want < 3 {
-		return nil, 0, nil, &placement.FitError{Wanted: len(req.Members), Reason: ErrNoRailSet.Error()}
+// Most plans as many of the aligned members as the units' rail sets hold
+// (fewer than all of them: Plan found no plan for all), the lowest ranks
+// first, and the others anywhere; a gang that prefers alignment loses
+// fewer pairs of aligned members so than by a plan without rails. It
+// returns the plan and each member's rail set (0 for those not aligned);
+// an error when the sets hold fewer than two.
+func (g *Gang) Most(ctx context.Context, planner placement.Planner, req *placement.Request) (*placement.Plan, []capacity.RailSet, error) {
+	want, eligible := g.wanted(req)
+	sets, slots := g.unitSets(eligible)
+	total := offered(slots, eligible)
+	if total < 2 || want < 3 {
+		return nil, nil, &placement.FitError{Wanted: len(req.Members), Reason: ErrNoRailSet.Error()}
 	}
 	some := *g
 	some.Aligned = make([]bool, len(g.Aligned))
-	k := min(best.Slots, want-1)
+	k := min(total, want-1)
 	for i, a := range g.Aligned {
 		if a && k > 0 {
 			some.Aligned[i] = true
 			k--
 		}
 	}
-	plan, err := planner.Plan(ctx, some.Narrow(req, best.Set))
+	plan, err := planner.Plan(ctx, some.narrow(req, slots))
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, nil, err
 	}
-	return plan, best.Set, some.Aligned, nil
+	return plan, some.memberSets(plan, some.Aligned, sets), nil
 }
 
 // ErrNoRailSet says that no rail set is free on enough nodes.
-var ErrNoRailSet = errors.New("no set of rails is free on enough nodes for every member to use the same rails")
+var ErrNoRailSet = errors.New("no set of rails is free on enough nodes for the members in each scalable unit to use the same rails")

@@ -23,14 +23,14 @@ type fabric struct {
 }
 
 // randomFabric builds spines×leaves×nodes nodes of rails GPUs (one per
-// rail), each rail free with probability 1/2 (whole nodes free a third of
+// rail), each rail free with probability 1/2 (whole nodes free an eighth of
 // the time), from seed.
 func randomFabric(seed uint64, spines, leaves, perLeaf, rails int) fabric {
 	rng := rand.New(rand.NewPCG(seed, 31))
 	f := fabric{rails: rails, nodes: placementtest.MakeFabric().Spines(spines).LeavesPerSpine(leaves).NodesPerLeaf(perLeaf).Obj()}
 	for i := range f.nodes {
 		var s capacity.RailSet
-		whole := rng.IntN(3) == 0
+		whole := rng.IntN(8) == 0
 		for r := range rails {
 			if whole || rng.IntN(2) == 0 {
 				s |= 1 << r
@@ -75,50 +75,88 @@ func request(f fabric, members, size int, policy placement.Policy) *placement.Re
 	return req
 }
 
-// alignedExists is the oracle: some rail set of size rails is free on at
-// least members nodes (one aligned member per node, one GPU per rail), all
-// in one domain of level when it is not empty.
-func alignedExists(f fabric, members, size int, level string) bool {
-	found := false
+// withUnits makes every leaf of f a scalable unit of g.
+func (f fabric) withUnits(g *Gang) *Gang {
+	g.Unit = make([]int32, len(f.nodes))
+	index := map[string]int32{}
+	for n, node := range f.nodes {
+		leaf := node.Labels[scheduling.LabelLeaf]
+		u, ok := index[leaf]
+		if !ok {
+			u = int32(len(g.Units))
+			g.Units = append(g.Units, leaf)
+			index[leaf] = u
+		}
+		g.Unit[n] = u
+	}
+	return g
+}
+
+// alignedExists is the oracle: members aligned members fit, one per node
+// (one GPU per rail), all in one domain of level when it is not empty,
+// every unit's members on one rail set of size rails free on their nodes.
+// Without units (unit empty), that is one set for all; with units (a
+// leaf level), each leaf may use its own set: a leaf holds as many
+// members as nodes share its best set.
+func alignedExists(f fabric, members, size int, level, unit string) bool {
 	var all []int
 	for r := range f.rails {
 		all = append(all, r)
 	}
+	// best[d][u] is the most nodes of unit u in domain d sharing one set.
+	best := map[string]map[string]int{}
 	combinations(all, size, func(s capacity.RailSet) {
-		byDomain := map[string]int{}
+		count := map[[2]string]int{}
 		for n, free := range f.free {
 			if free.Contains(s) {
-				d := ""
+				d, u := "", ""
 				if level != "" {
 					d = f.nodes[n].Labels[level]
 				}
-				byDomain[d]++
+				if unit != "" {
+					u = f.nodes[n].Labels[unit]
+				}
+				count[[2]string{d, u}]++
 			}
 		}
-		for _, c := range byDomain {
-			found = found || c >= members
+		for k, c := range count {
+			if best[k[0]] == nil {
+				best[k[0]] = map[string]int{}
+			}
+			best[k[0]][k[1]] = max(best[k[0]][k[1]], c)
 		}
 	})
-	return found
+	for _, units := range best {
+		held := 0
+		for _, c := range units {
+			held += c
+		}
+		if held >= members {
+			return true
+		}
+	}
+	return false
 }
 
 // TestPlanFindsAnAlignedPlacementWheneverOneExists checks the planner
-// against an exhaustive oracle on small random fabrics: whenever some rail
-// set is free on enough nodes (in one leaf when the gang requires it), the
-// plan exists, puts every member on a node with that set free, at most one
-// per node, and keeps the topology policy; when none exists, it fails.
+// against an exhaustive oracle on small random fabrics, with the whole
+// gang one unit and with every leaf a unit: whenever an aligned placement
+// exists (in one leaf when the gang requires it), the plan exists, puts
+// every member on a node with its set free, at most one per node, members
+// of a unit on one set, and keeps the topology policy; when none exists,
+// it fails.
 func TestPlanFindsAnAlignedPlacementWheneverOneExists(t *testing.T) {
 	planner, err := topology.NewPlanner(mustPreset(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	found, cases := 0, 0
+	found, cases, perUnit := 0, 0, 0
 	for seed := range uint64(400) {
 		rails := []int{4, 8}[seed%2]
 		f := randomFabric(seed, 1+int(seed%2), 2, 3, rails)
 		size := 1 + int(seed/2)%(rails/2)
-		members := 2 + int(seed/3)%4
+		members := 2 + int(seed/3)%7
 		var policy placement.Policy
 		if seed%3 == 0 {
 			policy = placement.Policy{Level: scheduling.LabelLeaf, Required: true}
@@ -127,18 +165,28 @@ func TestPlanFindsAnAlignedPlacementWheneverOneExists(t *testing.T) {
 		if policy.Required {
 			required = policy.Level
 		}
-		want := alignedExists(f, members, size, required)
+		unit := ""
+		if seed%4 < 2 {
+			unit = scheduling.LabelLeaf
+		}
+		want := alignedExists(f, members, size, required, unit)
+		if want && !alignedExists(f, members, size, required, "") {
+			perUnit++ // only with a set of its own per leaf
+		}
 		g := f.gang(size)
+		if unit != "" {
+			f.withUnits(g)
+		}
 		g.Aligned = make([]bool, members)
 		for i := range g.Aligned {
 			g.Aligned[i] = true
 		}
 		req := request(f, members, size, policy)
-		plan, set, err := g.Plan(ctx, planner, req)
+		plan, sets, err := g.Plan(ctx, planner, req)
 		cases++
 		if !want {
 			if err == nil {
-				t.Fatalf("seed %d: planned on rails %v though no aligned placement exists: %v", seed, set, plan.NodeOf)
+				t.Fatalf("seed %d: planned on rails %v though no aligned placement exists: %v", seed, sets, plan.NodeOf)
 			}
 			continue
 		}
@@ -146,12 +194,19 @@ func TestPlanFindsAnAlignedPlacementWheneverOneExists(t *testing.T) {
 			t.Fatalf("seed %d: %d members of %d rails: an aligned placement exists, the planner found none: %v", seed, members, size, err)
 		}
 		found++
-		if set.Len() != size {
-			t.Fatalf("seed %d: rail set %v, want %d rails", seed, set, size)
-		}
 		perNode := map[int]int{}
 		domains := map[string]bool{}
+		unitSet := map[string]capacity.RailSet{}
 		for i, n := range plan.NodeOf {
+			set := sets[i]
+			if set.Len() != size {
+				t.Fatalf("seed %d: member %d on rail set %v, want %d rails", seed, i, set, size)
+			}
+			u := f.nodes[n].Labels[unit]
+			if prev, ok := unitSet[u]; ok && prev != set {
+				t.Fatalf("seed %d: members in unit %q on rails %v and %v", seed, u, prev, set)
+			}
+			unitSet[u] = set
 			if !f.free[n].Contains(set) {
 				t.Fatalf("seed %d: member %d on node %s whose free rails %v lack %v", seed, i, f.nodes[n].Name, f.free[n], set)
 			}
@@ -167,8 +222,9 @@ func TestPlanFindsAnAlignedPlacementWheneverOneExists(t *testing.T) {
 			t.Fatalf("seed %d: required %s spans %v", seed, required, domains)
 		}
 	}
-	if found < cases/4 {
-		t.Fatalf("only %d of %d cases had an aligned placement: the fabrics test too little", found, cases)
+	t.Logf("%d of %d cases had an aligned placement, %d only with a set per leaf", found, cases, perUnit)
+	if found < cases/4 || perUnit < 10 {
+		t.Fatalf("only %d of %d cases had an aligned placement, %d only per unit: the fabrics test too little", found, cases, perUnit)
 	}
 }
 
@@ -214,15 +270,15 @@ func TestMostAlignsWhatOneSetHolds(t *testing.T) {
 	if _, _, err := g.Plan(context.Background(), planner, req); err == nil {
 		t.Fatal("no set holds four members, yet Plan planned")
 	}
-	plan, set, members, err := g.Most(context.Background(), planner, req)
+	plan, sets, err := g.Most(context.Background(), planner, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set != 0x0F || !slices.Equal(members, []bool{true, true, true, false}) {
-		t.Fatalf("aligned %v on rails %v, want the first three on rails 0-3", members, set)
+	if !slices.Equal(sets, []capacity.RailSet{0x0F, 0x0F, 0x0F, 0}) {
+		t.Fatalf("rails per member %v, want the first three on rails 0-3", sets)
 	}
 	for i := range 3 {
-		if n := plan.NodeOf[i]; !f.free[n].Contains(set) {
+		if n := plan.NodeOf[i]; !f.free[n].Contains(sets[i]) {
 			t.Fatalf("member %d on node %d without rails 0-3 free", i, n)
 		}
 	}

@@ -318,7 +318,12 @@ wait:
 	}
 	res.Claims = dra.claims.Summary()
 	if layout.Spec.Rails != nil {
-		res.Rails = metrics.CountRails(metrics.NewRailMap(layout.ResourceSlices()), dra.claims.Allocations(), res.Gangs)
+		leafOf := map[string]string{}
+		for i := range layout.Nodes {
+			leafOf[layout.Nodes[i].Name] = layout.Nodes[i].LeafName
+		}
+		res.Rails = metrics.CountRails(metrics.NewRailMap(layout.ResourceSlices()), dra.claims.Allocations(), res.Gangs,
+			func(node string) string { return leafOf[node] })
 	}
 	res.Hierarchy = hierarchy.Summary(end, res.Gangs)
 	if domains != nil {

@@ -50,6 +50,11 @@ type CoschedulingArgs struct {
 	// node whose NICs all carry one has those rails; others number their
 	// NICs in PCI address order.
 	RailAttributes []string
+	// RailUnitLevel is the topology level (a label key of the levels) of
+	// a rail-optimized fabric's scalable unit: the nodes whose NICs plug
+	// into the same rail switches. Members of a rail-aligned gang use one
+	// rail set per unit. Empty: scheduling.RailUnit's default.
+	RailUnitLevel string
 	// Consolidation moves movable running gangs out of a topology domain
 	// so that a gang which has waited long enough gets it whole.
 	Consolidation ConsolidationArgs

@@ -184,6 +184,35 @@ func LevelRank(levels []Level, key string) (int, error) {
 	return 0, fmt.Errorf("%w %q; this scheduler knows %s", ErrUnknownLevel, key, strings.Join(keys, ", "))
 }
 
+// RailUnit is the level of a rail-optimized fabric's scalable unit among
+// levels: the one key names, or, when key is empty, the leaf level
+// (LabelLeaf) when it is one of levels, else the second-tightest level
+// (the tightest is an NVLink or host domain in every preset), else the
+// only one; with no levels at all, the zero Level: the whole gang is one
+// unit. A key that names no level (the node level included: a unit of one
+// node aligns nobody) is an error wrapping ErrUnknownLevel.
+func RailUnit(levels []Level, key string) (unit Level, err error) {
+	named := func(k string) int { return slices.IndexFunc(levels, func(l Level) bool { return l.Key == k }) }
+	switch {
+	case key != "":
+		if i := named(key); i >= 0 {
+			return levels[i], nil
+		}
+		keys := make([]string, len(levels))
+		for i, l := range levels {
+			keys[i] = l.Key
+		}
+		return Level{}, fmt.Errorf("%w %q for the rails' scalable unit; name one of the configured levels: %s", ErrUnknownLevel, key, strings.Join(keys, ", "))
+	case named(LabelLeaf) >= 0:
+		return levels[named(LabelLeaf)], nil
+	case len(levels) >= 2:
+		return levels[1], nil
+	case len(levels) == 1:
+		return levels[0], nil
+	}
+	return Level{}, nil
+}
+
 // nameFromKey names a level after the part of its key that follows the
 // prefix: "network.topology.nvidia.com/leaf" becomes "leaf".
 func nameFromKey(key string) string {

@@ -1,6 +1,8 @@
 package scheduling
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -111,4 +113,42 @@ func TestLevelRank(t *testing.T) {
 	got, err := LevelRank(nil, HostnameKey)
 	require.NoError(t, err, "the node level is there without levels")
 	require.Zero(t, got)
+}
+
+// TestRailUnit checks the rails' scalable unit: the level named, else the
+// leaf, else the second-tightest level, else the only one, else none.
+func TestRailUnit(t *testing.T) {
+	for _, tc := range []struct {
+		name, preset, key, want, wantErr string
+		keys                             []string
+	}{
+		{name: "default preset: the leaf", preset: DefaultPreset, want: LabelLeaf},
+		{name: "topograph: the leaf", preset: "topograph", want: LabelLeaf},
+		{name: "coreweave: the leaf group", preset: "coreweave", want: "ib.coreweave.cloud/leafgroup"},
+		{name: "one level", preset: "nvlink", want: LabelGPUClique},
+		{name: "named", preset: DefaultPreset, key: LabelSpine, want: LabelSpine},
+		{name: "explicit levels", keys: []string{"example.com/host", "example.com/rack", "example.com/row"}, want: "example.com/rack"},
+		{name: "unknown", preset: DefaultPreset, key: "example.com/rack", wantErr: `unknown topology level "example.com/rack"`},
+		{name: "the node", preset: DefaultPreset, key: HostnameKey, wantErr: "unknown topology level"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			levels, err := ResolveLevels(tc.preset, tc.keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := RailUnit(levels, tc.key)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrUnknownLevel) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.Key != tc.want {
+				t.Fatalf("RailUnit = %q, %v; want %q", got.Key, err, tc.want)
+			}
+		})
+	}
+	if got, err := RailUnit(nil, ""); err != nil || got.Key != "" {
+		t.Fatalf("no levels: %+v, %v; want no unit", got, err)
+	}
 }

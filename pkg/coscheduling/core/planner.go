@@ -86,6 +86,10 @@ type Config struct {
 	// Levels are the topology levels of the plugin's args, tightest
 	// first, against which segments and ComputeDomains are checked.
 	Levels []scheduling.Level
+	// RailUnit is the level of a rail-optimized fabric's scalable unit,
+	// within which a rail-aligned gang's members use one rail set; the
+	// zero Level makes the whole gang one unit.
+	RailUnit scheduling.Level
 	// Eligibility runs the profile's PreFilter and Filter plugins for the
 	// templates of members being planned, and keeps their verdicts.
 	Eligibility *eligibility.Runner
@@ -121,6 +125,7 @@ type Planner struct {
 	reporter    Reporter
 	placement   placement.Planner
 	levels      []scheduling.Level
+	railUnit    scheduling.Level
 	eligibility *eligibility.Runner
 	ledger      *ledger.Ledger
 	devices     *dra.DeviceSource
@@ -156,6 +161,7 @@ func New(cfg Config) *Planner {
 		reporter:       cfg.Reporter,
 		placement:      cfg.Placement,
 		levels:         cfg.Levels,
+		railUnit:       cfg.RailUnit,
 		eligibility:    cfg.Eligibility,
 		ledger:         cfg.Ledger,
 		devices:        cfg.Devices,

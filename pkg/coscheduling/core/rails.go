@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,10 +26,12 @@ type railPass struct {
 	mode gang.RailAlignment
 	gang *rails.Gang
 	dims []v1.ResourceName
-	// planned is the rail set of the last plan, 0 for a plan that is not
-	// aligned; why says why a preferred gang went unaligned.
-	planned capacity.RailSet
-	members []bool
+	// unit names the level of the rails' scalable unit, for Events.
+	unit string
+	// planned is each member's rail set in the last plan, 0 for members
+	// it did not align (all of them for a plan without rails); why says
+	// why a preferred gang went unaligned, in part or whole.
+	planned []capacity.RailSet
 	why     string
 }
 
@@ -56,7 +59,7 @@ func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDema
 	if !ok {
 		return nil, nil
 	}
-	p := &railPass{mode: mode, dims: shape.dims}
+	p := &railPass{mode: mode, dims: shape.dims, unit: pl.railUnit.Name}
 	g := &rails.Gang{Size: shape.size, Aligned: make([]bool, len(req.Members))}
 	aligned := 0
 	for i := range req.Members {
@@ -69,7 +72,8 @@ func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDema
 	if aligned == 0 {
 		return nil, nil
 	}
-	if g.Pinned = pl.runningRails(spec.Key, d.Devices, shape); aligned < 2 && g.Pinned == 0 {
+	pl.railUnits(g, req)
+	if g.Pinned = pl.runningRails(spec.Key, d.Devices, shape, g, req); aligned < 2 && g.Pinned == nil {
 		return nil, nil
 	}
 	// Nodes read alike are kept once: most are wholly free or alike.
@@ -93,15 +97,48 @@ func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDema
 	return p, nil
 }
 
-// runningRails is the rail set the gang's placed members use, so that a
-// replacement joins its siblings' rails; 0 when none uses one of the
-// shape's size.
-func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape railShape) capacity.RailSet {
-	if pl.devices == nil {
-		return 0
+// railUnits splits req's nodes into the rails' scalable units by their
+// label of the unit level, units numbered in node order; nodes without the
+// label are one unit together. Without a unit level the gang is one unit.
+func (pl *Planner) railUnits(g *rails.Gang, req *placement.Request) {
+	key := pl.railUnit.Key
+	if key == "" {
+		return
 	}
+	g.Unit = make([]int32, len(req.Nodes))
+	index := map[string]int32{}
+	for n := range req.Nodes {
+		name := req.Nodes[n].Labels[key]
+		u, ok := index[name]
+		if !ok {
+			u = int32(len(g.Units))
+			g.Units = append(g.Units, name)
+			index[name] = u
+		}
+		g.Unit[n] = u
+	}
+}
+
+// runningRails is, per unit, the rail set the gang's placed members there
+// use, so that a replacement joins its siblings' rails; nil when none uses
+// one of the shape's size.
+func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape railShape, g *rails.Gang, req *placement.Request) []capacity.RailSet {
+	if pl.devices == nil {
+		return nil
+	}
+	placed := pl.placedMembers(key)
+	if len(placed) == 0 {
+		return nil
+	}
+	unitOf := map[string]int32{}
+	for n := range req.Nodes {
+		if g.Unit != nil {
+			unitOf[req.Nodes[n].Name] = g.Unit[n]
+		}
+	}
+	var pinned []capacity.RailSet
 	inv := devices.Matcher().Inventory()
-	for _, p := range pl.placedMembers(key) {
+	for _, p := range placed {
 		var set capacity.RailSet
 		for i := range p.Spec.ResourceClaims {
 			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
@@ -118,11 +155,21 @@ func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape r
 				}
 			}
 		}
-		if set.Len() == shape.size {
-			return set
+		u, ok := unitOf[p.Spec.NodeName]
+		if g.Unit != nil && !ok {
+			continue // a node no longer planned on
+		}
+		if pinned == nil {
+			pinned = make([]capacity.RailSet, max(1, len(g.Units)))
+		}
+		if set.Len() == shape.size && pinned[u] == 0 {
+			pinned[u] = set
 		}
 	}
-	return 0
+	if !slices.ContainsFunc(pinned, func(s capacity.RailSet) bool { return s != 0 }) {
+		return nil
+	}
+	return pinned
 }
 
 // railShape is what an aligned member takes: size rails, one device of
@@ -220,18 +267,18 @@ func nodeRailClass(ctx context.Context, devices *capacity.Devices, node string, 
 // with as many members as one set holds on it, or else without rails, the
 // reason kept for its Event.
 func (p *railPass) Plan(ctx context.Context, inner placement.Planner, req *placement.Request) (*placement.Plan, error) {
-	plan, set, err := p.gang.Plan(ctx, inner, req)
+	plan, sets, err := p.gang.Plan(ctx, inner, req)
 	var fit *placement.FitError
 	if err == nil || !errors.As(err, &fit) || p.mode == scheduling.RailAlignmentRequired {
-		p.planned, p.members, p.why = set, p.gang.Aligned, ""
+		p.planned, p.why = sets, ""
 		return plan, err
 	}
 	p.why = fit.Reason
-	if plan, set, members, err := p.gang.Most(ctx, inner, req); err == nil {
-		p.planned, p.members = set, members
+	if plan, sets, err := p.gang.Most(ctx, inner, req); err == nil {
+		p.planned = sets
 		return plan, nil
 	}
-	p.planned, p.members = 0, nil
+	p.planned = nil
 	return inner.Plan(ctx, req)
 }
 
@@ -255,36 +302,68 @@ func (r railPlanner) Plan(ctx context.Context, req *placement.Request) (*placeme
 // aligned is what the allocation of the plan needs; nil when the plan is
 // not aligned.
 func (p *railPass) aligned() *dra.Aligned {
-	if p == nil || p.planned == 0 {
+	if p == nil || !slices.ContainsFunc(p.planned, func(s capacity.RailSet) bool { return s != 0 }) {
 		return nil
 	}
-	return &dra.Aligned{Set: p.planned, Dims: p.dims, Members: p.members}
+	return &dra.Aligned{Sets: p.planned, Dims: p.dims}
 }
 
-// note is what the plan's Event says of its rails.
-func (p *railPass) note() string {
+// note is what the plan's Event says of its rails, given where the plan
+// put the members.
+func (p *railPass) note(plan *placement.Plan) string {
 	if p == nil {
 		return ""
 	}
-	all, some := count(p.gang.Aligned), count(p.members)
+	all, some := 0, 0
+	for i, a := range p.gang.Aligned {
+		if a {
+			all++
+			if i < len(p.planned) && p.planned[i] != 0 {
+				some++
+			}
+		}
+	}
 	switch {
-	case p.planned != 0 && some == all:
-		return fmt.Sprintf("; rail-aligned on rails %s", p.planned)
-	case p.planned != 0:
-		return fmt.Sprintf("; %d of %d members rail-aligned on rails %s (%s=%s): %s", some, all, p.planned, scheduling.AnnotationRailAlignment, p.mode, p.why)
+	case some == all:
+		return "; rail-aligned " + p.describe(plan)
+	case some > 0:
+		return fmt.Sprintf("; %d of %d members rail-aligned %s (%s=%s): %s", some, all, p.describe(plan), scheduling.AnnotationRailAlignment, p.mode, p.why)
 	}
 	return fmt.Sprintf("; not rail-aligned (%s=%s): %s", scheduling.AnnotationRailAlignment, p.mode, p.why)
 }
 
-// count counts the set entries of b.
-func count(b []bool) int {
-	n := 0
-	for _, x := range b {
-		if x {
-			n++
-		}
+// describe names the rails of the aligned members: "on rails 0-3" when
+// they use one set, else the set of each unit, "per leaf: rails 0-3 in
+// s1-l1, rails 4-7 in s1-l2", units in the order the nodes come.
+func (p *railPass) describe(plan *placement.Plan) string {
+	type used struct {
+		unit int32
+		set  capacity.RailSet
 	}
-	return n
+	var seen []used
+	one := true
+	for i, s := range p.planned {
+		if s == 0 {
+			continue
+		}
+		u := int32(0)
+		if p.gang.Unit != nil {
+			u = p.gang.Unit[plan.NodeOf[i]]
+		}
+		if !slices.Contains(seen, used{u, s}) {
+			seen = append(seen, used{u, s})
+		}
+		one = one && s == seen[0].set
+	}
+	if one {
+		return "on rails " + seen[0].set.String()
+	}
+	slices.SortFunc(seen, func(a, b used) int { return cmp.Compare(a.unit, b.unit) })
+	parts := make([]string, len(seen))
+	for k, x := range seen {
+		parts[k] = fmt.Sprintf("rails %s in %s", x.set, p.gang.Units[x.unit])
+	}
+	return fmt.Sprintf("per %s: %s", p.unit, strings.Join(parts, ", "))
 }
 
 // explainRails records why a gang that requires rail alignment waits:
@@ -309,10 +388,19 @@ func (pl *Planner) explainRails(spec *gang.Spec, p *railPass, req *placement.Req
 		}
 		return strings.Join(l, ", ")
 	}
-	want := count(p.gang.Aligned)
+	want := 0
+	for _, a := range p.gang.Aligned {
+		if a {
+			want++
+		}
+	}
+	same := "on every node"
+	if p.gang.Unit != nil {
+		same = "on every node of a " + p.unit
+	}
 	slices.Sort(none)
-	msg := fmt.Sprintf("gang %s requires rail alignment (%s=%s): its %d members need %d free rails each, the same on every node, and no set of %d rails is free on enough nodes; nodes with %d or more rails free: %s; nodes without: %s. It starts when such a set frees up",
-		spec.Key, scheduling.AnnotationRailAlignment, p.mode, want, p.gang.Size, p.gang.Size, p.gang.Size, list(free), list(none))
+	msg := fmt.Sprintf("gang %s requires rail alignment (%s=%s): its %d members need %d free rails each, the same %s, and no set of %d rails is free on enough nodes; nodes with %d or more rails free: %s; nodes without: %s. It starts when such a set frees up",
+		spec.Key, scheduling.AnnotationRailAlignment, p.mode, want, p.gang.Size, same, p.gang.Size, p.gang.Size, list(free), list(none))
 	pl.reporter.GangEvent(spec, nil, v1.EventTypeWarning, scheduling.ReasonRailsNotFree, "%s", msg)
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }

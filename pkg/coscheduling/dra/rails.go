@@ -28,15 +28,14 @@ import (
 // them). The members then find their claims allocated, as DynamicResources
 // expects, and only reserve them.
 
-// Aligned is what a rail-aligned plan fixed: the rails and the members and
+// Aligned is what a rail-aligned plan fixed: each member's rails and the
 // dimensions bound by them.
 type Aligned struct {
-	// Set is the rail set every aligned member uses.
-	Set capacity.RailSet
+	// Sets[i] is the rail set member i uses, 0 for members not bound by
+	// rails. Members in one scalable unit use one set.
+	Sets []capacity.RailSet
 	// Dims are the device dimensions taken one device per rail.
 	Dims []v1.ResourceName
-	// Members[i] is set for members bound by the rails.
-	Members []bool
 }
 
 // AllocateAligned allocates, on the node the plan chose for each aligned
@@ -44,7 +43,7 @@ type Aligned struct {
 // to the allocations table. Like AllocateShared it makes no API call;
 // while writes are in flight the gang's members wait (ClaimsBusy).
 func (c *GangClaims) AllocateAligned(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *PassDemand, req *placement.Request, plan *placement.Plan, a *Aligned) *fwk.Status {
-	if c.source == nil || a == nil || a.Set == 0 || d.Devices == nil {
+	if c.source == nil || a == nil || d.Devices == nil {
 		return nil
 	}
 	// chosen are the devices already given to a member of this plan, so
@@ -52,7 +51,7 @@ func (c *GangClaims) AllocateAligned(ctx context.Context, spec *gang.Spec, membe
 	chosen := sets.New[structured.DeviceID]()
 	handed := 0
 	for i, p := range members {
-		if i >= len(a.Members) || !a.Members[i] || d.Pods[i] == nil || len(d.Pods[i].Claims) == 0 {
+		if i >= len(a.Sets) || a.Sets[i] == 0 || d.Pods[i] == nil || len(d.Pods[i].Claims) == 0 {
 			continue
 		}
 		nodeName := req.Nodes[plan.NodeOf[i]].Name
@@ -66,12 +65,12 @@ func (c *GangClaims) AllocateAligned(ctx context.Context, spec *gang.Spec, membe
 		return nil
 	}
 	c.source.Inventories().Claims().Changed()
-	klog.FromContext(ctx).V(3).Info("Writing the rail-aligned claims of the gang's members", "podGroup", spec.Key, "rails", a.Set.String(), "claims", handed)
+	klog.FromContext(ctx).V(3).Info("Writing the rail-aligned claims of the gang's members", "podGroup", spec.Key, "claims", handed)
 	return ClaimsBusy(spec.Key)
 }
 
 // allocateMember allocates member i's claims on node with one device per
-// rail of a.Set in each aligned dimension, and hands the writes over; it
+// rail of a.Sets[i] in each aligned dimension, and hands the writes over; it
 // returns how many it handed.
 func (c *GangClaims) allocateMember(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *PassDemand, i int, p *v1.Pod, nodeName string, a *Aligned,
 	chosen sets.Set[structured.DeviceID]) (int, *fwk.Status) {
@@ -99,7 +98,7 @@ func (c *GangClaims) allocateMember(ctx context.Context, spec *gang.Spec, member
 		for _, dev := range d.Devices.DevicesOf(ctx, nodeName, dim) {
 			excluded.Insert(dev.ID)
 		}
-		for _, r := range a.Set.Rails() {
+		for _, r := range a.Sets[i].Rails() {
 			var pick *capacity.Device
 			for _, dev := range d.Devices.RailDevices(ctx, nodeName, dim, r) {
 				if !chosen.Has(dev.ID) && !mine.Has(dev.ID) {
@@ -140,6 +139,6 @@ func (c *GangClaims) allocateMember(ctx context.Context, spec *gang.Spec, member
 		}
 		handed++
 	}
-	klog.FromContext(ctx).V(4).Info("Allocating a member's claims on its rails", "pod", klog.KObj(p), "node", nodeName, "rails", a.Set.String(), "claims", len(claims))
+	klog.FromContext(ctx).V(4).Info("Allocating a member's claims on its rails", "pod", klog.KObj(p), "node", nodeName, "rails", a.Sets[i].String(), "claims", len(claims))
 	return handed, nil
 }

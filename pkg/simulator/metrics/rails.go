@@ -21,18 +21,28 @@ import (
 // A member's k-th GPU is its k-th allocated GPU in GPU index order (PCI bus
 // order); a GPU's rail is the rail of the NIC on its PCIe root, and a NIC's
 // rail its position among its node's NICs in PCI address order. Two members
-// of a gang are misaligned when, for some k, their k-th GPUs are on
-// different rails (or they hold different numbers of GPUs).
+// of a gang in one scalable unit (a leaf: rail k of its nodes is one
+// switch) are misaligned when, for some k, their k-th GPUs are on
+// different rails (or they hold different numbers of GPUs). Members in
+// different units reach each other through the spine whatever their rails;
+// their pairs are counted apart.
 type RailSummary struct {
 	// Gangs counts the gangs judged: at least two members, every member
 	// bound by the end and its claim's allocation seen.
 	Gangs int `json:"gangs"`
 	// MisalignedGangs counts those with at least one misaligned pair.
 	MisalignedGangs int `json:"misalignedGangs"`
-	// MemberPairs counts the pairs of members of one gang, over the gangs
-	// judged; MisalignedPairs those misaligned.
+	// MemberPairs counts the pairs of members of one gang in one unit,
+	// over the gangs judged; MisalignedPairs those misaligned.
 	MemberPairs     int `json:"memberPairs"`
 	MisalignedPairs int `json:"misalignedPairs"`
+	// CrossUnitPairs counts the pairs of members of one gang in different
+	// units; CrossUnitRailsDiffer those whose k-th GPUs sit on rails of
+	// different numbers for some k (which costs nothing on a fabric whose
+	// spines join every rail switch, but matters where the spines are
+	// split by rail).
+	CrossUnitPairs       int `json:"crossUnitPairs"`
+	CrossUnitRailsDiffer int `json:"crossUnitRailsDiffer"`
 	// MembersWithNICs counts members of the gangs judged that got NICs.
 	MembersWithNICs int `json:"membersWithNICs"`
 	// GPUNICPairs counts their GPUs paired with a NIC: request gpu-k with
@@ -126,9 +136,11 @@ func NewRailMap(list []*resourceapi.ResourceSlice) *RailMap {
 }
 
 // CountRails judges the allocations of the members of gangs (as the
-// tracker reports them) against the rails of rm; see RailSummary. It also
-// writes each judged gang's members' rails into gangs (Gang.Rails).
-func CountRails(rm *RailMap, allocs []PodAllocation, gangs []Gang) *RailSummary {
+// tracker reports them) against the rails of rm, unitOf naming the unit of
+// a node (a pool: NVIDIA's and dranet's pools are named after their node);
+// see RailSummary. It also writes each judged gang's members' rails into
+// gangs (Gang.Rails).
+func CountRails(rm *RailMap, allocs []PodAllocation, gangs []Gang, unitOf func(node string) string) *RailSummary {
 	byJob := map[string][]PodAllocation{}
 	for _, a := range allocs {
 		byJob[a.Job] = append(byJob[a.Job], a)
@@ -142,9 +154,13 @@ func CountRails(rm *RailMap, allocs []PodAllocation, gangs []Gang) *RailSummary 
 		}
 		s.Gangs++
 		seqs := make([][]int, len(members))
+		units := make([]string, len(members))
 		g.Rails = make([]string, len(members))
 		for i, m := range members {
 			gpus, nics := rm.split(m.Results)
+			if len(m.Results) > 0 {
+				units[i] = unitOf(m.Results[0].Pool)
+			}
 			seqs[i] = make([]int, len(gpus))
 			rails := make([]string, len(gpus))
 			for k, d := range gpus {
@@ -169,8 +185,16 @@ func CountRails(rm *RailMap, allocs []PodAllocation, gangs []Gang) *RailSummary 
 		misaligned := 0
 		for a := range seqs {
 			for b := a + 1; b < len(seqs); b++ {
+				differ := !slices.Equal(seqs[a], seqs[b])
+				if units[a] != units[b] {
+					s.CrossUnitPairs++
+					if differ {
+						s.CrossUnitRailsDiffer++
+					}
+					continue
+				}
 				s.MemberPairs++
-				if !slices.Equal(seqs[a], seqs[b]) {
+				if differ {
 					misaligned++
 				}
 			}

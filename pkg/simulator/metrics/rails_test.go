@@ -114,7 +114,7 @@ func TestCountRails(t *testing.T) {
 		Gangs: 4, MisalignedGangs: 2, MemberPairs: 1 + 1 + 3 + 1, MisalignedPairs: 1 + 2,
 		MembersWithNICs: 2, GPUNICPairs: 4, CrossRootPairs: 1, NICRailMismatches: 1,
 	}
-	if diff := cmp.Diff(want, CountRails(rm, allocs, gangs)); diff != "" {
+	if diff := cmp.Diff(want, CountRails(rm, allocs, gangs, oneLeaf)); diff != "" {
 		t.Errorf("CountRails (-want,+got):\n%s", diff)
 	}
 	require.Equal(t, []string{"2,3", "2,3"}, gangs[0].Rails, "GPU index order, whatever the order allocated")
@@ -135,8 +135,27 @@ func TestCountRailsPairsByRequest(t *testing.T) {
 			gpu(0, 5, "gpu-0"), nic(l, 0, 5, "nic-0"), gpu(0, 1, "gpu-1"), nic(l, 0, 1, "nic-1"),
 		}}
 	}
-	got := CountRails(rm, []PodAllocation{member("g-0"), member("g-1")}, []Gang{{Name: "g", Pods: 2, AllBound: ptr.To(1.0)}})
+	got := CountRails(rm, []PodAllocation{member("g-0"), member("g-1")}, []Gang{{Name: "g", Pods: 2, AllBound: ptr.To(1.0)}}, oneLeaf)
 	require.Equal(t, &RailSummary{Gangs: 1, MemberPairs: 1, MembersWithNICs: 2, GPUNICPairs: 4}, got)
+}
+
+// oneLeaf puts every node in one leaf.
+func oneLeaf(string) string { return "s0-l0" }
+
+// Members in different leaves are not misaligned by their rails: their
+// pairs are counted apart, with those whose rail numbers differ.
+func TestCountRailsJudgesPairsWithinALeaf(t *testing.T) {
+	l := railsLayout(t)
+	rm := NewRailMap(l.ResourceSlices())
+	ownLeaf := func(node string) string { return node } // each node its own leaf
+	allocs := []PodAllocation{
+		{Job: "g", Pod: "g-0", Results: []resourceapi.DeviceRequestAllocationResult{gpu(0, 0, "gpus"), gpu(0, 1, "gpus")}},
+		{Job: "g", Pod: "g-1", Results: []resourceapi.DeviceRequestAllocationResult{gpu(1, 4, "gpus"), gpu(1, 5, "gpus")}},
+	}
+	got := CountRails(rm, allocs, []Gang{{Name: "g", Pods: 2, AllBound: ptr.To(1.0)}}, ownLeaf)
+	require.Equal(t, &RailSummary{Gangs: 1, CrossUnitPairs: 1, CrossUnitRailsDiffer: 1}, got)
+	got = CountRails(rm, allocs, []Gang{{Name: "g", Pods: 2, AllBound: ptr.To(1.0)}}, oneLeaf)
+	require.Equal(t, &RailSummary{Gangs: 1, MisalignedGangs: 1, MemberPairs: 1, MisalignedPairs: 1}, got)
 }
 
 // The claim counter keeps each pod's devices after they are freed, and

@@ -137,20 +137,20 @@ func writeRails(w io.Writer, results []*metrics.Result) error {
 	}
 	fmt.Fprintln(w, "Rails (gangs of 2+ members bound whole, read from their claims' allocations and the ResourceSlices):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "profile	gangs judged	misaligned gangs	misaligned member pairs	members with NICs	GPU-NIC pairs across roots	NIC rails != GPU rails	")
+	fmt.Fprintln(tw, "profile	gangs judged	misaligned gangs	misaligned member pairs	cross-leaf pairs on other rail numbers	members with NICs	GPU-NIC pairs across roots	NIC rails != GPU rails	")
 	for _, r := range results {
 		x := r.Rails
 		if x == nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t\n", r.Profile)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t\n", r.Profile)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%d\t%d/%d\t%d\t\n", r.Profile, x.Gangs, x.MisalignedGangs,
-			x.MisalignedPairs, x.MemberPairs, x.MembersWithNICs, x.CrossRootPairs, x.GPUNICPairs, x.NICRailMismatches)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d/%d\t%d/%d\t%d\t%d/%d\t%d\t\n", r.Profile, x.Gangs, x.MisalignedGangs,
+			x.MisalignedPairs, x.MemberPairs, x.CrossUnitRailsDiffer, x.CrossUnitPairs, x.MembersWithNICs, x.CrossRootPairs, x.GPUNICPairs, x.NICRailMismatches)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, "  a pair of members is misaligned when, for some k, their k-th GPUs (by GPU index) are on different rails; a GPU's rail is that of the NIC on its PCIe root (rail k: the k-th NIC by PCI address).")
+	_, err := fmt.Fprintln(w, "  two members in one leaf (rail k of its nodes is one switch) are misaligned when, for some k, their k-th GPUs (by GPU index) are on different rails; a GPU's rail is that of the NIC on its PCIe root (rail k: the k-th NIC by PCI address). Members in different leaves meet at the spine whatever their rails: their pairs are counted apart.")
 	return err
 }
 

@@ -56,6 +56,14 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 				ClaimReleaseGraceSeconds: 60, RailAttributes: []string{"dra.net/rail", "example.com/subnet"}},
 		},
 		{
+			name: "rail unit level",
+			obj:  &runtime.Unknown{Raw: []byte(`{"railUnitLevel":"network.topology.nvidia.com/spine"}`)},
+			want: &config.CoschedulingArgs{Consolidation: defaultConsolidation, PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",
+				ClaimReleaseGraceSeconds: 60, RailUnitLevel: "network.topology.nvidia.com/spine"},
+		},
+		{name: "a rail unit level that is no configured level", obj: &runtime.Unknown{Raw: []byte(`{"railUnitLevel":"example.com/rack"}`)},
+			wantErr: `args.railUnitLevel: Invalid value: "example.com/rack": unknown topology level "example.com/rack" for the rails' scalable unit; name one of the configured levels: nvidia.com/gpu.clique, network.topology.nvidia.com/leaf, network.topology.nvidia.com/spine`},
+		{
 			name: "consolidation knobs",
 			obj:  &runtime.Unknown{Raw: []byte(`{"consolidation":{"enabled":true,"waitingFor":"30s","maxEvictionsPerHour":4,"cooldown":"1h","minRunTime":"5m","movablePriorityClasses":["batch-low"]}}`)},
 			want: &config.CoschedulingArgs{PermitWaitingTimeSeconds: 60, PodGroupBackoffSeconds: 2, PodGroupMaxBackoffSeconds: 60, TopologyPreset: "nvidia",

@@ -81,6 +81,7 @@ func ConvertCoschedulingArgsToInternal(in *CoschedulingArgs, out *config.Cosched
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
 	out.RailAttributes = append([]string(nil), in.RailAttributes...)
+	out.RailUnitLevel = ptr.Deref(in.RailUnitLevel, "")
 	out.Consolidation = config.ConsolidationArgs{}
 	if c := in.Consolidation; c != nil {
 		out.Consolidation = config.ConsolidationArgs{
@@ -106,6 +107,10 @@ func ConvertCoschedulingArgsFromInternal(in *config.CoschedulingArgs, out *Cosch
 	}
 	out.TopologyLevels = append([]string(nil), in.TopologyLevels...)
 	out.RailAttributes = append([]string(nil), in.RailAttributes...)
+	out.RailUnitLevel = nil
+	if in.RailUnitLevel != "" {
+		out.RailUnitLevel = ptr.To(in.RailUnitLevel)
+	}
 	c := in.Consolidation
 	out.Consolidation = &ConsolidationArgs{
 		Enabled:                ptr.To(c.Enabled),

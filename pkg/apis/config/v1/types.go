@@ -47,6 +47,16 @@ type CoschedulingArgs struct {
 	// NICs do not all carry one numbers its NICs in PCI address order:
 	// rail k is the k-th NIC. Empty by default.
 	RailAttributes []string `json:"railAttributes,omitempty"`
+	// RailUnitLevel is the topology level, one of the configured levels'
+	// label keys, of a rail-optimized fabric's scalable unit: the nodes
+	// whose NICs plug into the same rail switches (rail k of every node of
+	// the unit into switch k). The members of a rail-aligned gang in one
+	// unit use the same rails; members in different units reach each
+	// other through the spine whatever their rails, so each unit may use
+	// its own. Defaults to the leaf level
+	// (network.topology.nvidia.com/leaf) when it is configured, else the
+	// second-tightest level.
+	RailUnitLevel *string `json:"railUnitLevel,omitempty"`
 	// Consolidation moves running gangs that opted in to being moved
 	// (the PodGroup annotation gpu-gang.x-k8s.io/movable: "true", or a
 	// priority class in movablePriorityClasses) out of one topology domain

@@ -109,6 +109,11 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.RailUnitLevel != nil {
+		in, out := &in.RailUnitLevel, &out.RailUnitLevel
+		*out = new(string)
+		**out = **in
+	}
 	if in.Consolidation != nil {
 		in, out := &in.Consolidation, &out.Consolidation
 		*out = new(ConsolidationArgs)

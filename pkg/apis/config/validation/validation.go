@@ -40,7 +40,13 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) f
 		}
 	}
 	errs = append(errs, validateConsolidation(path.Child("consolidation"), &args.Consolidation)...)
-	if _, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels); err != nil {
+	levels, err := scheduling.ResolveLevels(args.TopologyPreset, args.TopologyLevels)
+	if err == nil && args.RailUnitLevel != "" {
+		if _, err := scheduling.RailUnit(levels, args.RailUnitLevel); err != nil {
+			errs = append(errs, field.Invalid(path.Child("railUnitLevel"), args.RailUnitLevel, err.Error()))
+		}
+	}
+	if err != nil {
 		switch {
 		case args.TopologyPreset != "" && len(args.TopologyLevels) > 0:
 			errs = append(errs, field.Forbidden(path.Child("topologyLevels"), "set either topologyPreset or topologyLevels, not both"))
