@@ -580,6 +580,41 @@ func TestDRARailAlignmentRequiredWaits(t *testing.T) {
 	ledger.expectNoHalfBound()
 }
 
+// Rails are shared within a scalable unit, by default a leaf: members in
+// different leaves meet at the spine whatever their rails. n0 and n1, in
+// one leaf, have rails 4-7 free; n2 and n3, in another, rails 0-3: no set is
+// free on all four, yet a gang that requires alignment binds at once, each
+// leaf's members on that leaf's free rails, one member per node.
+func TestDRARailAlignmentPerLeaf(t *testing.T) {
+	env := newDRAEnv(t, gpuClass(true), nicClass())
+	nodes := alternating(4)
+	env.railNodes(nodes...)
+	leafOf := map[string]string{"n0": "leaf-a", "n1": "leaf-a", "n2": "leaf-b", "n3": "leaf-b"}
+	for _, n := range nodes {
+		env.relabel(n.name, map[string]string{scheduling.LabelLeaf: env.nodeName(leafOf[n.name]), scheduling.LabelSpine: env.nodeName("spine")})
+	}
+	env.freeHalves(map[string][]int{"n0": highRails, "n1": highRails, "n2": lowRails, "n3": lowRails}, nodes...)
+	ledger := env.ledgerGangs(bindGrace, map[string]int{"job": 4})
+
+	start := time.Now()
+	pods := env.railGang("job", 4, map[string]string{scheduling.AnnotationRailAlignment: scheduling.RailAlignmentRequired})
+	bound := env.expectBoundWithin(start, railBindBound, pods...)
+	env.expectOnePerNode(bound, "n0", "n1", "n2", "n3")
+	members := env.railsOfMembers(bound, pods...)
+	for _, p := range pods {
+		want := lowRails
+		if leafOf["n0"] == leafOf[strings.TrimPrefix(bound[p.Name], env.ns+"-")] {
+			want = highRails
+		}
+		if m := members[p.Name]; !m.aligned() || !slices.Equal(m.gpus, want) {
+			t.Errorf("member %s on %s: %s, want GPUs and NICs on rails %v, its leaf's free set: %s", p.Name, bound[p.Name], m, want, describeRails(members, bound))
+		}
+	}
+	env.expectMarked("job", pods...)
+	env.expectNoDRARejections(pods...)
+	ledger.expectNoHalfBound()
+}
+
 // expectNothingWritten checks for all of window that no member is bound and
 // that no member's claim is allocated, reserved or marked by gpu-gang.
 func (env *draEnv) expectNothingWritten(window time.Duration, pods ...*v1.Pod) {
