@@ -66,7 +66,12 @@ func (a *Allocator) AllocateAmong(ctx context.Context, node *v1.Node, claims []*
 	if err != nil {
 		return nil, err
 	}
-	list = reachableFrom(list, node.Name, excluded)
+	return a.allocate(ctx, state, reachableFrom(list, node.Name, excluded), node, claims)
+}
+
+// allocate runs kube-scheduler's allocator for claims on node over the
+// slices list, with state allocated.
+func (a *Allocator) allocate(ctx context.Context, state *structured.AllocatedState, list []*resourceapi.ResourceSlice, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
 	allocator, err := structured.NewAllocator(ctx, a.Features, *state, a.DRA.DeviceClasses(), list, a.CEL)
 	if err != nil {
 		return nil, err
@@ -84,6 +89,73 @@ func (a *Allocator) AllocateAmong(ctx context.Context, node *v1.Node, claims []*
 	for i := range results {
 		if results[i].AllocationTimestamp == nil {
 			results[i].AllocationTimestamp = &metav1.Time{Time: a.Clock.Now()}
+		}
+	}
+	return results, nil
+}
+
+// Batch allocates the claims of several pods of one plan, pod by pod: the
+// devices allocated in the scheduler and the published slices are read
+// once for all of them (each read walks the whole cluster), and the
+// devices the batch gave one pod are not given to the next. A Batch
+// belongs to one scheduling cycle.
+type Batch struct {
+	a *Allocator
+	// state is what is allocated, with what the batch allocated; nil when
+	// it must be read again.
+	state *structured.AllocatedState
+	// own are the slices of each node's own pools, shared those of no one
+	// node (network-attached pools).
+	own    map[string][]*resourceapi.ResourceSlice
+	shared []*resourceapi.ResourceSlice
+}
+
+// Batch starts a batch over what the scheduler holds now.
+func (a *Allocator) Batch(ctx context.Context) (*Batch, error) {
+	state, err := a.gather(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := a.DRA.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{a: a, state: state, own: map[string][]*resourceapi.ResourceSlice{}}
+	for _, s := range list {
+		if s.Spec.NodeName == nil {
+			b.shared = append(b.shared, s)
+		} else {
+			b.own[*s.Spec.NodeName] = append(b.own[*s.Spec.NodeName], s)
+		}
+	}
+	return b, nil
+}
+
+// AllocateAmong is Allocator.AllocateAmong within the batch. A device the
+// batch gave whole is kept from later pods; one shared or consumed in part
+// makes the next call read the allocated devices again, which then holds
+// the writes handed over in between (the in-flight claims).
+func (b *Batch) AllocateAmong(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim, excluded sets.Set[structured.DeviceID]) ([]resourceapi.AllocationResult, error) {
+	if b.state == nil {
+		state, err := b.a.gather(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.state = state
+	}
+	list := reachableFrom(b.own[node.Name], node.Name, excluded)
+	list = append(list, b.shared...)
+	results, err := b.a.allocate(ctx, b.state, list, node, claims)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		for _, d := range r.Devices.Results {
+			if d.ShareID != nil || len(d.ConsumedCapacity) > 0 {
+				b.state = nil
+				return results, nil
+			}
+			b.state.AllocatedDevices.Insert(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
 		}
 	}
 	return results, nil

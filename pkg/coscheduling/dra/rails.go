@@ -50,12 +50,19 @@ func (c *GangClaims) AllocateAligned(ctx context.Context, spec *gang.Spec, membe
 	// that two members on one node take different devices of a rail.
 	chosen := sets.New[structured.DeviceID]()
 	handed := 0
+	var batch *Batch
 	for i, p := range members {
 		if i >= len(a.Sets) || a.Sets[i] == 0 || d.Pods[i] == nil || len(d.Pods[i].Claims) == 0 {
 			continue
 		}
 		nodeName := req.Nodes[plan.NodeOf[i]].Name
-		wrote, status := c.allocateMember(ctx, spec, members, d, i, p, nodeName, a, chosen)
+		if batch == nil {
+			var err error
+			if batch, err = c.source.Allocator().Batch(ctx); err != nil {
+				return c.claimFailed(ctx, spec, members, d, []int{i}, d.Pods[i].Claims[0].Name, nodeName, err)
+			}
+		}
+		wrote, status := c.allocateMember(ctx, spec, members, d, i, p, nodeName, a, chosen, batch)
 		if status != nil {
 			return status
 		}
@@ -73,7 +80,7 @@ func (c *GangClaims) AllocateAligned(ctx context.Context, spec *gang.Spec, membe
 // rail of a.Sets[i] in each aligned dimension, and hands the writes over; it
 // returns how many it handed.
 func (c *GangClaims) allocateMember(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *PassDemand, i int, p *v1.Pod, nodeName string, a *Aligned,
-	chosen sets.Set[structured.DeviceID]) (int, *fwk.Status) {
+	chosen sets.Set[structured.DeviceID], batch *Batch) (int, *fwk.Status) {
 	group := []int{i}
 	var claims []*resourceapi.ResourceClaim
 	for _, cd := range d.Pods[i].Claims {
@@ -118,7 +125,7 @@ func (c *GangClaims) allocateMember(ctx context.Context, spec *gang.Spec, member
 	if err != nil {
 		return 0, c.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
 	}
-	results, err := c.source.Allocator().AllocateAmong(ctx, node, claims, excluded)
+	results, err := batch.AllocateAmong(ctx, node, claims, excluded)
 	if err != nil {
 		return 0, c.claimFailed(ctx, spec, members, d, group, name, nodeName, err)
 	}
