@@ -57,6 +57,9 @@ type NodeDevices struct {
 	Devices []Device
 	// rails are the devices' rails (rails.go).
 	rails nodeRails
+	// index is the node's position among the inventory's nodes in name
+	// order, where the Matcher's per-node memos keep it (railsMemo).
+	index int
 }
 
 // Device is one device of a node-local pool.
@@ -155,8 +158,10 @@ func BuildInventoryWith(list []*resourceapi.ResourceSlice, railAttributes []reso
 		}
 	}
 	named := namedRails(inv.nodes, railAttributes)
-	for _, nd := range inv.nodes {
+	for i, name := range inv.Nodes() {
+		nd := inv.nodes[name]
 		nd.rails = readRails(nd, named)
+		nd.index = i
 	}
 	return inv
 }

@@ -123,8 +123,10 @@ type Matcher struct {
 	// order nodes were read in; guarded by mu.
 	errs map[v1.ResourceName]*SelectorError
 	// allocated is where the inventory's allocated devices sit, as last
-	// asked (NewDevices).
+	// asked (NewDevices); rails is what Devices.Rails read of each node,
+	// kept while the node's allocated devices stay as they were.
 	allocated allocatedCache
+	rails     railsMemo
 }
 
 // NewMatcher returns a matcher for inv. celCache may be shared with other

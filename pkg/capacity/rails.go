@@ -420,19 +420,32 @@ type NodeRails struct {
 // Rails reads node's rails for device dimension dim (a kind a claim asks
 // for): per rail, how many of its devices are free and how many there are.
 // ok is false when dim is not a plain kind dimension or none of its
-// devices on the node sits on a rail.
-func (d *Devices) Rails(ctx context.Context, node string, dim v1.ResourceName) (out NodeRails, ok bool) {
+// devices on the node sits on a rail. The matcher keeps each node's
+// reading (railsMemo): a node is read again only when its allocated
+// devices differ from those its reading counted.
+func (d *Devices) Rails(ctx context.Context, node string, dim v1.ResourceName) (NodeRails, bool) {
 	k, isKind := d.registry.Kind(dim)
 	if !isKind {
-		return out, false
+		return NodeRails{}, false
 	}
-	nd := d.matcher.inv.Node(node)
+	inv := d.matcher.inv
+	nd := inv.Node(node)
 	if nd == nil {
-		return out, false
+		return NodeRails{}, false
 	}
+	if out, ok, kept := d.matcher.rails.lookup(d, nd, dim); kept {
+		return out, ok
+	}
+	out, ok := d.readRails(ctx, nd, k)
+	d.matcher.rails.store(d, nd, len(inv.nodes), dim, out, ok)
+	return out, ok
+}
+
+// readRails counts nd's devices of kind k per rail, free and in all.
+func (d *Devices) readRails(ctx context.Context, nd *NodeDevices, k *Kind) (out NodeRails, ok bool) {
 	rails := &nd.rails
-	b := d.matcher.On(ctx, k, node)
-	alloc := d.allocated[node]
+	b := d.matcher.On(ctx, k, nd.Node)
+	alloc := d.allocated[nd.Node]
 	for i := range nd.Devices {
 		if !b.Has(i) {
 			continue

@@ -122,8 +122,9 @@ func TestRailsByConfiguredAttribute(t *testing.T) {
 
 // BenchmarkRailsRead is what a rail-aligned pass reads of 5,000 nodes of
 // 8 GPUs and 8 NICs, every other node with half its GPUs allocated: each
-// node's free GPUs per rail, once the matcher knows the kind's devices (as
-// every pass after the first).
+// node's free GPUs per rail, once the matcher knows the kind's devices and
+// has read each node (as every pass after the first while the allocated
+// devices stay as they were).
 func BenchmarkRailsRead(b *testing.B) {
 	ctx := context.Background()
 	var list []*resourceapi.ResourceSlice

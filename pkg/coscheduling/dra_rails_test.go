@@ -28,7 +28,8 @@ import (
 
 // railSlices are node's GPU slice, its GPUs on PCIe roots, and a dra.net
 // slice of 8 RDMA NICs, NIC k (in PCI order: rail k) on the root of
-// GPU gpuOfRail[k].
+// GPU gpuOfRail[k]. A NIC's address is both dranet's dra.net/pciAddress and
+// the standard resource.kubernetes.io/pciBusID, which the model reads first.
 func railSlices(node string, gpuOfRail []int) []runtime.Object {
 	gpus := gpuSlice(node, "H100", "H100", "H100", "H100", "H100", "H100", "H100", "H100")
 	nics := &resourceapi.ResourceSlice{
@@ -41,13 +42,15 @@ func railSlices(node string, gpuOfRail []int) []runtime.Object {
 	}
 	for rail, g := range gpuOfRail {
 		root := fmt.Sprintf("pci0000:%02x", 0x10*(g+1))
+		address := fmt.Sprintf("0000:%02x:00.0", 0x10*(rail+1))
 		gpus.Spec.Devices[g].Attributes[capacity.PCIeRootAttribute] = resourceapi.DeviceAttribute{StringValue: ptr.To(root)}
 		nics.Spec.Devices = append(nics.Spec.Devices, resourceapi.Device{
 			Name: fmt.Sprintf("nic-%d", g),
 			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-				"dra.net/rdma":             {BoolValue: ptr.To(true)},
-				"dra.net/pciAddress":       {StringValue: ptr.To(fmt.Sprintf("0000:%02x:00.0", 0x10*(rail+1)))},
-				capacity.PCIeRootAttribute: {StringValue: ptr.To(root)},
+				"dra.net/rdma":                     {BoolValue: ptr.To(true)},
+				"dra.net/pciAddress":               {StringValue: ptr.To(address)},
+				scheduling.DeviceAttributePCIBusID: {StringValue: ptr.To(address)},
+				capacity.PCIeRootAttribute:         {StringValue: ptr.To(root)},
 			},
 		})
 	}
