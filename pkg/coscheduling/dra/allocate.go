@@ -58,15 +58,25 @@ func (a *Allocator) Allocate(ctx context.Context, node *v1.Node, claim *resource
 // allocated, without the node's devices in excluded: the allocator sees
 // the node's slices without them. The results are in claims' order.
 func (a *Allocator) AllocateAmong(ctx context.Context, node *v1.Node, claims []*resourceapi.ResourceClaim, excluded sets.Set[structured.DeviceID]) ([]resourceapi.AllocationResult, error) {
-	state, err := a.gather(ctx)
-	if err != nil {
-		return nil, err
-	}
-	list, err := a.DRA.ResourceSlices().ListWithDeviceTaintRules()
+	state, list, err := a.read(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return a.allocate(ctx, state, reachableFrom(list, node.Name, excluded), node, claims)
+}
+
+// read reads what the allocator works over: the devices allocated in the
+// scheduler (in the API and in flight) and the published slices.
+func (a *Allocator) read(ctx context.Context) (*structured.AllocatedState, []*resourceapi.ResourceSlice, error) {
+	state, err := a.gather(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := a.DRA.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, nil, err
+	}
+	return state, list, nil
 }
 
 // allocate runs kube-scheduler's allocator for claims on node over the
@@ -112,11 +122,7 @@ type Batch struct {
 
 // Batch starts a batch over what the scheduler holds now.
 func (a *Allocator) Batch(ctx context.Context) (*Batch, error) {
-	state, err := a.gather(ctx)
-	if err != nil {
-		return nil, err
-	}
-	list, err := a.DRA.ResourceSlices().ListWithDeviceTaintRules()
+	state, list, err := a.read(ctx)
 	if err != nil {
 		return nil, err
 	}
