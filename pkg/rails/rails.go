@@ -118,18 +118,7 @@ func (g *Gang) Candidates(eligible func(n int) bool, want int) []Candidate {
 	}
 	// Nodes counted by class, once; each candidate then costs a pass over
 	// the classes.
-	nodes := make([]int, len(g.Classes))
-	for n, c := range g.Class {
-		if eligible == nil || eligible(n) {
-			nodes[c]++
-		}
-	}
-	free := make([]capacity.RailSet, len(g.Classes))
-	for c := range g.Classes {
-		if nodes[c] > 0 {
-			free[c] = g.free(int32(c))
-		}
-	}
+	counts, free := g.tally(eligible, 1, func(int) int32 { return 0 })
 	var sets []capacity.RailSet
 	switch pin, ok := g.onePin(); {
 	case !ok:
@@ -141,17 +130,7 @@ func (g *Gang) Candidates(eligible func(n int) bool, want int) []Candidate {
 	}
 	var out []Candidate
 	for _, s := range sets {
-		c := Candidate{Set: s}
-		for k, f := range free {
-			if nodes[k] == 0 || !f.Contains(s) {
-				continue
-			}
-			c.Slots += nodes[k] * g.Classes[k].Free.Slots(s)
-			if g.Classes[k].Used {
-				c.UsedNodes += nodes[k]
-			}
-		}
-		if c.Slots >= want && c.Slots > 0 {
+		if c := g.offer(s, free, counts[0]); c.Slots >= want && c.Slots > 0 {
 			out = append(out, c)
 		}
 	}
@@ -159,6 +138,49 @@ func (g *Gang) Candidates(eligible func(n int) bool, want int) []Candidate {
 		return cmp.Or(cmp.Compare(b.UsedNodes, a.UsedNodes), cmp.Compare(a.Slots, b.Slots), compareSets(a.Set, b.Set))
 	})
 	return out
+}
+
+// classCount is how many of the nodes counted a class has.
+type classCount struct{ class, nodes int }
+
+// tally counts the eligible nodes (nil: every node) by class in each of
+// groups groups, node n in group(n), and returns each group's classes with
+// their counts and, per class, its free rails where some node of it was
+// counted (0 elsewhere).
+func (g *Gang) tally(eligible func(n int) bool, groups int, group func(n int) int32) ([][]classCount, []capacity.RailSet) {
+	nc := len(g.Classes)
+	dense := make([]int, groups*nc)
+	for n, c := range g.Class {
+		if eligible == nil || eligible(n) {
+			dense[int(group(n))*nc+int(c)]++
+		}
+	}
+	counts := make([][]classCount, groups)
+	free := make([]capacity.RailSet, nc)
+	for i, k := range dense {
+		if k > 0 {
+			c := i % nc
+			counts[i/nc] = append(counts[i/nc], classCount{c, k})
+			free[c] = g.free(int32(c))
+		}
+	}
+	return counts, free
+}
+
+// offer is what nodes counted by class offer on rail set s, free being
+// each class's free rails.
+func (g *Gang) offer(s capacity.RailSet, free []capacity.RailSet, counts []classCount) Candidate {
+	c := Candidate{Set: s}
+	for _, x := range counts {
+		if !free[x.class].Contains(s) {
+			continue
+		}
+		c.Slots += x.nodes * g.Classes[x.class].Free.Slots(s)
+		if g.Classes[x.class].Used {
+			c.UsedNodes += x.nodes
+		}
+	}
+	return c
 }
 
 // compareSets orders rail sets by their lowest rails first.
@@ -411,7 +433,7 @@ func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placeme
 			var fit *placement.FitError
 			switch {
 			case err == nil && (best == nil || tighter(plan, best)):
-				return plan, g.memberSets(plan, g.Aligned, sets), nil
+				return plan, g.memberSets(plan, sets), nil
 			case err != nil && !errors.As(err, &fit):
 				return nil, nil, err
 			case err != nil:
@@ -424,7 +446,7 @@ func (g *Gang) Plan(ctx context.Context, planner placement.Planner, req *placeme
 		for u := range sets {
 			sets[u] = bestSet
 		}
-		return best, g.memberSets(best, g.Aligned, sets), nil
+		return best, g.memberSets(best, sets), nil
 	}
 	if last == nil {
 		last = &placement.FitError{Wanted: len(req.Members), Reason: ErrNoRailSet.Error()}
@@ -460,12 +482,12 @@ func offered(slots []int, eligible func(n int) bool) int {
 	return total
 }
 
-// memberSets is each member's rail set under plan: its unit's set when
-// aligned[i], else 0.
-func (g *Gang) memberSets(plan *placement.Plan, aligned []bool, units []capacity.RailSet) []capacity.RailSet {
+// memberSets is each member's rail set under plan: its unit's set for
+// the aligned members, else 0.
+func (g *Gang) memberSets(plan *placement.Plan, units []capacity.RailSet) []capacity.RailSet {
 	out := make([]capacity.RailSet, len(plan.NodeOf))
 	for i, n := range plan.NodeOf {
-		if i < len(aligned) && aligned[i] {
+		if i < len(g.Aligned) && g.Aligned[i] {
 			out[i] = units[g.unitOf(n)]
 		}
 	}
@@ -478,27 +500,7 @@ func (g *Gang) memberSets(plan *placement.Plan, aligned []bool, units []capacity
 // It returns the sets and each node's slots on its unit's set.
 func (g *Gang) unitSets(eligible func(n int) bool) ([]capacity.RailSet, []int) {
 	// Each unit's nodes counted by class, once: a unit's classes are few.
-	type count struct{ class, nodes int }
-	byUnit := make([][]count, g.units())
-	present := make([]bool, len(g.Classes))
-	for n, c := range g.Class {
-		if eligible != nil && !eligible(n) {
-			continue
-		}
-		u := g.unitOf(n)
-		present[c] = true
-		if k := slices.IndexFunc(byUnit[u], func(x count) bool { return x.class == int(c) }); k >= 0 {
-			byUnit[u][k].nodes++
-		} else {
-			byUnit[u] = append(byUnit[u], count{int(c), 1})
-		}
-	}
-	free := make([]capacity.RailSet, len(g.Classes))
-	for c := range g.Classes {
-		if present[c] {
-			free[c] = g.free(int32(c))
-		}
-	}
+	byUnit, free := g.tally(eligible, g.units(), g.unitOf)
 	sets := g.sets(free)
 	chosen := make([]capacity.RailSet, g.units())
 	for u, counts := range byUnit {
@@ -508,17 +510,7 @@ func (g *Gang) unitSets(eligible func(n int) bool) ([]capacity.RailSet, []int) {
 		}
 		var best Candidate
 		for _, s := range sets {
-			c := Candidate{Set: s}
-			for _, x := range counts {
-				if !free[x.class].Contains(s) {
-					continue
-				}
-				c.Slots += x.nodes * g.Classes[x.class].Free.Slots(s)
-				if g.Classes[x.class].Used {
-					c.UsedNodes += x.nodes
-				}
-			}
-			if c.Slots > 0 && cmp.Or(cmp.Compare(c.Slots, best.Slots), cmp.Compare(c.UsedNodes, best.UsedNodes), compareSets(best.Set, c.Set)) > 0 {
+			if c := g.offer(s, free, counts); c.Slots > 0 && cmp.Or(cmp.Compare(c.Slots, best.Slots), cmp.Compare(c.UsedNodes, best.UsedNodes), compareSets(best.Set, c.Set)) > 0 {
 				best = c
 			}
 		}
@@ -581,7 +573,7 @@ func (g *Gang) Most(ctx context.Context, planner placement.Planner, req *placeme
 	if err != nil {
 		return nil, nil, err
 	}
-	return plan, some.memberSets(plan, some.Aligned, sets), nil
+	return plan, some.memberSets(plan, sets), nil
 }
 
 // ErrNoRailSet says that no rail set is free on enough nodes.

@@ -366,6 +366,17 @@ func (p *railPass) describe(plan *placement.Plan) string {
 	return fmt.Sprintf("per %s: %s", p.unit, strings.Join(parts, ", "))
 }
 
+// count counts the set entries of b.
+func count(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
+}
+
 // explainRails records why a gang that requires rail alignment waits:
 // which nodes have which rails free.
 func (pl *Planner) explainRails(spec *gang.Spec, p *railPass, req *placement.Request) *fwk.Status {
@@ -388,12 +399,7 @@ func (pl *Planner) explainRails(spec *gang.Spec, p *railPass, req *placement.Req
 		}
 		return strings.Join(l, ", ")
 	}
-	want := 0
-	for _, a := range p.gang.Aligned {
-		if a {
-			want++
-		}
-	}
+	want := count(p.gang.Aligned)
 	same := "on every node"
 	if p.gang.Unit != nil {
 		same = "on every node of a " + p.unit
