@@ -114,8 +114,10 @@ type Batch struct {
 	// state is what is allocated, with what the batch allocated; nil when
 	// it must be read again.
 	state *structured.AllocatedState
-	// own are the slices of each node's own pools, shared those of no one
-	// node (network-attached pools).
+	// list is every published slice; own are the slices of the nodes'
+	// own pools, found in list for the nodes the batch allocated on so
+	// far; shared are those of no one node (network-attached pools).
+	list   []*resourceapi.ResourceSlice
 	own    map[string][]*resourceapi.ResourceSlice
 	shared []*resourceapi.ResourceSlice
 }
@@ -126,15 +128,29 @@ func (a *Allocator) Batch(ctx context.Context) (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{a: a, state: state, own: map[string][]*resourceapi.ResourceSlice{}}
+	b := &Batch{a: a, state: state, list: list, own: map[string][]*resourceapi.ResourceSlice{}}
 	for _, s := range list {
 		if s.Spec.NodeName == nil {
 			b.shared = append(b.shared, s)
-		} else {
-			b.own[*s.Spec.NodeName] = append(b.own[*s.Spec.NodeName], s)
 		}
 	}
 	return b, nil
+}
+
+// ownOf returns node's own slices. A plan puts its pods on a few nodes of
+// many: the batch looks for the slices of those alone, once each.
+func (b *Batch) ownOf(node string) []*resourceapi.ResourceSlice {
+	if own, ok := b.own[node]; ok {
+		return own
+	}
+	var own []*resourceapi.ResourceSlice
+	for _, s := range b.list {
+		if s.Spec.NodeName != nil && *s.Spec.NodeName == node {
+			own = append(own, s)
+		}
+	}
+	b.own[node] = own
+	return own
 }
 
 // AllocateAmong is Allocator.AllocateAmong within the batch. A device the
@@ -149,7 +165,7 @@ func (b *Batch) AllocateAmong(ctx context.Context, node *v1.Node, claims []*reso
 		}
 		b.state = state
 	}
-	list := reachableFrom(b.own[node.Name], node.Name, excluded)
+	list := reachableFrom(b.ownOf(node.Name), node.Name, excluded)
 	list = append(list, b.shared...)
 	results, err := b.a.allocate(ctx, b.state, list, node, claims)
 	if err != nil {
