@@ -217,6 +217,40 @@ func TestRailAlignmentOnDevicePluginNodesIsSaidNotAwaited(t *testing.T) {
 	require.True(t, hasEvent(events, ReasonGangScheduled, "not rail-aligned: the device plugin on node"), "events: %q", events)
 }
 
+// A gang that requires rail alignment while its members ask for half a
+// DRA node's GPUs as nvidia.com/gpu, which the GPU class serves, is
+// scheduled at once on nodes whose free halves sit on different rails:
+// DynamicResources makes those claims when the pods bind, so no plan
+// decides their devices, and the GangScheduled Event says so, naming the
+// fix. Members that take a whole node's GPUs are aligned as they are, and
+// nothing is said.
+func TestRailAlignmentOfMappedGPUsIsSaidNotAwaited(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	for _, tt := range []struct {
+		gpus string
+		said bool
+	}{{"4", true}, {"8", false}} {
+		t.Run("gpus="+tt.gpus, func(t *testing.T) {
+			nodes, objs := railFabric(straight, straight)
+			if tt.said {
+				objs = append(objs, allocatedClaim(testNS, "busy-0", "node-0", "gpu-4", "gpu-5", "gpu-6", "gpu-7"),
+					allocatedClaim(testNS, "busy-1", "node-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3"))
+			}
+			job := members("mp", 2, tt.gpus)
+			pg := gangtest.MakePodGroup("mp", testNS).MinMember(2).Annotation(scheduling.AnnotationRailAlignment, scheduling.RailAlignmentRequired).Obj()
+			env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, withDRA(), withObjects(objs...))
+			env.runGang(job)
+			events := env.recorded()
+			require.True(t, hasEvent(events, ReasonGangScheduled, "2 pods on 2 nodes"), "events: %q", events)
+			said := hasEvent(events, ReasonGangScheduled, "not rail-aligned: member team-a/mp-0 asks for nvidia.com/gpu, which DeviceClass gpu.nvidia.com serves")
+			require.Equal(t, tt.said, said, "events: %q", events)
+			if tt.said {
+				require.True(t, hasEvent(events, ReasonGangScheduled, "ask for them with a ResourceClaim"), "events: %q", events)
+			}
+		})
+	}
+}
+
 // A running gang's replacement takes the rails its siblings use: the two
 // running members hold rails 4-7 of their nodes, and the replacement's
 // claim is written on rails 4-7 of a free node, where first fit would

@@ -127,7 +127,7 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 	}
 	// The plan's Event (GangScheduled) says which firstAvailable
 	// alternatives it took.
-	plan.Summary += d.Chosen() + pl.DomainNote(key) + rails.note(plan) + pl.kubeletNote(spec, d, req, plan)
+	plan.Summary += d.Chosen() + pl.DomainNote(key) + rails.note(plan) + pl.unalignedNote(ctx, spec, d, req, plan)
 	slots := make([]ledger.Slot, len(members))
 	for i, p := range members {
 		slots[i] = ledger.Slot{UID: p.UID, Node: req.Nodes[plan.NodeOf[i]].Name, Request: d.Requests[i]}

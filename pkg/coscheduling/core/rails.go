@@ -421,15 +421,37 @@ func (p *railPass) blocks(ctx context.Context, inner placement.Planner, req *pla
 	return err == nil
 }
 
-// kubeletNote is what the plan's Event says, once per gang, of a gang that
-// asks for rail alignment (the annotation set) while some member takes part
-// of a device-plugin node's GPUs: the kubelet picks them after scheduling,
-// so no scheduler can align them, and nothing waits for it.
-func (pl *Planner) kubeletNote(spec *gang.Spec, d *dra.PassDemand, req *placement.Request, plan *placement.Plan) string {
+// unalignedNote is what the plan's Event says, once per gang, of a gang
+// that asks for rail alignment (the annotation set) while some member
+// takes part of a node's GPUs in a way no scheduler's plan decides, so
+// that nothing waits for it:
+//   - on a device-plugin node the kubelet picks the GPUs when the pod
+//     starts, after scheduling;
+//   - an extended resource a DeviceClass serves (nvidia.com/gpu on a DRA
+//     node) gets its claim from DynamicResources when the pod binds, its
+//     devices chosen first fit; the pod's own ResourceClaim would be
+//     aligned.
+func (pl *Planner) unalignedNote(ctx context.Context, spec *gang.Spec, d *dra.PassDemand, req *placement.Request, plan *placement.Plan) string {
 	mode, err := gang.RailAlignmentOf(spec)
 	if _, set := spec.Annotations[scheduling.AnnotationRailAlignment]; !set || err != nil || mode == scheduling.RailAlignmentNone {
 		return ""
 	}
+	note := pl.kubeletPicks(d, req, plan)
+	if note == "" {
+		note = mappedPicks(ctx, d, req, plan)
+	}
+	if note == "" {
+		return ""
+	}
+	if _, told := pl.railNoted.LoadOrStore(spec.Key, true); told {
+		return ""
+	}
+	return note
+}
+
+// kubeletPicks names a member that takes part of a device-plugin node's
+// GPUs, "" if none does.
+func (pl *Planner) kubeletPicks(d *dra.PassDemand, req *placement.Request, plan *placement.Plan) string {
 	dim := slices.Index(req.Resources, scheduling.ResourceGPU)
 	if dim < 0 {
 		return ""
@@ -437,10 +459,29 @@ func (pl *Planner) kubeletNote(spec *gang.Spec, d *dra.PassDemand, req *placemen
 	for i, n := range plan.NodeOf {
 		asks := d.Requests[i][scheduling.ResourceGPU]
 		if node := req.Nodes[n]; asks > 0 && node.Allocatable[dim] > asks && pl.advertises(node.Name, scheduling.ResourceGPU) {
-			if _, told := pl.railNoted.LoadOrStore(spec.Key, true); told {
-				return ""
-			}
 			return fmt.Sprintf("; not rail-aligned: the device plugin on node %s picks the GPUs when the pod starts, after scheduling", node.Name)
+		}
+	}
+	return ""
+}
+
+// mappedPicks names a member that takes part of a node's railed devices
+// through an extended resource a DeviceClass serves, "" if none does.
+func mappedPicks(ctx context.Context, d *dra.PassDemand, req *placement.Request, plan *placement.Plan) string {
+	if d.Devices == nil {
+		return ""
+	}
+	for i, n := range plan.NodeOf {
+		if i >= len(d.Pods) || d.Pods[i] == nil {
+			continue
+		}
+		for _, m := range d.Pods[i].Mapped {
+			r, ok := d.Devices.Rails(ctx, req.Nodes[n].Name, m.Kind.Dimension)
+			if !ok || m.Count <= 0 || m.Count >= int64(r.Rails) {
+				continue
+			}
+			return fmt.Sprintf("; not rail-aligned: member %s asks for %s, which DeviceClass %s serves, and DynamicResources picks those devices first fit when the pod binds; "+
+				"ask for them with a ResourceClaim to have them rail-aligned", req.Members[i].Name, m.Resource, m.Kind.Class)
 		}
 	}
 	return ""
