@@ -467,6 +467,24 @@ func (d *Devices) readRails(ctx context.Context, nd *NodeDevices, k *Kind) (out 
 	return out, ok
 }
 
+// RailsAt counts, per rail, node's devices of dimension dim at positions
+// at (the devices some pods hold, Inventory.Positions). ok is false when
+// dim is not a plain kind dimension or node is unknown.
+func (d *Devices) RailsAt(ctx context.Context, node string, dim v1.ResourceName, at Bits) (out RailCounts, ok bool) {
+	k, isKind := d.registry.Kind(dim)
+	nd := d.matcher.inv.Node(node)
+	if !isKind || nd == nil {
+		return out, false
+	}
+	b := d.matcher.On(ctx, k, node)
+	for i := range nd.Devices {
+		if r := nd.rails.of[i]; r >= 0 && at.Has(i) && b.Has(i) && out[r] < 255 {
+			out[r]++
+		}
+	}
+	return out, true
+}
+
 // RailDevices returns the devices of dimension dim on node that are free
 // in d and sit on rail r, in position order.
 func (d *Devices) RailDevices(ctx context.Context, node string, dim v1.ResourceName, r int) []Device {

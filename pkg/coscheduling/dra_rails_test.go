@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -363,4 +364,96 @@ func TestRailAlignmentIsPerScalableUnit(t *testing.T) {
 			return hasEvent(events, scheduling.ReasonRailsNotFree, "the same on every node of a spine")
 		}, 10*time.Second, 10*time.Millisecond, "a RailsNotFree Event: %q", events)
 	})
+}
+
+// A preemptor gang that requires rail alignment evicts pods whose devices
+// free the same rails on every node it frees, and once they are gone its
+// members' claims are written on those rails. Both nodes are full. On
+// node-0 (GPU k on rail k) a pod of priority 1 holds rails 0-3 and one of
+// priority 2 rails 4-7. On node-1 (GPU names run backwards: gpu-7 is on
+// rail 0) a pod of priority 2 holds rails 0-3, one of priority 1 rails 6-7,
+// and rails 4-5 are free. Counting GPUs alone, the two pods of priority 1
+// are the cheapest victims, and they free rails 0-3 of node-0 and 4-7 of
+// node-1. Counting rails, node-1's pod on rails 0-3 goes instead; and
+// there first fit would take gpu-2..5, rails 2-5, where gpu-gang's plan
+// takes gpu-4..7, rails 0-3.
+func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	reversed := []int{7, 6, 5, 4, 3, 2, 1, 0}
+	layouts := [][]int{straight, reversed}
+	nodes, objs := railFabric(layouts...)
+	for _, n := range nodes {
+		n.Labels = map[string]string{cliqueLabel: "c0", leafLabel: "l0", spineLabel: "s0"}
+	}
+	var running []*v1.Pod
+	for _, v := range []struct {
+		name, node string
+		gpus       []string
+		prio       int32
+	}{
+		{"low-a", "node-0", gpuNames(0, 4), 1},
+		{"low-b", "node-0", gpuNames(4, 8), 2},
+		{"low-c", "node-1", gpuNames(4, 8), 2},
+		{"low-d", "node-1", gpuNames(0, 2), 1},
+	} {
+		claim := allocatedClaim(testNS, v.name, v.node, v.gpus...)
+		ref := claim.Status.ReservedFor[0]
+		pod := st.MakePod().Namespace(testNS).Name(ref.Name).UID(string(ref.UID)).Node(v.node).Priority(v.prio).Obj()
+		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimName: ptr.To(claim.Name)}}
+		pod.Status.Phase = v1.PodRunning
+		pod.Status.StartTime = ptr.To(metav1.NewTime(t0))
+		running = append(running, pod)
+		objs = append(objs, claim)
+	}
+	job, objs := halfNodeGang(2, objs)
+	for _, p := range job {
+		p.Spec.Priority = ptr.To[int32](100)
+	}
+	pg := gangtest.MakePodGroup("rl", testNS).MinMember(2).Annotation(scheduling.AnnotationRailAlignment, scheduling.RailAlignmentRequired).Obj()
+	env := newTestEnv(t, nodes, append(running, job...), []*v1alpha1.PodGroup{pg}, withTopology(t), withDRA(), withObjects(objs...))
+	rec := env.record()
+	env.syncWatch()
+
+	_, status := env.attempt(job[0])
+	require.True(t, status.IsSuccess(), "the gang preempts: %v", status)
+	require.Equal(t, []string{"low-a", "low-c"}, env.deleted(), "the victims free rails 0-3 of both nodes")
+	req := rec.last()
+	require.True(t, slices.ContainsFunc(req.Resources, func(r string) bool { return strings.HasPrefix(r, "rail 0 of "+capacity.DimensionPrefix) }),
+		"the engine counts the rails of the set: %v", req.Resources)
+
+	// The victims go, and their claims with them (the claim controller's
+	// part). The gang is planned again on what they freed, and its
+	// members' claims are written on rails 0-3 of both nodes.
+	for _, p := range podsNamed(running, "low-a", "low-c") {
+		env.waitForLister(p, nil)
+		env.forget(p)
+		require.NoError(t, env.client.ResourceV1().ResourceClaims(testNS).Delete(env.ctx, p.Name, metav1.DeleteOptions{}))
+	}
+	require.Eventually(t, func() bool {
+		_, status := env.schedule(job[0])
+		return status != nil && strings.Contains(status.Message(), dra.ErrReasonClaimsWriting)
+	}, 10*time.Second, 50*time.Millisecond, "the gang is planned again for its rails once the victims are gone")
+	on := map[string][]int{}
+	for _, p := range job {
+		var c *resourceapi.ResourceClaim
+		require.NoError(t, wait.PollUntilContextTimeout(env.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			c, err = env.client.ResourceV1().ResourceClaims(testNS).Get(ctx, p.Name+"-gpus", metav1.GetOptions{})
+			return err == nil && c.Status.Allocation != nil, nil
+		}), "the claim of %s is never written", p.Name)
+		node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
+		var n int
+		_, err := fmt.Sscanf(node, "node-%d", &n)
+		require.NoError(t, err)
+		var rails []int
+		for _, r := range c.Status.Allocation.Devices.Results {
+			var gpu int
+			_, err := fmt.Sscanf(r.Device, "gpu-%d", &gpu)
+			require.NoError(t, err)
+			rails = append(rails, railOfGPU(layouts[n], gpu))
+		}
+		slices.Sort(rails)
+		on[node] = rails
+	}
+	require.Equal(t, map[string][]int{"node-0": {0, 1, 2, 3}, "node-1": {0, 1, 2, 3}}, on)
 }

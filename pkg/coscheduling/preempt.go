@@ -102,6 +102,7 @@ func (a preemptAdapter) HoldPlan(spec *gang.Spec, members []*v1.Pod, slots []led
 	if wasHead := a.pl.ledger.HoldPlan(spec.Key, slots, until, plan, core.Fingerprint(members, plan, req)); wasHead {
 		holdsEnded.WithLabelValues(holdFilled).Inc()
 	}
+	a.pl.core.HeldForRails(spec.Key, req)
 }
 
 func (a preemptAdapter) HoldMoved(spec *gang.Spec, members []*v1.Pod, slots []ledger.Slot, until time.Time, plan *placement.Plan, req *placement.Request) {

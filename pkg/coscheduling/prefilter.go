@@ -77,6 +77,15 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		var planned bool
 		nodes, planned = pl.ledger.Reservations.PlanSlots(key, pod.UID, s.request)
+		if planned && pl.core.Realigns(key) {
+			// A preemption's plan, made for rails: planned again on what
+			// the victims freed, once they are gone.
+			if n, waiting := pl.ledger.Preemptions.AwaitingVictims(pl.ownerOf(pod)); waiting {
+				return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s: %d of the pods preempted for %s have not gone yet; their room is held for it",
+					ErrReasonAwaitingVictims, n, pl.preemptorName(pod)))
+			}
+			planned = false
+		}
 		if !planned {
 			batch, err := u.NextBatch(view, q)
 			if err != nil {

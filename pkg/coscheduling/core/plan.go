@@ -135,6 +135,7 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 	if wasHead := pl.ledger.HoldPlan(key, slots, pl.clock.Now().Add(pl.Timeout(spec)), plan, fp); wasHead {
 		pl.reporter.HoldEnded(true)
 	}
+	pl.realign.Delete(key)
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
 	if status := pl.gangClaims.AllocateShared(ctx, spec, members, d, req, plan); status != nil {
 		return status

@@ -142,6 +142,9 @@ type Planner struct {
 	// railNoted are the gangs told that the kubelet picks their GPUs, so
 	// that no rails can be aligned (rails.go).
 	railNoted sync.Map
+	// realign are the gangs whose held plan a preemption made with a rail
+	// set (HeldForRails), to be planned again for their rails.
+	realign sync.Map
 	// nodeGeneration changes whenever a node is added or deleted or its
 	// labels change, so planners may cache what they derive from labels.
 	nodeGeneration atomic.Uint64
@@ -196,6 +199,7 @@ func (pl *Planner) NodeGeneration() uint64 { return pl.nodeGeneration.Load() }
 func (pl *Planner) ForgetGang(key gang.Key) {
 	pl.computeDomains.Set(key, nil)
 	pl.railNoted.Delete(key)
+	pl.realign.Delete(key)
 }
 
 // Snapshot is the planning snapshot: what plans read of each node, kept

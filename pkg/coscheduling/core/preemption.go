@@ -48,6 +48,9 @@ type preemptDemand struct {
 	d         *dra.PassDemand
 	templates []*eligibility.Template
 	of        []int
+	// rails is the rail set the last request described a preemptor that
+	// requires rail alignment with (alignRequest); nil for others.
+	rails *railDemand
 }
 
 func (pd *preemptDemand) Unplaceable() *v1.Pod {
@@ -66,6 +69,11 @@ func (pd *preemptDemand) Request(ctx context.Context, key gang.Key, taken map[st
 			return nil, status
 		}
 	}
+	rails, status := pd.alignRequest(ctx, req)
+	if status != nil {
+		return nil, status
+	}
+	pd.rails = rails
 	return req, nil
 }
 
@@ -73,9 +81,15 @@ func (pd *preemptDemand) PerMember() []capacity.Amounts { return pd.d.Requests }
 
 func (pd *preemptDemand) VictimCounter(dims []v1.ResourceName) preempt.VictimCounter {
 	d := pd.d
-	cols := d.Columns(dims)
+	// The rail dimensions come after the request's own (alignRequest).
+	var added []railDim
+	if pd.rails != nil && describes(dims, pd.rails.added) {
+		added = pd.rails.added
+	}
+	own := dims[:len(dims)-len(added)]
+	cols := d.Columns(own)
 	return func(ctx context.Context, victim *v1.Pod, requests capacity.Amounts, ni fwk.NodeInfo) (placement.Vector, int64) {
-		freed := toVector(dims, requests)
+		freed := append(toVector(own, requests), make(placement.Vector, len(added))...)
 		if d.Devices == nil || ni == nil {
 			return freed, 0
 		}
@@ -83,6 +97,11 @@ func (pd *preemptDemand) VictimCounter(dims []v1.ResourceName) preempt.VictimCou
 		for c := range cols {
 			if cols[c].MayUseDevices && cols[c].Devices.ServedByDevices(ctx, dra.NodeCapacity{Info: ni}) {
 				freed[c] = cols[c].Devices.Counted(ctx, dra.NodeCapacity{Info: ni}, taken)
+			}
+		}
+		for k, a := range added {
+			if on, ok := d.Devices.RailsAt(ctx, victim.Spec.NodeName, a.dim, taken); ok {
+				freed[len(own)+k] = int64(on[a.rail])
 			}
 		}
 		return freed, int64(taken.Count())
