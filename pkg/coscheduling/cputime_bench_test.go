@@ -180,13 +180,6 @@ func readGC() gcReading {
 // cycle: NodeResourcesFit and DynamicResources.
 const meteredPlugins = 2
 
-// threadCPU is the calling thread's CPU time. The goroutine must be locked
-// to its thread (runtime.LockOSThread) for differences to mean anything.
-func threadCPU(tb testing.TB) time.Duration { return rusageCPU(tb, rusageThread) }
-
-// rusageThread is Linux's RUSAGE_THREAD, which syscall does not name.
-const rusageThread = 1
-
 // meteredFit is NodeResourcesFit with its PreFilter metered.
 type meteredFit struct {
 	*noderesources.Fit

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,14 +168,36 @@ func newRailBench(b *testing.B, nodes, size int, mode string) *railBench {
 		objs = append(objs, claim)
 	}
 	job, objs := halfNodeGang(size, objs)
+	for _, o := range objs {
+		if c, ok := o.(*resourceapi.ResourceClaim); ok {
+			c.ResourceVersion = "1"
+		}
+	}
 	pg := gangtest.MakePodGroup("rl", testNS).MinMember(int32(size)).Annotation(scheduling.AnnotationRailAlignment, mode).Obj()
 	stock := &threadMeter{tb: b, perIter: meteredPlugins, metric: "stock-cpu-ns/op"}
 	env := newTestEnv(b, fabric, append(pods, job...), []*v1alpha1.PodGroup{pg},
 		withTopology(b), withDRA(), withObjects(objs...), withStockMeter(stock))
 	writes := &sync.RWMutex{}
-	env.client.PrependReactor("*", "resourceclaims", func(clienttesting.Action) (bool, runtime.Object, error) {
+	// The fake API server stores a claim with the resourceVersion its
+	// writer sent. The DRA manager's claim tracker, an assume cache,
+	// takes an update only if its version is newer than the one it has:
+	// without versions it never saw a pass allocate a claim or give it
+	// back. As the API server does, the claims start at version 1 and
+	// each write of one is stamped with a newer version.
+	var version atomic.Int64
+	version.Store(1)
+	store := clienttesting.ObjectReaction(env.client.Tracker())
+	env.client.PrependReactor("*", "resourceclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		writes.RLock()
 		defer writes.RUnlock()
+		switch a := a.(type) {
+		case clienttesting.CreateActionImpl:
+			a.Object = versioned(a.Object, version.Add(1))
+			return store(a)
+		case clienttesting.UpdateActionImpl:
+			a.Object = versioned(a.Object, version.Add(1))
+			return store(a)
+		}
 		return false, nil, nil // on to the object tracker
 	})
 	return &railBench{
@@ -184,6 +208,13 @@ func newRailBench(b *testing.B, nodes, size int, mode string) *railBench {
 		// benchmarks have it: the test logger logs every V(5) line.
 		ctx: klog.NewContext(env.ctx, klog.Background()),
 	}
+}
+
+// versioned is a copy of obj with resourceVersion v.
+func versioned(obj runtime.Object, v int64) runtime.Object {
+	obj = obj.DeepCopyObject()
+	obj.(metav1.Object).SetResourceVersion(strconv.FormatInt(v, 10))
+	return obj
 }
 
 // pass runs PreFilter of the gang's first member: the planning pass. A
@@ -213,18 +244,8 @@ func (r *railBench) checkFirst() {
 		}
 		return
 	}
+	r.awaitWrites()
 	lister := r.env.Informers.Resource().V1().ResourceClaims().Lister().ResourceClaims(testNS)
-	written := func(context.Context) (bool, error) {
-		for _, p := range r.job {
-			if c, err := lister.Get(p.Name + "-gpus"); err != nil || c.Status.Allocation == nil {
-				return false, nil
-			}
-		}
-		return !pl.claims.Busy(r.key), nil
-	}
-	if err := wait.PollUntilContextTimeout(r.ctx, time.Millisecond, wait.ForeverTestTimeout, true, written); err != nil {
-		r.b.Fatalf("the aligned gang's writes never landed: %v", err)
-	}
 	var sets []string
 	on := map[string]bool{}
 	for _, p := range r.job {
@@ -247,6 +268,31 @@ func (r *railBench) checkFirst() {
 	}
 	if len(on) != len(r.job) || len(slices.Compact(slices.Clone(sets))) != 1 || strings.Count(sets[0], " ") != 3 {
 		r.b.Fatalf("the aligned gang's members are not one per node on the same 4 rails: nodes %d, rails %v", len(on), sets)
+	}
+}
+
+// awaitWrites returns once the aligned gang's pass has written every
+// member's claim and the informer and the DRA manager's claim tracker,
+// which the members' cycles read, both show it allocated.
+func (r *railBench) awaitWrites() {
+	r.b.Helper()
+	pl := r.env.pl
+	tracker := pl.devices.Manager().ResourceClaims()
+	lister := r.env.Informers.Resource().V1().ResourceClaims().Lister().ResourceClaims(testNS)
+	written := func(context.Context) (bool, error) {
+		for _, p := range r.job {
+			name := p.Name + "-gpus"
+			if c, err := lister.Get(name); err != nil || c.Status.Allocation == nil {
+				return false, nil
+			}
+			if c, err := tracker.Get(testNS, name); err != nil || c.Status.Allocation == nil {
+				return false, nil
+			}
+		}
+		return !pl.claims.Busy(r.key), nil
+	}
+	if err := wait.PollUntilContextTimeout(r.ctx, time.Millisecond, wait.ForeverTestTimeout, true, written); err != nil {
+		r.b.Fatalf("the aligned gang's writes never landed, or the claim tracker never saw them: %v", err)
 	}
 }
 
