@@ -87,6 +87,35 @@ func halfNodeGang(n int, objs []runtime.Object) ([]*v1.Pod, []runtime.Object) {
 // railOfGPU inverts gpuOfRail.
 func railOfGPU(gpuOfRail []int, gpu int) int { return slices.Index(gpuOfRail, gpu) }
 
+// claimRails reads an allocated claim of railFabric's GPUs: its node and
+// the rails of its devices, sorted, layout giving each node's railFabric
+// layout.
+func claimRails(tb testing.TB, c *resourceapi.ResourceClaim, layout func(node string) []int) (string, []int) {
+	tb.Helper()
+	node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
+	var rails []int
+	for _, r := range c.Status.Allocation.Devices.Results {
+		var gpu int
+		if _, err := fmt.Sscanf(r.Device, "gpu-%d", &gpu); err != nil {
+			tb.Fatalf("claim %s: device %s is not a GPU: %v", c.Name, r.Device, err)
+		}
+		rails = append(rails, railOfGPU(layout(node), gpu))
+	}
+	slices.Sort(rails)
+	return node, rails
+}
+
+// indexedLayout gives claimRails the layout of node-<i> from layouts.
+func indexedLayout(tb testing.TB, layouts [][]int) func(node string) []int {
+	return func(node string) []int {
+		var n int
+		if _, err := fmt.Sscanf(node, "node-%d", &n); err != nil {
+			tb.Fatalf("node %s is not railFabric's: %v", node, err)
+		}
+		return layouts[n]
+	}
+}
+
 // A gang whose members take half a node each is planned on one rail set
 // and gpu-gang writes each member's claim on those rails, though the free
 // halves of the nodes sit on different rails and the GPUs' names do not
@@ -119,18 +148,6 @@ func TestRailAlignedGangWritesItsMembersOnOneRailSet(t *testing.T) {
 	require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "status: %v", status)
 	require.Contains(t, status.Message(), dra.ErrReasonClaimsWriting)
 
-	railsOf := func(c *resourceapi.ResourceClaim) (string, []int) {
-		node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
-		var rails []int
-		for _, r := range c.Status.Allocation.Devices.Results {
-			var gpu int
-			_, err := fmt.Sscanf(r.Device, "gpu-%d", &gpu)
-			require.NoError(t, err)
-			rails = append(rails, railOfGPU(layout[node], gpu))
-		}
-		slices.Sort(rails)
-		return node, rails
-	}
 	var got [][]int
 	var on []string
 	for _, p := range job {
@@ -144,7 +161,7 @@ func TestRailAlignedGangWritesItsMembersOnOneRailSet(t *testing.T) {
 		require.NoError(t, err, "claim %s is never allocated", name)
 		_, marked, _ := dra.MarkOf(c)
 		require.True(t, marked, "claim %s carries gpu-gang's mark", name)
-		node, rails := railsOf(c)
+		node, rails := claimRails(t, c, func(node string) []int { return layout[node] })
 		got = append(got, rails)
 		on = append(on, node)
 	}
@@ -441,18 +458,7 @@ func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
 			c, err = env.client.ResourceV1().ResourceClaims(testNS).Get(ctx, p.Name+"-gpus", metav1.GetOptions{})
 			return err == nil && c.Status.Allocation != nil, nil
 		}), "the claim of %s is never written", p.Name)
-		node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
-		var n int
-		_, err := fmt.Sscanf(node, "node-%d", &n)
-		require.NoError(t, err)
-		var rails []int
-		for _, r := range c.Status.Allocation.Devices.Results {
-			var gpu int
-			_, err := fmt.Sscanf(r.Device, "gpu-%d", &gpu)
-			require.NoError(t, err)
-			rails = append(rails, railOfGPU(layouts[n], gpu))
-		}
-		slices.Sort(rails)
+		node, rails := claimRails(t, c, indexedLayout(t, layouts))
 		on[node] = rails
 	}
 	require.Equal(t, map[string][]int{"node-0": {0, 1, 2, 3}, "node-1": {0, 1, 2, 3}}, on)

@@ -250,19 +250,7 @@ func (r *railBench) checkFirst() {
 	on := map[string]bool{}
 	for _, p := range r.job {
 		c, _ := lister.Get(p.Name + "-gpus")
-		node := c.Status.Allocation.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0]
-		var rails []int
-		for _, res := range c.Status.Allocation.Devices.Results {
-			var gpu, n int
-			if _, err := fmt.Sscanf(res.Device, "gpu-%d", &gpu); err != nil {
-				r.b.Fatal(err)
-			}
-			if _, err := fmt.Sscanf(node, "node-%d", &n); err != nil {
-				r.b.Fatal(err)
-			}
-			rails = append(rails, railOfGPU(r.layouts[n], gpu))
-		}
-		slices.Sort(rails)
+		node, rails := claimRails(r.b, c, indexedLayout(r.b, r.layouts))
 		sets = append(sets, fmt.Sprint(rails))
 		on[node] = true
 	}
