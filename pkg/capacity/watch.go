@@ -26,10 +26,12 @@ import (
 // (the hash fingerprint gives a list): when a list of the tracker has that
 // fingerprint, no DeviceTaintRule exists, and the tracker holds exactly the
 // informer's objects our handler knows (with no rule, the tracker stores
-// the informer's own object, not a copy). Until the next event reaches our
-// handler, the tracker then lists those same objects: any change to what it
-// lists starts from an informer event, which our handler receives too.
-// Safe for concurrent use.
+// the informer's own object, not a copy). Any later change to what it lists
+// starts from an informer event, which our handler receives too, though
+// not necessarily first: until it does, the kept matcher trails the
+// tracker's list by the gap between two handlers' deliveries of one event,
+// as any informer-fed cache trails the API server, and the first pass
+// after it lists again. Safe for concurrent use.
 type sliceWatch struct {
 	mu sync.Mutex
 	// events counts the slice and DeviceTaintRule events our handlers

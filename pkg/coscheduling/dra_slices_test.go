@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -60,17 +61,36 @@ func TestInventoryFollowsChangedSlices(t *testing.T) {
 		return nil
 	}
 
+	// current is the inventories' matcher once it holds what a fresh list
+	// of the DRA manager's slices holds. The inventories hear of a change
+	// from their own informer handler, which may run after the slice
+	// tracker's: until it has, Current may return the matcher it kept, as
+	// any informer-fed cache trails the API server. A matcher that never
+	// catches up fails the round.
+	current := func(round int) *capacity.Matcher {
+		var m *capacity.Matcher
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got, err := inventories.Current()
+			if !assert.NoError(c, err) {
+				return
+			}
+			fresh, err := env.pl.devices.Manager().ResourceSlices().ListWithDeviceTaintRules()
+			if !assert.NoError(c, err) {
+				return
+			}
+			if assert.Empty(c, cmp.Diff(devicesOf(capacity.BuildInventory(fresh)), devicesOf(got.Inventory())), "-fresh,+cached") {
+				m = got
+			}
+		}, sliceListedTimeout, 5*time.Millisecond, "round %d: the inventory never showed the listed slices", round)
+		return m
+	}
+
 	// prev is the previous pass's matcher; changed is whether a slice
 	// changed since.
 	var prev *capacity.Matcher
 	changed := true
 	for round := range 40 {
-		m, err := inventories.Current()
-		require.NoError(t, err)
-		fresh, err := env.pl.devices.Manager().ResourceSlices().ListWithDeviceTaintRules()
-		require.NoError(t, err)
-		require.Empty(t, cmp.Diff(devicesOf(capacity.BuildInventory(fresh)), devicesOf(m.Inventory())),
-			"round %d (-fresh,+cached)", round)
+		m := current(round)
 		if !changed {
 			require.Same(t, prev, m, "round %d: unchanged slices rebuilt the inventory", round)
 		}
