@@ -168,6 +168,19 @@ func TestRailAlignedGangWritesItsMembersOnOneRailSet(t *testing.T) {
 	require.NotEqual(t, on[0], on[1], "one member per node: each takes half of one")
 	require.Equal(t, got[0], got[1], "both members on the same rails (nodes %v)", on)
 	require.Len(t, got[0], 4)
+
+	// The DRA manager sees the writes: each member's cycle then runs on
+	// its claim as allocated, DynamicResources' Filter included, and the
+	// member lands on its claim's node.
+	tracker := env.pl.devices.Manager().ResourceClaims()
+	for i, p := range job {
+		require.Eventually(t, func() bool {
+			c, err := tracker.Get(testNS, p.Name+"-gpus")
+			return err == nil && c.Status.Allocation != nil
+		}, 10*time.Second, 10*time.Millisecond, "the DRA manager never saw claim %s allocated", p.Name+"-gpus")
+		node, status := env.schedule(p)
+		require.Equal(t, on[i], node, "member %s lands on its claim's node: %v", p.Name, status)
+	}
 }
 
 // A gang whose annotation says "none" is left to DynamicResources: gpu-gang

@@ -5,10 +5,8 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,37 +166,18 @@ func newRailBench(b *testing.B, nodes, size int, mode string) *railBench {
 		objs = append(objs, claim)
 	}
 	job, objs := halfNodeGang(size, objs)
-	for _, o := range objs {
-		if c, ok := o.(*resourceapi.ResourceClaim); ok {
-			c.ResourceVersion = "1"
-		}
-	}
 	pg := gangtest.MakePodGroup("rl", testNS).MinMember(int32(size)).Annotation(scheduling.AnnotationRailAlignment, mode).Obj()
 	stock := &threadMeter{tb: b, perIter: meteredPlugins, metric: "stock-cpu-ns/op"}
 	env := newTestEnv(b, fabric, append(pods, job...), []*v1alpha1.PodGroup{pg},
 		withTopology(b), withDRA(), withObjects(objs...), withStockMeter(stock))
 	writes := &sync.RWMutex{}
-	// The fake API server stores a claim with the resourceVersion its
-	// writer sent. The DRA manager's claim tracker, an assume cache,
-	// takes an update only if its version is newer than the one it has:
-	// without versions it never saw a pass allocate a claim or give it
-	// back. As the API server does, the claims start at version 1 and
-	// each write of one is stamped with a newer version.
-	var version atomic.Int64
-	version.Store(1)
-	store := clienttesting.ObjectReaction(env.client.Tracker())
-	env.client.PrependReactor("*", "resourceclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	// The env stamps each claim write with a newer resourceVersion, as the
+	// API server does, so that the DRA manager's claim tracker sees it;
+	// here the write first waits at the door.
+	env.client.PrependReactor("*", "resourceclaims", func(clienttesting.Action) (bool, runtime.Object, error) {
 		writes.RLock()
 		defer writes.RUnlock()
-		switch a := a.(type) {
-		case clienttesting.CreateActionImpl:
-			a.Object = versioned(a.Object, version.Add(1))
-			return store(a)
-		case clienttesting.UpdateActionImpl:
-			a.Object = versioned(a.Object, version.Add(1))
-			return store(a)
-		}
-		return false, nil, nil // on to the object tracker
+		return false, nil, nil // on to the env's versioning store
 	})
 	return &railBench{
 		b: b, env: env, job: job, mode: mode, layouts: layouts, writes: writes,
@@ -208,13 +187,6 @@ func newRailBench(b *testing.B, nodes, size int, mode string) *railBench {
 		// benchmarks have it: the test logger logs every V(5) line.
 		ctx: klog.NewContext(env.ctx, klog.Background()),
 	}
-}
-
-// versioned is a copy of obj with resourceVersion v.
-func versioned(obj runtime.Object, v int64) runtime.Object {
-	obj = obj.DeepCopyObject()
-	obj.(metav1.Object).SetResourceVersion(strconv.FormatInt(v, 10))
-	return obj
 }
 
 // pass runs PreFilter of the gang's first member: the planning pass. A

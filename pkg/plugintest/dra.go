@@ -1,10 +1,16 @@
 package plugintest
 
 import (
+	"strconv"
+	"sync/atomic"
+
 	resourceapi "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
@@ -124,4 +130,51 @@ func (e *Env) syncSliceWatch() {
 		}, metav1.CreateOptions{})
 		return err
 	}, func(name string) bool { return e.listedSlice(name) != nil })
+}
+
+// The DRA manager keeps ResourceClaims in an assume cache, which takes an
+// update only when its resourceVersion is newer than the one it holds; the
+// fake clientset keeps whatever version its writer sent, and a claim
+// without one is never updated there. So that the DRA manager sees every
+// write of a claim, as it does with the API server, the env's claims start
+// at version 1 (versionedClaims) and each create or update of one is
+// stamped with a newer version (stampClaimVersions).
+
+// versionedClaims is objs with each ResourceClaim that has no
+// resourceVersion replaced by a copy at version 1.
+func versionedClaims(objs []runtime.Object) []runtime.Object {
+	out := make([]runtime.Object, len(objs))
+	for i, o := range objs {
+		if c, ok := o.(*resourceapi.ResourceClaim); ok && c.ResourceVersion == "" {
+			c = c.DeepCopy()
+			c.ResourceVersion = "1"
+			o = c
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// stampClaimVersions has client store each ResourceClaim it creates or
+// updates, status included, with a resourceVersion newer than any before.
+func stampClaimVersions(client *fake.Clientset) {
+	var version atomic.Int64
+	version.Store(1)
+	store := clienttesting.ObjectReaction(client.Tracker())
+	stamped := func(obj runtime.Object) runtime.Object {
+		obj = obj.DeepCopyObject()
+		obj.(metav1.Object).SetResourceVersion(strconv.FormatInt(version.Add(1), 10))
+		return obj
+	}
+	client.PrependReactor("*", "resourceclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		switch a := a.(type) {
+		case clienttesting.CreateActionImpl:
+			a.Object = stamped(a.Object)
+			return store(a)
+		case clienttesting.UpdateActionImpl:
+			a.Object = stamped(a.Object)
+			return store(a)
+		}
+		return false, nil, nil // on to the object tracker
+	})
 }

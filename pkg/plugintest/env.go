@@ -119,7 +119,7 @@ func New(t testing.TB, cfg Config) *Env {
 			assigned = append(assigned, p)
 		}
 	}
-	objs = append(objs, cfg.Objects...)
+	objs = append(objs, versionedClaims(cfg.Objects)...)
 	pgObjs := make([]runtime.Object, len(cfg.PodGroups))
 	for i, pg := range cfg.PodGroups {
 		pgObjs[i] = pg
@@ -134,6 +134,7 @@ func New(t testing.TB, cfg Config) *Env {
 		Activator:      &Activator{},
 		Events:         &Events{recorder: recorder},
 	}
+	stampClaimVersions(env.Client)
 	env.Informers = informers.NewSharedInformerFactory(env.Client, 0)
 
 	// As the scheduler does: the PodGroup informer has synced before the
