@@ -24,6 +24,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/gangtest"
 )
 
@@ -171,13 +172,16 @@ func TestRailAlignedGangWritesItsMembersOnOneRailSet(t *testing.T) {
 
 	// The DRA manager sees the writes: each member's cycle then runs on
 	// its claim as allocated, DynamicResources' Filter included, and the
-	// member lands on its claim's node.
+	// member lands on its claim's node. The write's own goroutine marks
+	// it done after the API server answers, which the claim informer may
+	// deliver first: wait for both.
 	tracker := env.pl.devices.Manager().ResourceClaims()
+	key := gang.Key{Namespace: testNS, Name: "rl"}
 	for i, p := range job {
 		require.Eventually(t, func() bool {
 			c, err := tracker.Get(testNS, p.Name+"-gpus")
-			return err == nil && c.Status.Allocation != nil
-		}, 10*time.Second, 10*time.Millisecond, "the DRA manager never saw claim %s allocated", p.Name+"-gpus")
+			return err == nil && c.Status.Allocation != nil && !env.pl.claims.Busy(key)
+		}, 10*time.Second, 10*time.Millisecond, "the DRA manager never saw claim %s allocated, or its write never ended", p.Name+"-gpus")
 		node, status := env.schedule(p)
 		require.Equal(t, on[i], node, "member %s lands on its claim's node: %v", p.Name, status)
 	}
