@@ -322,7 +322,14 @@ wait:
 		for i := range layout.Nodes {
 			leafOf[layout.Nodes[i].Name] = layout.Nodes[i].LeafName
 		}
-		res.Rails = metrics.CountRails(metrics.NewRailMap(layout.ResourceSlices()), dra.claims.Allocations(), res.Gangs,
+		jobOf := map[string]string{}
+		for i := range jobs {
+			for k := range jobs[i].Pods {
+				jobOf[workload.PodName(&jobs[i], k)] = jobs[i].Name
+			}
+		}
+		allocs := dra.claims.Allocations(func(pod string) string { return jobOf[pod] })
+		res.Rails = metrics.CountRails(metrics.NewRailMap(layout.ResourceSlices()), allocs, res.Gangs,
 			func(node string) string { return leafOf[node] })
 	}
 	res.Hierarchy = hierarchy.Summary(end, res.Gangs)

@@ -127,10 +127,12 @@ type PodAllocation struct {
 	Results []resourceapi.DeviceRequestAllocationResult
 }
 
-// Allocations lists, for every workload pod whose claims made from
-// templates got devices, what they got, sorted by job and pod. A claim's
+// Allocations lists, for every workload pod whose claims got devices,
+// what they got, sorted by job and pod: claims made from templates carry
+// their job, and jobOf names the job of a pod whose claim kube-scheduler
+// made for its extended resources ("" for a pod of no job). A claim's
 // devices stay listed after its pod is done and they are freed.
-func (c *ClaimCounter) Allocations() []PodAllocation {
+func (c *ClaimCounter) Allocations(jobOf func(pod string) string) []PodAllocation {
 	if c == nil {
 		return nil
 	}
@@ -139,13 +141,17 @@ func (c *ClaimCounter) Allocations() []PodAllocation {
 	byPod := map[[2]string]*PodAllocation{}
 	var out []*PodAllocation
 	for _, cs := range c.order {
-		if cs.pod == "" || cs.job == "" || len(cs.results) == 0 {
+		job := cs.job
+		if job == "" && cs.extended && cs.pod != "" {
+			job = jobOf(cs.pod)
+		}
+		if cs.pod == "" || job == "" || len(cs.results) == 0 {
 			continue
 		}
-		key := [2]string{cs.job, cs.pod}
+		key := [2]string{job, cs.pod}
 		pa := byPod[key]
 		if pa == nil {
-			pa = &PodAllocation{Job: cs.job, Pod: cs.pod}
+			pa = &PodAllocation{Job: job, Pod: cs.pod}
 			byPod[key] = pa
 			out = append(out, pa)
 		}

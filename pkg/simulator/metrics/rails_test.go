@@ -178,5 +178,18 @@ func TestClaimCounterAllocations(t *testing.T) {
 	other.UID, other.Labels = "u2", map[string]string{workload.RoleLabel: workload.RolePrefill}
 	other.Status.Allocation = allocated.Status.Allocation
 	c.Observe(other)
-	require.Equal(t, []PodAllocation{{Job: "g", Pod: "g-1", Results: results}}, c.Allocations())
+	require.Equal(t, []PodAllocation{{Job: "g", Pod: "g-1", Results: results}}, c.Allocations(func(string) string { return "" }))
+
+	// The claim kube-scheduler makes for a pod's extended resources
+	// carries no job: the pod's is looked up.
+	extended := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{
+		UID: types.UID("u3"), Name: "h-0-extended-resources-x",
+		Annotations:     map[string]string{resourceapi.ExtendedResourceClaimAnnotation: "true"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "h-0", Controller: ptr.To(true)}},
+	}}
+	extended.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: results}}
+	c.Observe(extended)
+	jobOf := map[string]string{"h-0": "h"}
+	require.Equal(t, []PodAllocation{{Job: "g", Pod: "g-1", Results: results}, {Job: "h", Pod: "h-0", Results: results}},
+		c.Allocations(func(pod string) string { return jobOf[pod] }))
 }

@@ -149,15 +149,20 @@ type Objects struct {
 	Pods []*v1.Pod
 }
 
+// PodName is the name of job's i-th pod: the job's own for a plain pod,
+// <job>-<i> for a gang's member.
+func PodName(job *scenario.Job, i int) string {
+	if !job.Gang {
+		return job.Name
+	}
+	return fmt.Sprintf("%s-%d", job.Name, i)
+}
+
 // Build makes the objects for job.
 func (b *Builder) Build(job *scenario.Job) (*Objects, error) {
 	out := &Objects{Pods: make([]*v1.Pod, job.Pods), ClaimTemplate: b.ClaimTemplate(job)}
 	for i := range out.Pods {
-		name := job.Name
-		if job.Gang {
-			name = fmt.Sprintf("%s-%d", job.Name, i)
-		}
-		out.Pods[i] = b.pod(name, job)
+		out.Pods[i] = b.pod(PodName(job, i), job)
 		if job.Gang {
 			// Every profile gets the index a training operator puts on
 			// its replicas: members rank by it, not by name (where
