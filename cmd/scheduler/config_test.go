@@ -118,11 +118,13 @@ func TestShippedConfiguration(t *testing.T) {
 	// sorts the queue alone, gates the queue, and checks capacity and holds
 	// plans after the in-tree filters and GPUFleet's GPU rules; default
 	// preemption is off everywhere until it is gang-aware, so after DRA's
-	// clean-up the gang plugin is the only PostFilter.
+	// clean-up the gang plugin is the only PostFilter. RailFence's
+	// PreFilter comes first: DynamicResources' reads the devices its
+	// fence hides.
 	want := map[string][]string{
 		"QueueSort":  {"Coscheduling"},
 		"PreEnqueue": {"SchedulingGates", "DynamicResources", "Coscheduling"},
-		"PreFilter":  {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "GPUFleet", "Coscheduling"},
+		"PreFilter":  {"RailFence", "NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "GPUFleet", "Coscheduling"},
 		"Filter":     {"NodeName", "NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity", "DynamicResources", "NodeDeclaredFeatures", "GPUFleet", "Coscheduling"},
 		"PostFilter": {"DynamicResources", "Coscheduling"},
 		"PreScore":   {"TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "Coscheduling"},

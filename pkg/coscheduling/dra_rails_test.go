@@ -13,8 +13,11 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
@@ -479,4 +482,154 @@ func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
 		on[node] = rails
 	}
 	require.Equal(t, map[string][]int{"node-0": {0, 1, 2, 3}, "node-1": {0, 1, 2, 3}}, on)
+}
+
+// Members that ask for nvidia.com/gpu, which a DeviceClass serves, get
+// their devices from DynamicResources, first fit, in their own cycles. In
+// the shipped profile RailFence leaves DynamicResources only the devices
+// the plan chose on each member's node, so both members land on one rail
+// set though the nodes' GPUs sit on their rails in opposite orders; the
+// member whose cycle planned the gang reads the devices before the plan,
+// and is turned away to its next cycle. gpu-6 and gpu-7 of each node are
+// taken: rails 6-7 of node-0, 0-1 of node-1, so the one set both have
+// free is 2-5. Without RailFence first fit takes gpu-0..3 on both nodes,
+// rails 0-3 and 4-7, and the Event says they are not aligned.
+func TestRailAlignedMappedGPUsTakeThePlansRails(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	reversed := []int{7, 6, 5, 4, 3, 2, 1, 0} // gpu-7 is on rail 0
+	layouts := [][]int{straight, reversed}
+	for _, fenced := range []bool{true, false} {
+		t.Run(fmt.Sprint("fenced=", fenced), func(t *testing.T) {
+			nodes, objs := railFabric(layouts...)
+			// Two GPUs of each node are taken: one member per node fits.
+			objs = append(objs, allocatedClaim(testNS, "busy-0", "node-0", "gpu-6", "gpu-7"),
+				allocatedClaim(testNS, "busy-1", "node-1", "gpu-6", "gpu-7"))
+			job := members("mp", 2, "4")
+			pg := gangtest.MakePodGroup("mp", testNS).MinMember(2).Annotation(scheduling.AnnotationRailAlignment, scheduling.RailAlignmentRequired).Obj()
+			profile := withShippedProfile(t)
+			if !fenced {
+				profile = withShippedProfileWithout(t, RailFenceName)
+			}
+			env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, profile, withObjects(objs...))
+			tracker := env.fh.SharedDRAManager().ResourceClaims()
+			allocated := func() sets.Set[structured.DeviceID] {
+				ids, err := tracker.ListAllAllocatedDevices()
+				require.NoError(t, err)
+				return ids
+			}
+			// rails runs member p's cycle and reads the rails of the
+			// devices DynamicResources reserved for it.
+			rails := func(p *v1.Pod) (string, []int) {
+				before := allocated()
+				node, status := env.schedule(p)
+				require.NotEmpty(t, node, "member %s is placed: %v", p.Name, status)
+				var got []int
+				for id := range allocated().Difference(before) {
+					require.Equal(t, node, id.Pool.String(), "member %s's devices are on its node", p.Name)
+					var gpu int
+					_, err := fmt.Sscanf(id.Device.String(), "gpu-%d", &gpu)
+					require.NoError(t, err)
+					got = append(got, railOfGPU(indexedLayout(t, layouts)(node), gpu))
+				}
+				slices.Sort(got)
+				return node, got
+			}
+			if fenced {
+				_, status := env.schedule(job[0])
+				require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "status: %v", status)
+				require.Contains(t, status.Message(), ErrReasonFenceNextCycle)
+			}
+			env.activator.Reset()
+			n1, r1 := rails(job[1])
+			if fenced {
+				require.Contains(t, env.activator.Get(), testNS+"/"+job[0].Name, "the next cycle brings back the member turned away")
+			}
+			n0, r0 := rails(job[0])
+			require.NotEqual(t, n0, n1, "one member per node")
+			require.Len(t, r0, 4)
+			require.Len(t, r1, 4)
+			events := env.recorded()
+			if fenced {
+				require.Equal(t, []int{2, 3, 4, 5}, r0, "member on the one rail set free on both nodes (node %s)", n0)
+				require.Equal(t, r0, r1, "both members on one rail set (nodes %s, %s)", n0, n1)
+				require.True(t, hasEvent(events, ReasonGangScheduled, "rail-aligned on rails "), "events: %q", events)
+				_, err := tracker.ListAllAllocatedDevices()
+				require.NoError(t, err)
+				require.False(t, env.pl.fences.Fenced(job[0].UID) || env.pl.fences.Fenced(job[1].UID), "reserved members keep no fence")
+				return
+			}
+			require.NotEqual(t, r0, r1, "first fit takes gpu-0..3 on both nodes: opposite rails")
+			require.True(t, hasEvent(events, ReasonGangScheduled, "not rail-aligned: member team-a/mp-0 asks for nvidia.com/gpu"), "events: %q", events)
+		})
+	}
+}
+
+// The devices a plan chose for fenced members are promised until their
+// cycles take them: a second gang planned in between gets the other rails
+// of the same nodes, and every member of both lands on its own plan's
+// devices. Gang a plans first (its first member turned away to its next
+// cycle); gang b plans before any member of a has reserved.
+func TestFencedDevicesArePromisedToTheirPlan(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	layouts := [][]int{straight, straight}
+	nodes, objs := railFabric(layouts...)
+	a, b := members("a", 2, "4"), members("b", 2, "4")
+	required := func(name string) *v1alpha1.PodGroup {
+		return gangtest.MakePodGroup(name, testNS).MinMember(2).Annotation(scheduling.AnnotationRailAlignment, scheduling.RailAlignmentRequired).Obj()
+	}
+	env := newTestEnv(t, nodes, append(slices.Clone(a), b...), []*v1alpha1.PodGroup{required("a"), required("b")}, withShippedProfile(t), withObjects(objs...))
+	tracker := env.fh.SharedDRAManager().ResourceClaims()
+	allocated := func() sets.Set[structured.DeviceID] {
+		ids, err := tracker.ListAllAllocatedDevices()
+		require.NoError(t, err)
+		return ids
+	}
+	for _, first := range []*v1.Pod{a[0], b[0]} {
+		_, status := env.schedule(first)
+		require.Contains(t, status.Message(), ErrReasonFenceNextCycle, "member %s", first.Name)
+	}
+	rails := map[string][]int{}
+	for _, p := range []*v1.Pod{a[1], a[0], b[1], b[0]} {
+		before := allocated()
+		node, status := env.schedule(p)
+		require.NotEmpty(t, node, "member %s is placed: %v", p.Name, status)
+		got := allocated().Difference(before)
+		require.Len(t, got, 4, "member %s takes 4 devices", p.Name)
+		var r []int
+		for id := range got {
+			var gpu int
+			_, err := fmt.Sscanf(id.Device.String(), "gpu-%d", &gpu)
+			require.NoError(t, err)
+			r = append(r, gpu) // straight: gpu-k is on rail k
+		}
+		slices.Sort(r)
+		rails[p.Name] = r
+	}
+	require.Equal(t, rails["a-0"], rails["a-1"], "gang a on one rail set: %v", rails)
+	require.Equal(t, rails["b-0"], rails["b-1"], "gang b on one rail set: %v", rails)
+	require.NotEqual(t, rails["a-0"], rails["b-0"], "b takes the rails a left free: %v", rails)
+}
+
+// A profile that runs RailFence after DynamicResources (enabled in
+// preFilter alone, so after the default plugins) cannot fence: it says so
+// in the log once and stops fencing, so that its members are placed, first
+// fit, with the Event's note, rather than turned away for a fence that
+// never counts.
+func TestRailFenceAfterDynamicResourcesStopsFencing(t *testing.T) {
+	nodes, objs := railFabric([]int{0, 1, 2, 3, 4, 5, 6, 7}, []int{7, 6, 5, 4, 3, 2, 1, 0})
+	objs = append(objs, allocatedClaim(testNS, "busy-0", "node-0", "gpu-6", "gpu-7"),
+		allocatedClaim(testNS, "busy-1", "node-1", "gpu-6", "gpu-7"))
+	job := members("mp", 2, "4")
+	pg := gangtest.MakePodGroup("mp", testNS).MinMember(2).Annotation(scheduling.AnnotationRailAlignment, scheduling.RailAlignmentRequired).Obj()
+	late := withShippedProfileEdited(t, func(p *schedconfig.KubeSchedulerProfile) {
+		p.Plugins.MultiPoint.Enabled = slices.DeleteFunc(p.Plugins.MultiPoint.Enabled, func(pl schedconfig.Plugin) bool { return pl.Name == RailFenceName })
+	})
+	env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, late, withObjects(objs...))
+	for _, p := range job {
+		node, status := env.schedule(p)
+		require.NotEmpty(t, node, "member %s is placed: %v", p.Name, status)
+	}
+	events := env.recorded()
+	require.True(t, hasEvent(events, ReasonGangScheduled, "not rail-aligned: member team-a/mp-0 asks for nvidia.com/gpu"), "events: %q", events)
+	require.True(t, hasEvent(events, ReasonGangScheduled, "enable the RailFence plugin"), "events: %q", events)
 }

@@ -104,7 +104,7 @@ func (pl *Plugin) memberGone(key gang.Key, pod *v1.Pod) {
 		// wrote: an attempt whose plan expired before any member reserved
 		// is no longer in flight for failGang to end.
 		pl.ledger.Idle(key)
-		pl.claims.Abandon(key, "no member of the gang waits to be scheduled any more")
+		pl.abandon(key, "no member of the gang waits to be scheduled any more")
 		pl.activateBlocked()
 	}
 	if pod.Spec.NodeName != "" && pod.Status.Phase != v1.PodSucceeded && pl.ledger.Reservations.Admitted(key) {

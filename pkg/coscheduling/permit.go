@@ -24,7 +24,16 @@ func (pl *Plugin) Reserve(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nod
 		return fwk.AsStatus(err)
 	}
 	pl.ledger.Reservations.Reserve(key, pod.UID, nodeName, s.request)
+	// DynamicResources reserved before: it holds the devices its fence
+	// steered it to.
+	pl.fences.Done(pod.UID)
 	return nil
+}
+
+// abandon gives back what gang's attempt, which ended, wrote or fenced.
+func (pl *Plugin) abandon(key gang.Key, why string) {
+	pl.claims.Abandon(key, why)
+	pl.fences.Forget(key)
 }
 
 // Unreserve forgets the member. A member of the attempt in flight that gives
@@ -173,7 +182,7 @@ func (pl *Plugin) failGang(ctx context.Context, key gang.Key, reason, why string
 	if !ok {
 		return
 	}
-	pl.claims.Abandon(key, why)
+	pl.abandon(key, why)
 	switch reason {
 	case ReasonGangTimedOut:
 		attempts.WithLabelValues(resultTimedOut).Inc()

@@ -129,6 +129,10 @@ type Plugin struct {
 	// gangClaims allocates the claims members share, hears claims change
 	// under waiting gangs and explains bad DRA input (shared.go).
 	gangClaims *dra.GangClaims
+	// fences steer DynamicResources to the devices a rail-aligned plan
+	// chose for members that ask for them through an extended resource
+	// (railfence.go); nil without DRA.
+	fences *dra.Fences
 	// reconciler gives back allocations the plugin wrote that no pod came
 	// to use (reconcile.go); nil when the framework has no DRA manager.
 	reconciler *dra.Reconciler
@@ -210,7 +214,8 @@ func newPlugin(ctx context.Context, args *config.CoschedulingArgs, handle fwk.Ha
 	claimsOpts := dra.AllocationsOptions(handle, pl.devices, pl.logger)
 	claimsOpts.Clock, claimsOpts.Done = c, pl.claimsDone
 	pl.claims = dra.NewAllocations(ctx, claimsOpts)
-	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
+	pl.fences = dra.FencesFor(ctx, handle.SharedDRAManager())
+	pl.gangClaims = dra.NewGangClaims(pl.devices, pl.claims, pl.fences, profileName(handle), handle.SharedInformerFactory().Core().V1().Nodes().Lister(),
 		handle.SharedInformerFactory().Core().V1().Pods().Lister(), claimGangs{pl}, pl.logger)
 	if pl.devices != nil {
 		names := make([]resourceapi.QualifiedName, len(args.RailAttributes))
@@ -370,7 +375,7 @@ func (pl *Plugin) gangDeleted(key gang.Key) {
 	pl.failGang(ctx, key, ReasonGangRejected, "its PodGroup was deleted", false)
 	// An attempt whose plan expired is no longer in flight for failGang
 	// to end; what it wrote goes all the same.
-	pl.claims.Abandon(key, "its PodGroup was deleted")
+	pl.abandon(key, "its PodGroup was deleted")
 	pl.ledger.ForgetGang(key)
 	pl.core.ForgetGang(key)
 	pl.activateBlocked()

@@ -26,6 +26,9 @@ import (
 // activated when the hold ends. A gang that preemption cannot help may
 // have movable gangs moved out of a domain for it (consolidate.go).
 func (pl *Plugin) PostFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	// A cycle that ended before the gang plugin's PreFilter may have left
+	// a fence up (railfence.go): down before preemption reads devices.
+	pl.fences.Lower()
 	s, err := readState(cs)
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)

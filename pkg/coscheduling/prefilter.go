@@ -13,6 +13,7 @@ import (
 	"github.com/gpu-gang/gpu-gang/pkg/contract"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/core"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 )
 
 // PreFilter plans the member's gang if it has no plan yet, and restricts the
@@ -25,6 +26,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		// member it plans; it has nothing to add.
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	// DynamicResources has read the allocated devices: the fence it read
+	// them through comes down before anything else reads them.
+	raised := pl.fences.Lower()
 	key, isMember := pl.unitOf(pod)
 	s := &cycleState{request: capacity.PodAmounts(pod), held: pl.ledger.HeldByOthers(key, pl.queueOrderOf(pod))}
 	if len(s.held) > 0 {
@@ -104,9 +108,27 @@ func (pl *Plugin) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, ErrReasonNoSlot)
 	}
+	if !pl.fences.AsFenced(pod, raised) {
+		return nil, pl.fenceNextCycle(pod, key)
+	}
 	s.planNodes = nodes
 	return &fwk.PreFilterResult{NodeNames: sets.New(nodes...)}, nil
 }
+
+// fenceNextCycle turns away a member whose plan chose its devices after
+// DynamicResources read the allocated devices in this cycle, unfenced
+// (railfence.go): its next cycle raises the fence. The next cycle of any
+// pod activates it; activated now, while in flight, it comes back after
+// its backoff at the latest.
+func (pl *Plugin) fenceNextCycle(pod *v1.Pod, key gang.Key) *fwk.Status {
+	pl.fences.Later(pod)
+	pl.handle.Activate(pl.logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s: %s", key, ErrReasonFenceNextCycle))
+}
+
+// ErrReasonFenceNextCycle is the status of a member turned away to raise
+// its fence in its next cycle.
+const ErrReasonFenceNextCycle = "the plan chose this member's devices on its rails after DynamicResources read them: it schedules in its next cycle, with the other devices fenced"
 
 // PreFilterExtensions returns nil: held capacity does not change when
 // preemption simulates adding or removing pods.

@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,7 +32,21 @@ const shippedConfig = "../../manifests/scheduler-config.yaml"
 // manager (plugintest's Config.DRA); it gets no CSI manager, which
 // NodeVolumeLimits reads only for pods with volumes, and these have none.
 // The gang plugin keeps the environment's fake clock.
-func withShippedProfile(t testing.TB) envOption {
+func withShippedProfile(t testing.TB) envOption { return withShippedProfileEdited(t, nil) }
+
+// withShippedProfileWithout is withShippedProfile with the named plugins
+// taken out of the profile, wherever it enables them.
+func withShippedProfileWithout(t testing.TB, without ...string) envOption {
+	return withShippedProfileEdited(t, func(p *schedconfig.KubeSchedulerProfile) {
+		for _, set := range []*schedconfig.PluginSet{&p.Plugins.MultiPoint, &p.Plugins.PreFilter} {
+			set.Enabled = slices.DeleteFunc(set.Enabled, func(pl schedconfig.Plugin) bool { return slices.Contains(without, pl.Name) })
+		}
+	})
+}
+
+// withShippedProfileEdited is withShippedProfile with edit applied to the
+// profile (nil: none).
+func withShippedProfileEdited(t testing.TB, edit func(*schedconfig.KubeSchedulerProfile)) envOption {
 	cfg, err := scheduleroptions.LoadConfigFromFile(klog.Background(), shippedConfig)
 	if err != nil {
 		t.Fatalf("reading %s: %v", shippedConfig, err)
@@ -53,10 +68,14 @@ func withShippedProfile(t testing.TB) envOption {
 					(*reg)[name] = f
 				}
 				(*reg)[Name] = gangPlugin
+				(*reg)[RailFenceName] = NewRailFence
 				(*reg)[gpufleet.Name] = func(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
 					return gpufleet.New(ctx, obj, fh, sources, gpufleet.WithDevices(capacity.ForDRAManager(ctx, fh.SharedDRAManager())))
 				}
 				*p = *profile.DeepCopy()
+				if edit != nil {
+					edit(p)
+				}
 			}
 		}
 	}

@@ -32,6 +32,7 @@ func RegistryOptions() []app.Option {
 	shared := &gang.SharedSources{}
 	return []app.Option{
 		app.WithPlugin(coscheduling.Name, withSources(shared, coscheduling.New)),
+		app.WithPlugin(coscheduling.RailFenceName, coscheduling.NewRailFence),
 		app.WithPlugin(gpufleet.Name, withSources(shared, func(ctx context.Context, obj runtime.Object, handle fwk.Handle, sources *gang.Sources) (fwk.Plugin, error) {
 			return gpufleet.New(ctx, obj, handle, sources, gpufleet.WithDevices(capacity.ForDRAManager(ctx, handle.SharedDRAManager())))
 		})),

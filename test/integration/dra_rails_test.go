@@ -766,3 +766,70 @@ func (env *draEnv) expectNoMarkWithoutPod(window time.Duration) {
 		env.t.Fatalf("within %s: %v", window, err)
 	}
 }
+
+// Members that ask for nvidia.com/gpu: 4, which the GPU DeviceClass serves,
+// have no claim for gpu-gang to write: DynamicResources makes one in each
+// member's cycle and picks its devices first fit. n0's names are swapped
+// (gpu-0..3 on rails 4-7), n1's are not; rails 6-7 of n0 and 0-1 of n1 are
+// taken, so each node holds one member and the one set both have free is
+// rails 2-5. First fit by name takes gpu-0, gpu-1, gpu-4, gpu-5 on n0 (rails
+// 4, 5, 0, 1) and gpu-2..5 on n1 (rails 2-5): with rail-alignment none the
+// members are misaligned. With required, RailFence leaves DynamicResources
+// only the devices the plan chose, and both members get rails 2-5.
+func TestDRARailAlignedMappedGPUs(t *testing.T) {
+	for _, tt := range []struct {
+		mode    string
+		aligned bool
+	}{{scheduling.RailAlignmentRequired, true}, {scheduling.RailAlignmentNone, false}} {
+		t.Run(tt.mode, func(t *testing.T) {
+			env := newDRAEnv(t, gpuClass(true), nicClass())
+			nodes := alternating(2)
+			env.railNodes(nodes...)
+			env.freeHalves(map[string][]int{"n0": {0, 1, 2, 3, 4, 5}, "n1": {2, 3, 4, 5, 6, 7}}, nodes...)
+			ledger := env.ledgerGangs(bindGrace, map[string]int{"job": 2})
+
+			start := time.Now()
+			env.createGangPodGroup("job", 2, map[string]string{scheduling.AnnotationRailAlignment: tt.mode})
+			pods := env.gangPods("job", 2, railsPerMember)
+			env.createPods(pods...)
+			bound := env.expectBoundWithin(start, railBindBound, pods...)
+			env.expectOnePerNode(bound, "n0", "n1")
+			rails := env.gpuRails(bound, pods...)
+			t.Logf("rail-alignment %s: %v on %v", tt.mode, rails, bound)
+			same := slices.Equal(rails[pods[0].Name], rails[pods[1].Name])
+			switch {
+			case tt.aligned && (!same || !slices.Equal(rails[pods[0].Name], []int{2, 3, 4, 5})):
+				t.Errorf("the members' GPUs are on rails %v, want rails 2-5 for both (nodes %v)", rails, bound)
+			case !tt.aligned && same:
+				t.Errorf("with rail-alignment none the members' GPUs are on one rail set, %v, which first fit by name cannot give here (nodes %v)", rails, bound)
+			}
+			env.expectNoDeviceTwice()
+			ledger.expectNoHalfBound()
+		})
+	}
+}
+
+// gpuRails waits for the claims of the bound members (one each) to be
+// allocated and returns, by member, the sorted rails of its GPUs, each
+// checked to be on the member's node.
+func (env *draEnv) gpuRails(nodes map[string]string, pods ...*v1.Pod) map[string][]int {
+	env.t.Helper()
+	claims := env.waitForAllocated(1, pods...)
+	rail, _, err := env.publishedRails(env.t.Context())
+	if err != nil {
+		env.t.Fatalf("reading the published rails: %v", err)
+	}
+	out := map[string][]int{}
+	for _, p := range pods {
+		for _, c := range claims[p.Name] {
+			for _, d := range allocatedDevices(c) {
+				if d.pool != nodes[p.Name] || d.driver != gpuDriver {
+					env.t.Errorf("member %s on %s holds device %s (claim %s); want GPUs of its node", p.Name, nodes[p.Name], d, c.Name)
+				}
+				out[p.Name] = append(out[p.Name], rail[d])
+			}
+		}
+		slices.Sort(out[p.Name])
+	}
+	return out
+}

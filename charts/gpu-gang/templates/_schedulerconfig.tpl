@@ -16,6 +16,8 @@ profiles:
   - schedulerName: {{ .Values.scheduler.schedulerName }}
     plugins:
       multiPoint:
+        enabled:
+          - name: RailFence
         disabled:
           - name: DefaultPreemption
       queueSort:
@@ -28,6 +30,7 @@ profiles:
           - name: Coscheduling
       preFilter:
         enabled:
+          - name: RailFence
           - name: GPUFleet
           - name: Coscheduling
       filter:

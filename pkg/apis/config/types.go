@@ -17,6 +17,10 @@ const (
 	// GPUFleetPluginName names the GPU fleet plugin, whose args are
 	// GPUFleetArgs.
 	GPUFleetPluginName = "GPUFleet"
+	// RailFencePluginName names the plugin that steers DynamicResources
+	// to the devices a rail-aligned plan chose for a member that asks
+	// for them through an extended resource; it has no args.
+	RailFencePluginName = "RailFence"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

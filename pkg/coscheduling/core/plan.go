@@ -136,6 +136,8 @@ func (pl *Planner) PlanGang(ctx context.Context, spec *gang.Spec, members []*v1.
 		pl.reporter.HoldEnded(true)
 	}
 	pl.realign.Delete(key)
+	// The fences of an earlier plan fence its nodes, not this one's.
+	pl.gangClaims.Fences().Forget(key)
 	logger.V(4).Info("Planned gang", "podGroup", key, "members", len(members), "plan", plan.Summary)
 	if status := pl.gangClaims.AllocateShared(ctx, spec, members, d, req, plan); status != nil {
 		return status

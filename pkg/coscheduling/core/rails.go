@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
 	"github.com/gpu-gang/gpu-gang/pkg/capacity"
 	"github.com/gpu-gang/gpu-gang/pkg/coscheduling/dra"
@@ -37,8 +39,8 @@ type railPass struct {
 
 // railsOf reads the gang's rails for a pass: nil when no member is bound
 // by them. Members are bound when they take part of a node's railed
-// devices through their own claims, two or more alike; those that take a
-// whole node's are aligned by construction.
+// devices (railed), two or more alike; those that take a whole node's are
+// aligned by construction.
 func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDemand, req *placement.Request) (*railPass, *fwk.Status) {
 	if d.Devices == nil || d.Gang == nil {
 		return nil, nil
@@ -63,7 +65,7 @@ func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDema
 	g := &rails.Gang{Size: shape.size, Aligned: make([]bool, len(req.Members))}
 	aligned := 0
 	for i := range req.Members {
-		if i < len(d.Gang.Extra) && sameShape(d.Gang.Extra[i], shape) {
+		if sameShape(pl.railed(d, i), shape) {
 			g.Aligned[i] = true
 			aligned++
 		}
@@ -80,10 +82,21 @@ func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDema
 	g.Class = make([]int32, len(req.Nodes))
 	g.Classes = []rails.Class{{}}
 	index := map[rails.Class]int32{{}: 0}
+	promised := pl.gangClaims.Fences().ChosenByOthers(spec.Key)
+	inv := d.Devices.Matcher().Inventory()
 	for n := range req.Nodes {
-		c, ok := nodeRailClass(ctx, d.Devices, req.Nodes[n].Name, shape)
+		name := req.Nodes[n].Name
+		c, ok := nodeRailClass(ctx, d.Devices, name, shape)
 		if !ok {
 			continue
+		}
+		// Devices other plans chose for their fenced members are free
+		// until those members' cycles take them: count them taken.
+		for _, id := range promised[name] {
+			if r := inv.RailOf(name, id.Device.String(), id.Driver.String(), id.Pool.String()); r >= 0 && c.Free[r] > 0 {
+				c.Free[r]--
+				c.Used = true
+			}
 		}
 		k, seen := index[c]
 		if !seen {
@@ -95,6 +108,26 @@ func (pl *Planner) railsOf(ctx context.Context, spec *gang.Spec, d *dra.PassDema
 	}
 	p.gang = g
 	return p, nil
+}
+
+// railed is what member i asks for of devices that may sit on rails: its
+// own claims' devices and, when fences steer DynamicResources to the
+// devices a plan chose (dra.Fences), those of the classes that serve its
+// extended resources.
+func (pl *Planner) railed(d *dra.PassDemand, i int) capacity.Amounts {
+	var own capacity.Amounts
+	if i < len(d.Gang.Extra) {
+		own = d.Gang.Extra[i]
+	}
+	if i >= len(d.Pods) || d.Pods[i] == nil || len(d.Pods[i].Mapped) == 0 || !pl.gangClaims.Fencing() {
+		return own
+	}
+	out := make(capacity.Amounts, len(own)+len(d.Pods[i].Mapped))
+	maps.Copy(out, own)
+	for _, m := range d.Pods[i].Mapped {
+		out[m.Kind.Dimension] += m.Count
+	}
+	return out
 }
 
 // railUnits splits req's nodes into the rails' scalable units by their
@@ -140,12 +173,8 @@ func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape r
 	inv := devices.Matcher().Inventory()
 	for _, p := range placed {
 		var set capacity.RailSet
-		for i := range p.Spec.ResourceClaims {
-			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
-			if err != nil || name == nil {
-				continue
-			}
-			claim, err := pl.devices.Manager().ResourceClaims().Get(p.Namespace, *name)
+		for _, name := range claimNames(p) {
+			claim, err := pl.devices.Manager().ResourceClaims().Get(p.Namespace, name)
 			if err != nil || claim.Status.Allocation == nil {
 				continue
 			}
@@ -172,6 +201,21 @@ func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape r
 	return pinned
 }
 
+// claimNames names pod's claims: its own, and the one DynamicResources
+// made for its extended resources.
+func claimNames(pod *v1.Pod) []string {
+	var out []string
+	for i := range pod.Spec.ResourceClaims {
+		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil {
+			out = append(out, *name)
+		}
+	}
+	if ext := pod.Status.ExtendedResourceClaimStatus; ext != nil && ext.ResourceClaimName != "" {
+		out = append(out, ext.ResourceClaimName)
+	}
+	return out
+}
+
 // railShape is what an aligned member takes: size rails, one device of
 // each of dims per rail.
 type railShape struct {
@@ -187,7 +231,8 @@ type railShape struct {
 // many of joins (its NICs). It is not ok when no member takes railed
 // devices, or when they take a node's every rail.
 func (pl *Planner) railShape(ctx context.Context, d *dra.PassDemand, req *placement.Request) (railShape, bool) {
-	for _, extra := range d.Gang.Extra {
+	for i := range req.Members {
+		extra := pl.railed(d, i)
 		var dims []v1.ResourceName
 		for _, dim := range extra.Names() {
 			if extra[dim] > 0 && capacity.IsDeviceDimension(dim) && !d.IsUnion(dim) {
@@ -428,16 +473,16 @@ func (p *railPass) blocks(ctx context.Context, inner placement.Planner, req *pla
 //   - on a device-plugin node the kubelet picks the GPUs when the pod
 //     starts, after scheduling;
 //   - an extended resource a DeviceClass serves (nvidia.com/gpu on a DRA
-//     node) gets its claim from DynamicResources when the pod binds, its
-//     devices chosen first fit; the pod's own ResourceClaim would be
-//     aligned.
+//     node) gets its claim from DynamicResources, its devices chosen first
+//     fit, unless the profile runs RailFence ahead of DynamicResources
+//     (dra.Fences); the pod's own ResourceClaim would be aligned too.
 func (pl *Planner) unalignedNote(ctx context.Context, spec *gang.Spec, d *dra.PassDemand, req *placement.Request, plan *placement.Plan) string {
 	mode, err := gang.RailAlignmentOf(spec)
 	if _, set := spec.Annotations[scheduling.AnnotationRailAlignment]; !set || err != nil || mode == scheduling.RailAlignmentNone {
 		return ""
 	}
 	note := pl.kubeletPicks(d, req, plan)
-	if note == "" {
+	if note == "" && !pl.gangClaims.Fencing() {
 		note = mappedPicks(ctx, d, req, plan)
 	}
 	if note == "" {
@@ -466,7 +511,8 @@ func (pl *Planner) kubeletPicks(d *dra.PassDemand, req *placement.Request, plan 
 }
 
 // mappedPicks names a member that takes part of a node's railed devices
-// through an extended resource a DeviceClass serves, "" if none does.
+// through an extended resource a DeviceClass serves, "" if none does: said
+// when no RailFence plugin steers DynamicResources.
 func mappedPicks(ctx context.Context, d *dra.PassDemand, req *placement.Request, plan *placement.Plan) string {
 	if d.Devices == nil {
 		return ""
@@ -480,8 +526,9 @@ func mappedPicks(ctx context.Context, d *dra.PassDemand, req *placement.Request,
 			if !ok || m.Count <= 0 || m.Count >= int64(r.Rails) {
 				continue
 			}
-			return fmt.Sprintf("; not rail-aligned: member %s asks for %s, which DeviceClass %s serves, and DynamicResources picks those devices first fit when the pod binds; "+
-				"ask for them with a ResourceClaim to have them rail-aligned", req.Members[i].Name, m.Resource, m.Kind.Class)
+			return fmt.Sprintf("; not rail-aligned: member %s asks for %s, which DeviceClass %s serves, and DynamicResources picks those devices first fit; "+
+				"enable the %s plugin in the profile (multiPoint, and first in preFilter) or ask for them with a ResourceClaim to have them rail-aligned",
+				req.Members[i].Name, m.Resource, m.Kind.Class, config.RailFencePluginName)
 		}
 	}
 	return ""

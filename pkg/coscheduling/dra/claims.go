@@ -58,13 +58,26 @@ type GangClaims struct {
 	pods        corelisters.PodLister
 	gangs       Gangs
 	logger      klog.Logger
+	// fences are the fences of members that ask for aligned devices
+	// through an extended resource; nil without DRA.
+	fences *Fences
+	// profile is the gang plugin's profile.
+	profile string
 }
 
 // NewGangClaims builds the claims side of the gang plugin on its device
 // source and its table of allocations.
-func NewGangClaims(source *DeviceSource, allocations *Allocations, nodes corelisters.NodeLister, pods corelisters.PodLister, gangs Gangs, logger klog.Logger) *GangClaims {
-	return &GangClaims{source: source, allocations: allocations, nodes: nodes, pods: pods, gangs: gangs, logger: logger}
+func NewGangClaims(source *DeviceSource, allocations *Allocations, fences *Fences, profile string, nodes corelisters.NodeLister, pods corelisters.PodLister, gangs Gangs, logger klog.Logger) *GangClaims {
+	return &GangClaims{source: source, allocations: allocations, fences: fences, profile: profile, nodes: nodes, pods: pods, gangs: gangs, logger: logger}
 }
+
+// Fences are the fences of the members that ask for aligned devices
+// through an extended resource; nil without DRA.
+func (c *GangClaims) Fences() *Fences { return c.fences }
+
+// Fencing reports whether the gang plugin's plans fence (its profile's
+// RailFence plugin raises the fences).
+func (c *GangClaims) Fencing() bool { return c.fences.Enabled(c.profile) }
 
 // AllocationsOptions configure the gang plugin's table of allocations.
 func AllocationsOptions(handle fwk.Handle, devices *DeviceSource, logger klog.Logger) Options {
