@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/scheduling"
+	"github.com/gpu-gang/gpu-gang/pkg/gang"
 	"github.com/gpu-gang/gpu-gang/pkg/placement"
 )
 
@@ -53,6 +54,16 @@ func dynamicResources(m *threadMeter) tf.RegisterPluginFunc {
 		return &meteredDRA{DynamicResources: pl.(*dynamicresources.DynamicResources), m: m}, nil
 	}
 	return tf.RegisterPluginAsExtensions(names.DynamicResources, factory, "PreFilter", "Filter", "Reserve")
+}
+
+// withRailFence registers RailFence at PreFilter; named before withDRA,
+// it runs before DynamicResources, as the shipped profile orders them.
+func withRailFence() envOption {
+	return func(c *envConfig) {
+		c.filters = append(c.filters, func(*gang.Sources) tf.RegisterPluginFunc {
+			return tf.RegisterPluginAsExtensions(RailFenceName, NewRailFence, "PreFilter")
+		})
+	}
 }
 
 // withPlanner plans with p.

@@ -484,6 +484,80 @@ func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
 	require.Equal(t, map[string][]int{"node-0": {0, 1, 2, 3}, "node-1": {0, 1, 2, 3}}, on)
 }
 
+// A gang of members that ask for nvidia.com/gpu preempts for one rail set
+// too, and once the victims are gone its members take the freed rails
+// through their fences: the victims and rails of
+// TestRailAlignedPreemptorEvictsOnOneRailSet, the members' devices picked
+// by DynamicResources.
+func TestRailAlignedMappedPreemptorTakesTheFreedRails(t *testing.T) {
+	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	reversed := []int{7, 6, 5, 4, 3, 2, 1, 0}
+	layouts := [][]int{straight, reversed}
+	nodes, objs := railFabric(layouts...)
+	for _, n := range nodes {
+		n.Labels = map[string]string{cliqueLabel: "c0", leafLabel: "l0", spineLabel: "s0"}
+	}
+	var running []*v1.Pod
+	for _, v := range []struct {
+		name, node string
+		gpus       []string
+		prio       int32
+	}{
+		{"low-a", "node-0", gpuNames(0, 4), 1},
+		{"low-b", "node-0", gpuNames(4, 8), 2},
+		{"low-c", "node-1", gpuNames(4, 8), 2},
+		{"low-d", "node-1", gpuNames(0, 2), 1},
+	} {
+		claim := allocatedClaim(testNS, v.name, v.node, v.gpus...)
+		ref := claim.Status.ReservedFor[0]
+		pod := st.MakePod().Namespace(testNS).Name(ref.Name).UID(string(ref.UID)).Node(v.node).Priority(v.prio).Obj()
+		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimName: ptr.To(claim.Name)}}
+		pod.Status.Phase = v1.PodRunning
+		pod.Status.StartTime = ptr.To(metav1.NewTime(t0))
+		running = append(running, pod)
+		objs = append(objs, claim)
+	}
+	job := members("mp", 2, "4")
+	for _, p := range job {
+		p.Spec.Priority = ptr.To[int32](100)
+	}
+	pg := gangtest.MakePodGroup("mp", testNS).MinMember(2).Annotation(scheduling.AnnotationRailAlignment, scheduling.RailAlignmentRequired).Obj()
+	env := newTestEnv(t, nodes, append(running, job...), []*v1alpha1.PodGroup{pg}, withTopology(t), withRailFence(), withDRA(), withObjects(objs...))
+	env.syncWatch()
+
+	_, status := env.attempt(job[0])
+	require.True(t, status.IsSuccess(), "the gang preempts: %v", status)
+	require.Equal(t, []string{"low-a", "low-c"}, env.deleted(), "the victims free rails 0-3 of both nodes")
+
+	for _, p := range podsNamed(running, "low-a", "low-c") {
+		env.waitForLister(p, nil)
+		env.forget(p)
+		require.NoError(t, env.client.ResourceV1().ResourceClaims(testNS).Delete(env.ctx, p.Name, metav1.DeleteOptions{}))
+	}
+	require.Eventually(t, func() bool {
+		_, status := env.schedule(job[0])
+		return status != nil && strings.Contains(status.Message(), ErrReasonFenceNextCycle)
+	}, 10*time.Second, 50*time.Millisecond, "the gang is planned again for its rails once the victims are gone")
+	tracker := env.fh.SharedDRAManager().ResourceClaims()
+	on := map[string][]int{}
+	for _, p := range []*v1.Pod{job[1], job[0]} {
+		before, err := tracker.ListAllAllocatedDevices()
+		require.NoError(t, err)
+		node, status := env.schedule(p)
+		require.NotEmpty(t, node, "member %s is placed: %v", p.Name, status)
+		after, err := tracker.ListAllAllocatedDevices()
+		require.NoError(t, err)
+		for id := range after.Difference(before) {
+			var gpu int
+			_, err := fmt.Sscanf(id.Device.String(), "gpu-%d", &gpu)
+			require.NoError(t, err)
+			on[node] = append(on[node], railOfGPU(indexedLayout(t, layouts)(node), gpu))
+		}
+		slices.Sort(on[node])
+	}
+	require.Equal(t, map[string][]int{"node-0": {0, 1, 2, 3}, "node-1": {0, 1, 2, 3}}, on)
+}
+
 // Members that ask for nvidia.com/gpu, which a DeviceClass serves, get
 // their devices from DynamicResources, first fit, in their own cycles. In
 // the shipped profile RailFence leaves DynamicResources only the devices
