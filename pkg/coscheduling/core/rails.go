@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/gpu-gang/gpu-gang/pkg/apis/config"
@@ -173,15 +172,9 @@ func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape r
 	inv := devices.Matcher().Inventory()
 	for _, p := range placed {
 		var set capacity.RailSet
-		for _, name := range claimNames(p) {
-			claim, err := pl.devices.Manager().ResourceClaims().Get(p.Namespace, name)
-			if err != nil || claim.Status.Allocation == nil {
-				continue
-			}
-			for _, r := range claim.Status.Allocation.Devices.Results {
-				if rail := inv.RailOf(p.Spec.NodeName, r.Device, r.Driver, r.Pool); rail >= 0 {
-					set |= 1 << rail
-				}
+		for _, id := range pl.devices.AllocatedDevices(p) {
+			if rail := inv.RailOf(p.Spec.NodeName, id.Device.String(), id.Driver.String(), id.Pool.String()); rail >= 0 {
+				set |= 1 << rail
 			}
 		}
 		u, ok := unitOf[p.Spec.NodeName]
@@ -199,21 +192,6 @@ func (pl *Planner) runningRails(key gang.Key, devices *capacity.Devices, shape r
 		return nil
 	}
 	return pinned
-}
-
-// claimNames names pod's claims: its own, and the one DynamicResources
-// made for its extended resources.
-func claimNames(pod *v1.Pod) []string {
-	var out []string
-	for i := range pod.Spec.ResourceClaims {
-		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil {
-			out = append(out, *name)
-		}
-	}
-	if ext := pod.Status.ExtendedResourceClaimStatus; ext != nil && ext.ResourceClaimName != "" {
-		out = append(out, ext.ResourceClaimName)
-	}
-	return out
 }
 
 // railShape is what an aligned member takes: size rails, one device of

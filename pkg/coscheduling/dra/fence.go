@@ -136,6 +136,9 @@ func (f *Fences) Enabled(profile string) bool {
 // Set makes fences, by member UID, the fences of gang's plan, in place of
 // those of its earlier plans.
 func (f *Fences) Set(key gang.Key, byPod map[types.UID]Fence) {
+	if f == nil {
+		return
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.forgetLocked(key)

@@ -45,11 +45,7 @@ type Aligned struct {
 // AllocateShared it makes no API call; while writes are in flight the
 // gang's members wait (ClaimsBusy).
 func (c *GangClaims) AllocateAligned(ctx context.Context, spec *gang.Spec, members []*v1.Pod, d *PassDemand, req *placement.Request, plan *placement.Plan, a *Aligned) *fwk.Status {
-	if c.source == nil || d.Devices == nil {
-		return nil
-	}
-	if a == nil {
-		c.fences.Forget(spec.Key)
+	if c.source == nil || a == nil || d.Devices == nil {
 		return nil
 	}
 	// chosen are the devices already given to a member of this plan, so
@@ -98,9 +94,7 @@ func (c *GangClaims) AllocateAligned(ctx context.Context, spec *gang.Spec, membe
 		}
 		handed += wrote
 	}
-	if c.fences != nil {
-		c.fences.Set(spec.Key, fenced)
-	}
+	c.fences.Set(spec.Key, fenced)
 	if handed == 0 {
 		return nil
 	}

@@ -156,30 +156,38 @@ func (s *DeviceSource) Demand(ctx context.Context, members []*v1.Pod, alt int, r
 }
 
 // AllocatedPositions returns where, on node, the devices allocated to pods'
-// claims sit: their own claims and the claims kube-scheduler made for their
-// extended resources.
+// claims sit (AllocatedDevices).
 func (s *DeviceSource) AllocatedPositions(devices *capacity.Devices, node string, pods []*v1.Pod) capacity.Bits {
 	var ids []structured.DeviceID
+	for _, p := range pods {
+		ids = append(ids, s.AllocatedDevices(p)...)
+	}
+	return devices.Matcher().Inventory().Positions(node, ids)
+}
+
+// AllocatedDevices lists the devices allocated to pod's claims, as the DRA
+// manager has them: its own claims and the claim kube-scheduler made for
+// its extended resources.
+func (s *DeviceSource) AllocatedDevices(pod *v1.Pod) []structured.DeviceID {
+	var ids []structured.DeviceID
 	claims := s.manager.ResourceClaims()
-	read := func(ns, name string) {
-		if c, err := claims.Get(ns, name); err == nil {
+	read := func(name string) {
+		if c, err := claims.Get(pod.Namespace, name); err == nil {
 			ids = append(ids, capacity.AllocatedDevices(c)...)
 		}
 	}
-	for _, p := range pods {
-		for _, st := range p.Status.ResourceClaimStatuses {
-			if st.ResourceClaimName != nil {
-				read(p.Namespace, *st.ResourceClaimName)
-			}
-		}
-		for _, pc := range p.Spec.ResourceClaims {
-			if pc.ResourceClaimName != nil {
-				read(p.Namespace, *pc.ResourceClaimName)
-			}
-		}
-		if st := p.Status.ExtendedResourceClaimStatus; st != nil {
-			read(p.Namespace, st.ResourceClaimName)
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.ResourceClaimName != nil {
+			read(*st.ResourceClaimName)
 		}
 	}
-	return devices.Matcher().Inventory().Positions(node, ids)
+	for _, pc := range pod.Spec.ResourceClaims {
+		if pc.ResourceClaimName != nil {
+			read(*pc.ResourceClaimName)
+		}
+	}
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
+		read(st.ResourceClaimName)
+	}
+	return ids
 }
