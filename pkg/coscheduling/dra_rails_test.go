@@ -13,9 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -403,18 +401,13 @@ func TestRailAlignmentIsPerScalableUnit(t *testing.T) {
 	})
 }
 
-// A preemptor gang that requires rail alignment evicts pods whose devices
-// free the same rails on every node it frees, and once they are gone its
-// members' claims are written on those rails. Both nodes are full. On
-// node-0 (GPU k on rail k) a pod of priority 1 holds rails 0-3 and one of
-// priority 2 rails 4-7. On node-1 (GPU names run backwards: gpu-7 is on
-// rail 0) a pod of priority 2 holds rails 0-3, one of priority 1 rails 6-7,
-// and rails 4-5 are free. Counting GPUs alone, the two pods of priority 1
-// are the cheapest victims, and they free rails 0-3 of node-0 and 4-7 of
-// node-1. Counting rails, node-1's pod on rails 0-3 goes instead; and
-// there first fit would take gpu-2..5, rails 2-5, where gpu-gang's plan
-// takes gpu-4..7, rails 0-3.
-func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
+// fullRailNodes is the fabric of the rail preemption tests: node-0 (GPU k
+// on rail k) and node-1 (GPU names backwards), one leaf, both full: on
+// node-0 low-a (priority 1) holds rails 0-3 and low-b (2) rails 4-7; on
+// node-1 low-c (2) holds rails 0-3, low-d (1) rails 6-7, and rails 4-5
+// are free. It returns the layouts, the nodes, the running pods and the
+// objects to create (the slices, the class, the pods' claims).
+func fullRailNodes() ([][]int, []*v1.Node, []*v1.Pod, []runtime.Object) {
 	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
 	reversed := []int{7, 6, 5, 4, 3, 2, 1, 0}
 	layouts := [][]int{straight, reversed}
@@ -442,6 +435,48 @@ func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
 		running = append(running, pod)
 		objs = append(objs, claim)
 	}
+	return layouts, nodes, running, objs
+}
+
+// scheduleOnRails runs member p's cycle, which must place it, and returns
+// its node and the rails, sorted, of the devices it took there: those the
+// DRA manager holds allocated or in flight after the cycle and not before
+// (DynamicResources reserves them in flight). layouts gives node-<i>'s
+// railFabric layout.
+func (e *testEnv) scheduleOnRails(p *v1.Pod, layouts [][]int) (string, []int) {
+	e.t.Helper()
+	tracker := e.fh.SharedDRAManager().ResourceClaims()
+	before, err := tracker.ListAllAllocatedDevices()
+	require.NoError(e.t, err)
+	node, status := e.schedule(p)
+	require.NotEmpty(e.t, node, "member %s is placed: %v", p.Name, status)
+	after, err := tracker.ListAllAllocatedDevices()
+	require.NoError(e.t, err)
+	var rails []int
+	for id := range after.Difference(before) {
+		require.Equal(e.t, node, id.Pool.String(), "member %s's devices are on its node", p.Name)
+		var gpu int
+		_, err := fmt.Sscanf(id.Device.String(), "gpu-%d", &gpu)
+		require.NoError(e.t, err)
+		rails = append(rails, railOfGPU(indexedLayout(e.t, layouts)(node), gpu))
+	}
+	slices.Sort(rails)
+	return node, rails
+}
+
+// A preemptor gang that requires rail alignment evicts pods whose devices
+// free the same rails on every node it frees, and once they are gone its
+// members' claims are written on those rails. Both nodes are full. On
+// node-0 (GPU k on rail k) a pod of priority 1 holds rails 0-3 and one of
+// priority 2 rails 4-7. On node-1 (GPU names run backwards: gpu-7 is on
+// rail 0) a pod of priority 2 holds rails 0-3, one of priority 1 rails 6-7,
+// and rails 4-5 are free. Counting GPUs alone, the two pods of priority 1
+// are the cheapest victims, and they free rails 0-3 of node-0 and 4-7 of
+// node-1. Counting rails, node-1's pod on rails 0-3 goes instead; and
+// there first fit would take gpu-2..5, rails 2-5, where gpu-gang's plan
+// takes gpu-4..7, rails 0-3.
+func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
+	layouts, nodes, running, objs := fullRailNodes()
 	job, objs := halfNodeGang(2, objs)
 	for _, p := range job {
 		p.Spec.Priority = ptr.To[int32](100)
@@ -490,33 +525,7 @@ func TestRailAlignedPreemptorEvictsOnOneRailSet(t *testing.T) {
 // TestRailAlignedPreemptorEvictsOnOneRailSet, the members' devices picked
 // by DynamicResources.
 func TestRailAlignedMappedPreemptorTakesTheFreedRails(t *testing.T) {
-	straight := []int{0, 1, 2, 3, 4, 5, 6, 7}
-	reversed := []int{7, 6, 5, 4, 3, 2, 1, 0}
-	layouts := [][]int{straight, reversed}
-	nodes, objs := railFabric(layouts...)
-	for _, n := range nodes {
-		n.Labels = map[string]string{cliqueLabel: "c0", leafLabel: "l0", spineLabel: "s0"}
-	}
-	var running []*v1.Pod
-	for _, v := range []struct {
-		name, node string
-		gpus       []string
-		prio       int32
-	}{
-		{"low-a", "node-0", gpuNames(0, 4), 1},
-		{"low-b", "node-0", gpuNames(4, 8), 2},
-		{"low-c", "node-1", gpuNames(4, 8), 2},
-		{"low-d", "node-1", gpuNames(0, 2), 1},
-	} {
-		claim := allocatedClaim(testNS, v.name, v.node, v.gpus...)
-		ref := claim.Status.ReservedFor[0]
-		pod := st.MakePod().Namespace(testNS).Name(ref.Name).UID(string(ref.UID)).Node(v.node).Priority(v.prio).Obj()
-		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimName: ptr.To(claim.Name)}}
-		pod.Status.Phase = v1.PodRunning
-		pod.Status.StartTime = ptr.To(metav1.NewTime(t0))
-		running = append(running, pod)
-		objs = append(objs, claim)
-	}
+	layouts, nodes, running, objs := fullRailNodes()
 	job := members("mp", 2, "4")
 	for _, p := range job {
 		p.Spec.Priority = ptr.To[int32](100)
@@ -538,22 +547,10 @@ func TestRailAlignedMappedPreemptorTakesTheFreedRails(t *testing.T) {
 		_, status := env.schedule(job[0])
 		return status != nil && strings.Contains(status.Message(), ErrReasonFenceNextCycle)
 	}, 10*time.Second, 50*time.Millisecond, "the gang is planned again for its rails once the victims are gone")
-	tracker := env.fh.SharedDRAManager().ResourceClaims()
 	on := map[string][]int{}
 	for _, p := range []*v1.Pod{job[1], job[0]} {
-		before, err := tracker.ListAllAllocatedDevices()
-		require.NoError(t, err)
-		node, status := env.schedule(p)
-		require.NotEmpty(t, node, "member %s is placed: %v", p.Name, status)
-		after, err := tracker.ListAllAllocatedDevices()
-		require.NoError(t, err)
-		for id := range after.Difference(before) {
-			var gpu int
-			_, err := fmt.Sscanf(id.Device.String(), "gpu-%d", &gpu)
-			require.NoError(t, err)
-			on[node] = append(on[node], railOfGPU(indexedLayout(t, layouts)(node), gpu))
-		}
-		slices.Sort(on[node])
+		node, rails := env.scheduleOnRails(p, layouts)
+		on[node] = rails
 	}
 	require.Equal(t, map[string][]int{"node-0": {0, 1, 2, 3}, "node-1": {0, 1, 2, 3}}, on)
 }
@@ -585,40 +582,17 @@ func TestRailAlignedMappedGPUsTakeThePlansRails(t *testing.T) {
 				profile = withShippedProfileWithout(t, RailFenceName)
 			}
 			env := newTestEnv(t, nodes, job, []*v1alpha1.PodGroup{pg}, profile, withObjects(objs...))
-			tracker := env.fh.SharedDRAManager().ResourceClaims()
-			allocated := func() sets.Set[structured.DeviceID] {
-				ids, err := tracker.ListAllAllocatedDevices()
-				require.NoError(t, err)
-				return ids
-			}
-			// rails runs member p's cycle and reads the rails of the
-			// devices DynamicResources reserved for it.
-			rails := func(p *v1.Pod) (string, []int) {
-				before := allocated()
-				node, status := env.schedule(p)
-				require.NotEmpty(t, node, "member %s is placed: %v", p.Name, status)
-				var got []int
-				for id := range allocated().Difference(before) {
-					require.Equal(t, node, id.Pool.String(), "member %s's devices are on its node", p.Name)
-					var gpu int
-					_, err := fmt.Sscanf(id.Device.String(), "gpu-%d", &gpu)
-					require.NoError(t, err)
-					got = append(got, railOfGPU(indexedLayout(t, layouts)(node), gpu))
-				}
-				slices.Sort(got)
-				return node, got
-			}
 			if fenced {
 				_, status := env.schedule(job[0])
 				require.Equal(t, fwk.UnschedulableAndUnresolvable, status.Code(), "status: %v", status)
 				require.Contains(t, status.Message(), ErrReasonFenceNextCycle)
 			}
 			env.activator.Reset()
-			n1, r1 := rails(job[1])
+			n1, r1 := env.scheduleOnRails(job[1], layouts)
 			if fenced {
 				require.Contains(t, env.activator.Get(), testNS+"/"+job[0].Name, "the next cycle brings back the member turned away")
 			}
-			n0, r0 := rails(job[0])
+			n0, r0 := env.scheduleOnRails(job[0], layouts)
 			require.NotEqual(t, n0, n1, "one member per node")
 			require.Len(t, r0, 4)
 			require.Len(t, r1, 4)
@@ -627,8 +601,6 @@ func TestRailAlignedMappedGPUsTakeThePlansRails(t *testing.T) {
 				require.Equal(t, []int{2, 3, 4, 5}, r0, "member on the one rail set free on both nodes (node %s)", n0)
 				require.Equal(t, r0, r1, "both members on one rail set (nodes %s, %s)", n0, n1)
 				require.True(t, hasEvent(events, ReasonGangScheduled, "rail-aligned on rails "), "events: %q", events)
-				_, err := tracker.ListAllAllocatedDevices()
-				require.NoError(t, err)
 				require.False(t, env.pl.fences.Fenced(job[0].UID) || env.pl.fences.Fenced(job[1].UID), "reserved members keep no fence")
 				return
 			}
@@ -652,31 +624,14 @@ func TestFencedDevicesArePromisedToTheirPlan(t *testing.T) {
 		return gangtest.MakePodGroup(name, testNS).MinMember(2).Annotation(scheduling.AnnotationRailAlignment, scheduling.RailAlignmentRequired).Obj()
 	}
 	env := newTestEnv(t, nodes, append(slices.Clone(a), b...), []*v1alpha1.PodGroup{required("a"), required("b")}, withShippedProfile(t), withObjects(objs...))
-	tracker := env.fh.SharedDRAManager().ResourceClaims()
-	allocated := func() sets.Set[structured.DeviceID] {
-		ids, err := tracker.ListAllAllocatedDevices()
-		require.NoError(t, err)
-		return ids
-	}
 	for _, first := range []*v1.Pod{a[0], b[0]} {
 		_, status := env.schedule(first)
 		require.Contains(t, status.Message(), ErrReasonFenceNextCycle, "member %s", first.Name)
 	}
 	rails := map[string][]int{}
 	for _, p := range []*v1.Pod{a[1], a[0], b[1], b[0]} {
-		before := allocated()
-		node, status := env.schedule(p)
-		require.NotEmpty(t, node, "member %s is placed: %v", p.Name, status)
-		got := allocated().Difference(before)
-		require.Len(t, got, 4, "member %s takes 4 devices", p.Name)
-		var r []int
-		for id := range got {
-			var gpu int
-			_, err := fmt.Sscanf(id.Device.String(), "gpu-%d", &gpu)
-			require.NoError(t, err)
-			r = append(r, gpu) // straight: gpu-k is on rail k
-		}
-		slices.Sort(r)
+		_, r := env.scheduleOnRails(p, layouts)
+		require.Len(t, r, 4, "member %s takes 4 devices", p.Name)
 		rails[p.Name] = r
 	}
 	require.Equal(t, rails["a-0"], rails["a-1"], "gang a on one rail set: %v", rails)
